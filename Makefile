@@ -1,0 +1,50 @@
+# Targets are named by intent. `make demo` and `make test` set everything up on a fresh machine.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# The strict editable install links each file; a new or removed module needs a re-install.
+SOURCES := $(sort $(shell find domain application infrastructure -name '*.py' 2>/dev/null))
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-slow test-dist lint typecheck bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml $(SOURCES)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --upgrade pip
+	@echo "installing session-awareness (strict editable) and its dev tools…"
+	@$(PY) -m pip install --quiet --config-settings editable_mode=strict -e '.[dev]' 2>&1 \
+		| grep -v '^WARNING: Location' || true
+	@$(PY) -c 'import session_awareness.application' 
+	@touch $(STAMP)
+
+demo: install
+	$(VENV)/bin/session-awareness demo
+
+test: install
+	$(PY) -m pytest
+
+test-slow: install
+	$(PY) -m pytest -m slow
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy -p session_awareness.domain -p session_awareness.application
+
+test-dist: install
+	rm -rf dist build/dist-venv
+	$(PY) -m build --wheel --outdir dist
+	$(PYTHON) -m venv build/dist-venv
+	build/dist-venv/bin/pip install --quiet dist/*.whl pytest hypothesis
+	cd build && dist-venv/bin/python -m pytest -p no:cacheprovider -c ../pyproject.toml --rootdir .. ../tests
+
+bench: install
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,27 @@
+"""Application layer: the embedding API, its ports and the read-model projection.
+
+    from session_awareness.application import open_service
+    with open_service("sqlite:///sessions.db") as svc:
+        ...
+"""
+
+from session_awareness.application.errors import (
+    AmbiguousSessionError,
+    ConfigurationError,
+    InvalidArgumentError,
+    InvalidChangesSinceError,
+    SessionAwarenessError,
+    UnknownSessionError,
+)
+from session_awareness.application.service import SessionAwareness, open_service
+
+__all__ = [
+    "AmbiguousSessionError",
+    "ConfigurationError",
+    "InvalidArgumentError",
+    "InvalidChangesSinceError",
+    "SessionAwareness",
+    "SessionAwarenessError",
+    "UnknownSessionError",
+    "open_service",
+]

@@ -1,0 +1,125 @@
+"""The service's core: configuration, loading, atomic saves with the inline projection,
+retries on concurrent saves, key resolution and wakes (DESIGN D3)."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar, cast
+from uuid import UUID
+
+import structlog
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import RecordConflictError
+
+from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
+from session_awareness.application.ports import Clock, ReadModel, Waker
+from session_awareness.domain.keys import SessionRef, agent_of, is_subagent, watch_id
+from session_awareness.domain.session import Session
+from session_awareness.domain.watch import Watch
+
+log = structlog.get_logger("session_awareness")
+R = TypeVar("R")
+MAX_ATTEMPTS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How long and how many `changesSince` rows are kept; cursors expire with the age (R-R1)."""
+
+    days: int = 30
+    rows: int = 50_000
+
+
+class ServiceCore(Application[UUID]):
+    """What every part of the service shares."""
+
+    name = "SessionAwareness"
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        clock: Clock,
+        waker: Waker | None = None,
+        retention: Retention | None = None,
+    ) -> None:
+        super().__init__(env)
+        self.clock = clock
+        self.waker = waker
+        self.retention = retention or Retention()
+        self.read_model = cast(ReadModel, self.recorder)
+        self._next_prune: datetime | None = None
+
+    # -- saving with the projection ---------------------------------------------------------
+
+    def _record(self, processing_event: Any) -> Any:
+        # The inline projection needs the domain events beside the stored ones (DESIGN D4).
+        processing_event.saved_kwargs["projected_events"] = processing_event.events
+        return super()._record(processing_event)
+
+    def _retrying(self, attempt: Callable[[], R]) -> R:
+        """Run a load-decide-save attempt again when a concurrent save won the race."""
+        for number in range(1, MAX_ATTEMPTS + 1):
+            try:
+                return attempt()
+            except RecordConflictError:
+                if number == MAX_ATTEMPTS:
+                    raise
+                log.debug("command.conflict_retried", attempt=number)
+                time.sleep(random.uniform(0, 0.001 * min(number, 20)))  # noqa: S311 -- jitter, not crypto
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _get(self, aggregate_id: UUID) -> Any:
+        try:
+            return self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+
+    def _session(self, ref: SessionRef) -> Session | None:
+        return cast(Session | None, self._get(ref.session_id))
+
+    def _live(self, ref: SessionRef) -> Session | None:
+        session = self._session(ref)
+        return session if session is not None and not session.deleted else None
+
+    def _watch(self, watcher: str, target: SessionRef) -> Watch | None:
+        return cast(Watch | None, self._get(watch_id(watcher, target.session_id)))
+
+    def _wake(self, watchers: Iterable[str]) -> int:
+        """Wake each watcher that is not a sub-agent, once, after commit (R-N5)."""
+        woken = 0
+        for watcher in dict.fromkeys(watchers):
+            if is_subagent(watcher) or self.waker is None:
+                continue
+            try:
+                self.waker(watcher)
+                woken += 1
+            except Exception as error:  # noqa: BLE001 -- a host's waker must not undo a commit
+                log.warning("waker.failed", watcher=watcher, error=repr(error))
+        return woken
+
+    # -- resolving keys ----------------------------------------------------------------------
+
+    def resolve(self, key: str, agent_id: str | None = None) -> SessionRef:
+        """The ref a key names: qualified keys name their agent; a bare key needs the agent id
+        unless exactly one agent has it (R-K1, R-W3). Raises when nothing live matches."""
+        qualified = agent_of(key) if isinstance(key, str) else None
+        if qualified is not None:
+            if agent_id is not None and agent_id != qualified:
+                raise UnknownSessionError(key)
+            return SessionRef(qualified, key)
+        if not isinstance(key, str) or not key:
+            raise UnknownSessionError(str(key))
+        if agent_id is not None:
+            return SessionRef(agent_id, key)
+        rows = self.read_model.sessions_with_key(key)
+        if not rows:
+            raise UnknownSessionError(key)
+        if len(rows) > 1:
+            raise AmbiguousSessionError(key, [row.agent_id for row in rows])
+        return SessionRef(rows[0].agent_id, key)
+

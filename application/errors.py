@@ -1,0 +1,44 @@
+"""Typed errors of the embedding API; their messages are the exact SPEC texts (R-S4)."""
+
+from __future__ import annotations
+
+
+class SessionAwarenessError(Exception):
+    """Base of every error the service raises on purpose."""
+
+
+class UnknownSessionError(SessionAwarenessError, LookupError):
+    """The key names no live session (unknown, deleted, or outside the caller's view)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"Unknown sessionKey: {key}")
+        self.key = key
+
+
+class AmbiguousSessionError(SessionAwarenessError, LookupError):
+    """A bare key shared by several agents, asked for without an agent id (R-W3)."""
+
+    def __init__(self, key: str, agent_ids: list[str]) -> None:
+        super().__init__(
+            f"Ambiguous sessionKey: {key} (it exists under agents {', '.join(agent_ids)}; "
+            "pass agentId)"
+        )
+        self.key = key
+        self.agent_ids = agent_ids
+
+
+class InvalidChangesSinceError(SessionAwarenessError, ValueError):
+    def __init__(self) -> None:
+        super().__init__("changesSince must be a non-negative integer")
+
+
+class InvalidArgumentError(SessionAwarenessError, ValueError):
+    """An argument of a query or lifecycle command that cannot be used; names the field."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+class ConfigurationError(SessionAwarenessError, ValueError):
+    """The service cannot be opened as configured (bad URL, unreachable database)."""

@@ -1,0 +1,178 @@
+"""Session lifecycle and maintenance: open, reset, delete, prune, sweep (R-K3, R-W6, R-R1, R-N6)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from eventsourcing.domain import Aggregate
+
+from session_awareness.application.core import ServiceCore, log
+from session_awareness.application.errors import InvalidArgumentError, UnknownSessionError
+from session_awareness.application.ports import CursorRow
+from session_awareness.application.projection import to_ms
+from session_awareness.domain.keys import InvalidKeyError, SessionRef, is_agent_qualified
+from session_awareness.domain.session import SESSION_KINDS, Session
+from session_awareness.domain.signals import InvalidSignalError, one_line
+from session_awareness.domain.watch import RemovalReason, Watch
+
+PRUNE_INTERVAL = timedelta(hours=1)
+
+
+class Lifecycle(ServiceCore):
+    """Commands that open, reset and delete sessions, and the maintenance passes."""
+
+    def open_session(
+        self,
+        key: str,
+        *,
+        agent_id: str | None = None,
+        kind: str = "main",
+        label: str | None = None,
+        parent: str | None = None,
+    ) -> None:
+        """Open a session, or a deleted one's key again; opening an open session does nothing."""
+        try:
+            ref = SessionRef.of(key, agent_id)
+            label = one_line(label) or None if label is not None else None
+        except (InvalidKeyError, InvalidSignalError) as error:
+            raise InvalidArgumentError("sessionKey" if "key" in str(error) else "label", str(error)) from None
+        if kind not in SESSION_KINDS:
+            raise InvalidArgumentError("kind", f"must be one of {', '.join(sorted(SESSION_KINDS))}")
+
+        def attempt() -> None:
+            session, now = self._session(ref), self.clock()
+            if session is None:
+                session = Session.open(ref, kind=kind, label=label, parent_key=parent, at=now)
+            elif session.deleted:
+                session.reopen(kind=kind, label=label, parent_key=parent, at=now)
+            else:
+                return
+            self.save(session)
+            log.info("session.opened", session_key=ref.key, agent_id=ref.agent_id, kind=kind)
+
+        self._retrying(attempt)
+
+    def reset_session(self, key: str, *, agent_id: str | None = None) -> None:
+        """Reset: the session's history stays; every cursor it holds as watcher goes (R-W6)."""
+        ref = self.resolve(key, agent_id)
+
+        def attempt() -> None:
+            session, now = self._live_or_raise(ref, key), self.clock()
+            session.reset(at=now)
+            changed = [session, *self._remove_cursors_held_by(ref, RemovalReason.RESET, now)]
+            self.save(*changed)
+            log.info("session.reset", session_key=ref.key, cursors_removed=len(changed) // 2)
+
+        self._retrying(attempt)
+
+    def delete_session(self, key: str, *, agent_id: str | None = None) -> None:
+        """Delete: its retained rows and every cursor where it is watcher or target go (R-W6);
+        its head stays, so a re-opened key never reuses a sequence (R-L4)."""
+        ref = self.resolve(key, agent_id)
+
+        def attempt() -> None:
+            session, now = self._live_or_raise(ref, key), self.clock()
+            session.delete(at=now)
+            changed: list[Aggregate] = [session]
+            for row in self.read_model.cursors_on_target(ref.session_id):
+                watch = cast(Watch, self._get(row.watch_id))
+                watch.remove(RemovalReason.DELETED, at=now)
+                changed.append(watch)
+            changed += self._remove_cursors_held_by(ref, RemovalReason.DELETED, now)
+            self.save(*changed)
+            log.info("session.deleted", session_key=ref.key, agent_id=ref.agent_id)
+
+        self._retrying(attempt)
+
+    def _live_or_raise(self, ref: SessionRef, key: str) -> Session:
+        session = self._live(ref)
+        if session is None:
+            raise UnknownSessionError(key)
+        return session
+
+    def _remove_cursors_held_by(
+        self, ref: SessionRef, reason: RemovalReason, now: datetime
+    ) -> list[Aggregate]:
+        if not is_agent_qualified(ref.key):
+            return []
+        rows = self.read_model.cursors_of_watcher(ref.key, pending_only=False)
+        return self._remove_cursors(rows, reason, now)
+
+    def _remove_cursors(
+        self, rows: list[CursorRow], reason: RemovalReason, now: datetime
+    ) -> list[Aggregate]:
+        """Remove each cursor and take its watcher off the target's index."""
+        changed: list[Aggregate] = []
+        targets: dict[Any, Session] = {}
+        for row in rows:
+            watch = cast(Watch, self._get(row.watch_id))
+            watch.remove(reason, at=now)
+            changed.append(watch)
+            target = targets.get(row.target_id) or cast(Session | None, self._get(row.target_id))
+            if target is not None:
+                targets[row.target_id] = target
+                target.remove_watcher(row.watcher_key, at=now)
+        return changed + list(targets.values())
+
+    # -- maintenance ---------------------------------------------------------------------------
+
+    def prune(self) -> dict[str, Any]:
+        """Retention (R-R1): drop rows older than the age limit, then all but the newest rows
+        across sessions, raising each session's watermark first; expire idle cursors (R-W6)."""
+
+        def attempt() -> dict[str, Any]:
+            now = self.clock()
+            cutoff = to_ms(now - timedelta(days=self.retention.days))
+            plans = self.read_model.prune_plan(recorded_before=cutoff, keep_rows=self.retention.rows)
+            changed: list[Aggregate] = []
+            raised, removed = [], 0
+            for plan in plans:
+                session = cast(Session | None, self._get(plan.session_id))
+                if session is None or session.deleted or plan.watermark <= session.pruned_watermark:
+                    continue
+                session.prune_history(plan.watermark, at=now)
+                changed.append(session)
+                removed += plan.rows
+                raised.append(
+                    {"sessionKey": session.key, "agentId": session.agent_id,
+                     "watermark": plan.watermark}
+                )
+            stale = self.read_model.cursors_updated_before(cutoff)
+            changed += self._remove_cursors(stale, RemovalReason.EXPIRED, now)
+            if changed:
+                self.save(*_unique(changed))
+            return {"removedRows": removed, "watermarks": raised, "expiredCursors": len(stale)}
+
+        result = self._retrying(attempt)
+        self._next_prune = self.clock() + PRUNE_INTERVAL
+        log.info("history.pruned", removed_rows=result["removedRows"],
+                 sessions=len(result["watermarks"]), expired_cursors=result["expiredCursors"])
+        return result
+
+    def _maybe_prune(self, now: datetime) -> None:
+        """At most hourly on the record path (R-R1); a failure here never reaches a producer."""
+        if self._next_prune is not None and now < self._next_prune:
+            return
+        try:
+            self.prune()
+        except Exception as error:  # noqa: BLE001 -- pruning is maintenance, never the caller's problem
+            self._next_prune = now + PRUNE_INTERVAL
+            log.error("history.prune_failed", error=repr(error))
+
+    def sweep(self) -> int:
+        """Startup sweep (R-N6): wake every non-sub-agent watcher with a pending notice, once,
+        skipping watchers whose session is gone. Returns the number of wakes issued."""
+        watchers = [w for w in self.read_model.watchers_with_pending() if not self._is_gone(w)]
+        woken = self._wake(watchers)
+        log.info("notices.swept", watchers=len(watchers), woken=woken)
+        return woken
+
+    def _is_gone(self, watcher: str) -> bool:
+        rows = self.read_model.sessions_with_key(watcher, include_deleted=True)
+        return bool(rows) and all(row.deleted for row in rows)
+
+
+def _unique(aggregates: list[Aggregate]) -> list[Aggregate]:
+    """One entry per aggregate: the same session may be touched twice in one pass."""
+    return list({id(a): a for a in aggregates}.values())

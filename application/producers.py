@@ -1,0 +1,243 @@
+"""The producers: each records one signal kind on a session (SPEC R-L5) and never raises
+into the caller (R-L8); notify-eligible kinds move the watchers' cursors (R-W4, R-W5, R-N2)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import cast
+
+from eventsourcing.domain import Aggregate
+
+from session_awareness.application import signals as produce
+from session_awareness.application.core import log
+from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
+from session_awareness.application.lifecycle import Lifecycle
+from session_awareness.application.signals import SignalRequest
+from session_awareness.domain.keys import SessionRef, agent_of, is_agent_qualified, is_subagent
+from session_awareness.domain.session import Session
+from session_awareness.domain.watch import Via, Watch
+
+
+class Producers(Lifecycle):
+    """`record_*`: append a signal, fan out to the watchers, save once, wake after commit."""
+
+    # -- producers (R-L5); never raise (R-L8) -------------------------------------------------
+
+    def record_human_direct_message(
+        self,
+        key: str,
+        *,
+        channel: str,
+        actor_id: str | None = None,
+        run_id: str | None = None,
+        occurred_at: int | float | datetime | None = None,
+        idempotency_key: str | None = None,
+        turns: int | None = None,
+        agent_id: str | None = None,
+    ) -> int | None:
+        return self._produce(
+            key,
+            agent_id,
+            "human_direct_message",
+            lambda now: produce.human_direct_message(
+                channel=channel,
+                actor_id=actor_id,
+                run_id=run_id,
+                occurred_at=occurred_at,
+                idempotency_key=idempotency_key,
+                turns=turns,
+                now=now,
+            ),
+        )
+
+    def record_goal_changed(
+        self,
+        key: str,
+        *,
+        summary: str,
+        actor_type: str = "system",
+        actor_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> int | None:
+        return self._produce(
+            key,
+            agent_id,
+            "goal_changed",
+            lambda now: produce.goal_changed(
+                summary=summary, actor_type=actor_type, actor_id=actor_id, now=now
+            ),
+        )
+
+    def record_run_terminal(
+        self, key: str, *, run_id: str, outcome: str, agent_id: str | None = None
+    ) -> int | None:
+        return self._produce(
+            key,
+            agent_id,
+            "run_terminal",
+            lambda now: produce.run_terminal(run_id=run_id, outcome=outcome, now=now),
+        )
+
+    def record_compacted(
+        self, key: str, *, operation_id: str, agent_id: str | None = None
+    ) -> int | None:
+        return self._produce(
+            key,
+            agent_id,
+            "compacted",
+            lambda now: produce.compacted(operation_id=operation_id, now=now),
+        )
+
+    def record_child_spawned(
+        self, child_key: str, *, parent: str, run_id: str, agent_id: str | None = None
+    ) -> int | None:
+        """Record the spawn edge on the child (opening it if needed) and seed the parent's
+        cursor at the spawn's sequence (R-L5, R-W1)."""
+
+        def record(now: datetime) -> int | None:
+            request = produce.child_spawned(parent=parent, run_id=run_id, now=now)
+            agent = agent_of(child_key) or agent_id or agent_of(parent)
+            ref = SessionRef.of(child_key, agent)
+            return self._retrying(lambda: self._spawn_once(ref, request, now))
+
+        return self._best_effort(child_key, "child_spawned", record)
+
+    def _spawn_once(self, ref: SessionRef, request: SignalRequest, now: datetime) -> int | None:
+        parent = cast(str, request.actor_id)
+        session = self._session(ref)
+        kind = "subagent" if is_subagent(ref.key) else "other"
+        if session is None:
+            session = Session.open(ref, kind=kind, label=None, parent_key=parent, at=now)
+        elif session.deleted:
+            session.reopen(kind=kind, label=None, parent_key=parent, at=now)
+        if session.has_seen(request.dedupe_key):
+            return self._skipped(ref, request, "duplicate")
+        sequence = self._append(session, request, now)
+        changed: list[Aggregate] = [session]
+        if is_agent_qualified(parent) and parent != ref.key:
+            watch = self._watch(parent, ref)
+            if watch is None:
+                watch = Watch.start(parent, ref, via=Via.SPAWN, at_sequence=sequence, at=now)
+            else:
+                watch.restart(via=Via.SPAWN, at_sequence=sequence, at=now)
+            session.add_watcher(parent, at=now)
+            changed.append(watch)
+        self.save(session, *changed[1:])
+        self._recorded(ref, request, sequence)
+        return sequence
+
+    def _produce(
+        self,
+        key: str,
+        agent_id: str | None,
+        kind: str,
+        build: Callable[[datetime], SignalRequest],
+    ) -> int | None:
+        def record(now: datetime) -> int | None:
+            request = build(now)
+            ref = self.resolve(key, agent_id)
+            return self._retrying(lambda: self._record_once(ref, request, now))
+
+        return self._best_effort(key, kind, record)
+
+    def _best_effort(
+        self, key: str, kind: str, record: Callable[[datetime], int | None]
+    ) -> int | None:
+        try:
+            now = self.clock()
+            sequence = record(now)
+        except (UnknownSessionError, AmbiguousSessionError) as error:
+            log.info("signal.skipped", session_key=key, kind=kind, reason=str(error))
+            return None
+        except ValueError as error:
+            log.warning("signal.rejected", session_key=key, kind=kind, reason=str(error))
+            return None
+        except Exception as error:  # noqa: BLE001 -- best-effort recording (R-L8)
+            log.error("signal.record_failed", session_key=key, kind=kind, error=repr(error))
+            return None
+        if sequence is not None:
+            self._maybe_prune(now)
+        return sequence
+
+    def _record_once(self, ref: SessionRef, request: SignalRequest, now: datetime) -> int | None:
+        session = self._live(ref)
+        if session is None:
+            return self._skipped(ref, request, "unknown_session")
+        if session.has_seen(request.dedupe_key):
+            return self._skipped(ref, request, "duplicate")
+        if request.needs_audience and not (session.parent_key or session.watchers):
+            return self._skipped(ref, request, "no_parent_or_watcher")
+        sequence = self._append(session, request, now)
+        watches, opened = (
+            self._fan_out(session, sequence, request.actor_id, now)
+            if request.kind.notifies
+            else ([], [])
+        )
+        self.save(session, *watches)
+        self._recorded(ref, request, sequence)
+        for watcher in opened:
+            log.info("notice.opened", watcher=watcher, target=ref.key, sequence=sequence)
+        self._wake(opened)
+        return sequence
+
+    def _append(self, session: Session, request: SignalRequest, now: datetime) -> int:
+        return session.record(
+            request.kind,
+            actor_type=request.actor_type,
+            summary=request.summary,
+            occurred_at=request.occurred_at,
+            at=now,
+            actor_id=request.actor_id,
+            run_id=request.run_id,
+            payload=request.payload,
+            dedupe_key=request.dedupe_key,
+        )
+
+    def _fan_out(
+        self, session: Session, sequence: int, actor_id: str | None, now: datetime
+    ) -> tuple[list[Watch], list[str]]:
+        """Move every watcher's cursor for a notify-eligible event (R-W4, R-W5, R-N2)."""
+        candidates = list(session.watchers)
+        parent = session.parent_key
+        if parent and parent not in session.watchers and self._parent_can_watch(session):
+            candidates.append(parent)
+        watches: list[Watch] = []
+        opened: list[str] = []
+        for watcher in candidates:
+            if watcher == actor_id:
+                continue  # self-suppression: the cursor stays untouched (R-W5)
+            watch = self._watch(watcher, session.ref)
+            if watch is None or not watch.active:
+                if watcher != parent:
+                    continue
+                # A parent without a cursor gets one at L = 0 (R-W4).
+                if watch is None:
+                    watch = Watch.start(watcher, session.ref, via=Via.PARENT, at_sequence=0, at=now)
+                else:
+                    watch.restart(via=Via.PARENT, at_sequence=0, at=now)
+                session.add_watcher(watcher, at=now)
+            if watch.observe(sequence, at=now):
+                opened.append(watcher)
+            watches.append(watch)
+        return watches, opened
+
+    def _parent_can_watch(self, session: Session) -> bool:
+        parent = cast(str, session.parent_key)
+        if not is_agent_qualified(parent) or parent == session.key:
+            return False
+        parent_session = self._session(SessionRef.of(parent))
+        return parent_session is None or not parent_session.deleted
+
+    def _skipped(self, ref: SessionRef, request: SignalRequest, reason: str) -> None:
+        log.info("signal.skipped", session_key=ref.key, kind=request.kind.value, reason=reason)
+
+    def _recorded(self, ref: SessionRef, request: SignalRequest, sequence: int) -> None:
+        log.info(
+            "signal.recorded",
+            session_key=ref.key,
+            agent_id=ref.agent_id,
+            kind=request.kind.value,
+            sequence=sequence,
+        )
+

@@ -1,0 +1,250 @@
+"""The one projection: a pure function from recorded domain events to read-model row changes.
+
+It runs inline, in the transaction that stores the events (DESIGN D4), and again over the
+whole event store to rebuild the read models for an audit (R-R2). Each event carries the
+values its rows need, so the projection never reads the read models it writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import singledispatch
+from typing import Any
+from uuid import UUID
+
+from session_awareness.domain.session import Session
+from session_awareness.domain.watch import Watch
+
+
+def to_ms(at: datetime) -> int:
+    """Milliseconds since the epoch, the unit of every stored time."""
+    return int(at.timestamp() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOpened:
+    """Insert or revive the session's registry row and make sure it has a head."""
+
+    session_id: UUID
+    agent_id: str
+    key: str
+    kind: str
+    label: str | None
+    parent_key: str | None
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionReopened:
+    session_id: UUID
+    kind: str
+    label: str | None
+    parent_key: str | None
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTouched:
+    """The session changed: its registry row's `updatedAt` moves."""
+
+    session_id: UUID
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class ParentLinked:
+    session_id: UUID
+    parent_key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SignalAppended:
+    """A retained `changesSince` row, and the head moving to its sequence."""
+
+    session_id: UUID
+    position: int  # the event's notification id: global recording order, used by the row cap
+    sequence: int
+    kind: str
+    actor_type: str
+    actor_id: str | None
+    run_id: str | None
+    occurred_at: int
+    summary: str
+    payload: dict[str, Any] | None
+    recorded_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPruned:
+    """Retained rows up to `watermark` go; the pruned watermark rises to it (R-R1, R-S3)."""
+
+    session_id: UUID
+    watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDeleted:
+    """The session is gone from queries; its rows go, its head stays (R-L4, R-W6)."""
+
+    session_id: UUID
+    watermark: int
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class CursorStarted:
+    watch_id: UUID
+    watcher_key: str
+    target_id: UUID
+    target_key: str
+    position: int
+    updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class CursorMoved:
+    """New positions; `notice_order` is set when a notice opens (the opening event's id)."""
+
+    watch_id: UUID
+    acknowledged: int
+    notified: int
+    material: int
+    notice_order: int | None
+    updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class CursorRemoved:
+    watch_id: UUID
+
+
+RowChange = (
+    SessionOpened
+    | SessionReopened
+    | SessionTouched
+    | ParentLinked
+    | SignalAppended
+    | HistoryPruned
+    | SessionDeleted
+    | CursorStarted
+    | CursorMoved
+    | CursorRemoved
+)
+
+
+def project(recorded: Iterable[tuple[int, Any]]) -> list[RowChange]:
+    """The row changes of `(notification_id, domain_event)` pairs, in recording order."""
+    changes: list[RowChange] = []
+    for position, event in recorded:
+        changes.extend(_rows(event, position))
+    return changes
+
+
+@singledispatch
+def _rows(event: Any, position: int) -> list[RowChange]:
+    """Events without rows (watcher index changes, resets) only touch their session."""
+    if isinstance(event, Session.Event):
+        return [SessionTouched(event.originator_id, to_ms(event.timestamp))]
+    return []
+
+
+@_rows.register
+def _(event: Session.Opened, position: int) -> list[RowChange]:
+    return [
+        SessionOpened(
+            event.originator_id,
+            event.agent_id,
+            event.key,
+            event.kind,
+            event.label,
+            event.parent_key,
+            to_ms(event.timestamp),
+        )
+    ]
+
+
+@_rows.register
+def _(event: Session.Reopened, position: int) -> list[RowChange]:
+    at = to_ms(event.timestamp)
+    return [SessionReopened(event.originator_id, event.kind, event.label, event.parent_key, at)]
+
+
+@_rows.register
+def _(event: Session.Signal, position: int) -> list[RowChange]:
+    at = to_ms(event.timestamp)
+    rows: list[RowChange] = [
+        SignalAppended(
+            session_id=event.originator_id,
+            position=position,
+            sequence=event.sequence,
+            kind=event.KIND.value,
+            actor_type=event.actor_type,
+            actor_id=event.actor_id,
+            run_id=event.run_id,
+            occurred_at=event.occurred_at,
+            summary=event.summary,
+            payload=event.payload,
+            recorded_at=at,
+        ),
+        SessionTouched(event.originator_id, at),
+    ]
+    if isinstance(event, Session.ChildSpawned):
+        rows.append(ParentLinked(event.originator_id, event.actor_id))
+    return rows
+
+
+@_rows.register
+def _(event: Session.HistoryPruned, position: int) -> list[RowChange]:
+    return [HistoryPruned(event.originator_id, event.watermark)]
+
+
+@_rows.register
+def _(event: Session.Deleted, position: int) -> list[RowChange]:
+    return [SessionDeleted(event.originator_id, event.watermark, to_ms(event.timestamp))]
+
+
+@_rows.register
+def _(event: Watch.Started, position: int) -> list[RowChange]:
+    return _cursor_started(event)
+
+
+@_rows.register
+def _(event: Watch.Restarted, position: int) -> list[RowChange]:
+    return _cursor_started(event)
+
+
+def _cursor_started(event: Watch.Started | Watch.Restarted) -> list[RowChange]:
+    return [
+        CursorStarted(
+            event.originator_id,
+            event.watcher,
+            event.target_id,
+            event.target_key,
+            event.at_sequence,
+            to_ms(event.timestamp),
+        )
+    ]
+
+
+@_rows.register
+def _(event: Watch.Moved, position: int) -> list[RowChange]:
+    opens = isinstance(event, Watch.NoticeOpened) or (
+        isinstance(event, Watch.Acknowledged) and event.notified > event.acknowledged
+    )
+    return [
+        CursorMoved(
+            event.originator_id,
+            event.acknowledged,
+            event.notified,
+            event.material,
+            position if opens else None,
+            to_ms(event.timestamp),
+        )
+    ]
+
+
+@_rows.register
+def _(event: Watch.Removed, position: int) -> list[RowChange]:
+    return [CursorRemoved(event.originator_id)]

@@ -1,0 +1,67 @@
+"""Queries: `session_status` with `changesSince` (SPEC §6) and `sessions_list` (R-S5)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from session_awareness.application.core import ServiceCore
+from session_awareness.application.errors import InvalidArgumentError, UnknownSessionError
+from session_awareness.application.projection import to_ms
+from session_awareness.application.status import PAGE_SIZE, parse_changes_since, status_json
+
+
+class Queries(ServiceCore):
+    """Read-only answers from the read models; they never move a cursor."""
+
+    # -- queries (§6) --------------------------------------------------------------------------
+
+    def session_status(
+        self, key: str, *, changes_since: object = None, agent_id: str | None = None
+    ) -> dict[str, Any]:
+        """`{sessionKey, stateVersion, stateChanges?}`; never advances a cursor (R-S1)."""
+        since = None if changes_since is None else parse_changes_since(changes_since)
+        ref = self.resolve(key, agent_id)
+        state = self.read_model.session_state(ref.session_id, after=since, limit=PAGE_SIZE + 1)
+        if state is None:
+            raise UnknownSessionError(key)
+        return status_json(ref.key, state, since)
+
+    def sessions_list(
+        self,
+        *,
+        agent_id: str | None = None,
+        kinds: Sequence[str] | None = None,
+        label: str | None = None,
+        active_minutes: int | float | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Live sessions, most recently updated first; `stateVersion` only when > 0 (R-S5)."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidArgumentError("limit", "must be a positive integer")
+        updated_since = None
+        if active_minutes is not None:
+            if isinstance(active_minutes, bool) or not isinstance(active_minutes, int | float) or not active_minutes > 0:
+                raise InvalidArgumentError("activeMinutes", "must be a positive number")
+            updated_since = to_ms(self.clock() - timedelta(minutes=active_minutes))
+        rows = self.read_model.list_sessions(
+            agent_id=agent_id,
+            kinds=list(kinds) if kinds is not None else None,
+            label=label,
+            updated_since=updated_since,
+            limit=limit,
+        )
+        out = []
+        for row in rows:
+            item: dict[str, Any] = {
+                "sessionKey": row.key,
+                "agentId": row.agent_id,
+                "kind": row.kind,
+                "label": row.label,
+                "parentSessionKey": row.parent_key,
+            }
+            if row.state_version > 0:
+                item["stateVersion"] = row.state_version
+            out.append(item)
+        return out

@@ -1,0 +1,110 @@
+"""Watches and notices: registration, removal, pending notices and drain (SPEC §4, §5)."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from session_awareness.application.core import ServiceCore, log
+from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
+from session_awareness.domain.keys import SessionRef, is_agent_qualified
+from session_awareness.domain.watch import RemovalReason, Via, Watch, notice_text
+
+
+class Watching(ServiceCore):
+    """Explicit watches and the watcher's side of the notice protocol."""
+
+    # -- watches and notices (§4, §5) ----------------------------------------------------------
+
+    def watch(self, watcher: str, target: str, *, target_agent_id: str | None = None) -> bool:
+        """Register `watcher` on `target` at its current head; refused → False (R-W2, R-W3)."""
+        ref = self._watch_target(watcher, target, target_agent_id)
+        if ref is None:
+            return False
+
+        def attempt() -> bool:
+            session = self._live(ref)
+            if session is None:
+                self._refused(watcher, target, "unknown_target")
+                return False
+            watch = self._watch(watcher, ref)
+            if watch is not None and watch.active:
+                return True  # a pending notice survives re-registration (R-W2)
+            head, now = session.state_version, self.clock()
+            if watch is None:
+                watch = Watch.start(watcher, ref, via=Via.WATCH, at_sequence=head, at=now)
+            else:
+                watch.restart(via=Via.WATCH, at_sequence=head, at=now)
+            session.add_watcher(watcher, at=now)
+            self.save(session, watch)
+            log.info("watch.registered", watcher=watcher, target=ref.key, at_sequence=head)
+            return True
+
+        return self._retrying(attempt)
+
+    def unwatch(self, watcher: str, target: str, *, target_agent_id: str | None = None) -> bool:
+        """Remove the pair's cursor; False when there was none."""
+        ref = self._watch_target(watcher, target, target_agent_id)
+        if ref is None:
+            return False
+
+        def attempt() -> bool:
+            session, watch = self._live(ref), self._watch(watcher, ref)
+            if session is None or watch is None or not watch.active:
+                return False
+            now = self.clock()
+            watch.remove(RemovalReason.UNWATCHED, at=now)
+            session.remove_watcher(watcher, at=now)
+            self.save(session, watch)
+            log.info("watch.removed", watcher=watcher, target=ref.key, reason="unwatched")
+            return True
+
+        return self._retrying(attempt)
+
+    def _watch_target(
+        self, watcher: str, target: str, target_agent_id: str | None
+    ) -> SessionRef | None:
+        if not isinstance(watcher, str) or not is_agent_qualified(watcher):
+            return self._refused(watcher, target, "watcher_not_agent_qualified")
+        try:
+            ref = self.resolve(target, target_agent_id)
+        except AmbiguousSessionError:
+            return self._refused(watcher, target, "ambiguous_target")
+        except (UnknownSessionError, ValueError):
+            return self._refused(watcher, target, "unknown_target")
+        if ref == SessionRef.of(watcher):
+            return self._refused(watcher, target, "self")
+        return ref
+
+    def _refused(self, watcher: object, target: object, reason: str) -> None:
+        log.info("watch.refused", watcher=watcher, target=target, reason=reason)
+
+    def pending_notices(self, watcher: str) -> list[str]:
+        """The watcher's pending notices, oldest first; reading acknowledges nothing."""
+        rows = self.read_model.cursors_of_watcher(watcher, pending_only=True)
+        return [notice_text(row.target_key, row.acknowledged) for row in rows]
+
+    def drain_notices(self, watcher: str) -> list[str]:
+        """Hand over and acknowledge the pending notices; reopen one per pair with newer
+        material (R-N3). Returns the texts drained, oldest first."""
+
+        def attempt() -> tuple[list[str], list[str]]:
+            rows = self.read_model.cursors_of_watcher(watcher, pending_only=True)
+            now, texts, reopened, watches = self.clock(), [], [], []
+            for row in rows:
+                watch = cast(Watch | None, self._get(row.watch_id))
+                if watch is None or not watch.pending:
+                    continue
+                texts.append(cast(str, watch.notice))
+                if watch.acknowledge(at=now):
+                    reopened.append(watcher)
+                watches.append(watch)
+            if watches:
+                self.save(*watches)
+                log.info("notice.drained", watcher=watcher, drained=len(texts),
+                         reopened=len(reopened))
+            return texts, reopened
+
+        texts, reopened = self._retrying(attempt)
+        self._wake(reopened)
+        return texts
+

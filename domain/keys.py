@@ -1,0 +1,88 @@
+"""Session keys and the deterministic identities derived from them (SPEC R-K1, R-K2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID, uuid5
+
+#: Namespace of every aggregate id; changing it would orphan every stored stream.
+ID_NAMESPACE = UUID("6f1f7a3e-2b0c-5d55-9a1e-5e5510a3a2e1")
+
+AGENT_PREFIX = "agent:"
+SUBAGENT_SEGMENT = ":subagent:"
+THREAD_SEGMENT = ":thread:"
+DEFAULT_AGENT_ID = "main"
+
+
+def agent_of(key: str) -> str | None:
+    """The agent id of an agent-qualified key (`agent:<agentId>:<rest>`), else None."""
+    if not key.startswith(AGENT_PREFIX):
+        return None
+    parts = key.split(":", 2)
+    if len(parts) < 3 or not parts[1] or not parts[2]:
+        return None
+    return parts[1]
+
+
+def is_agent_qualified(key: str) -> bool:
+    """Whether the key names its agent, which a watcher's key must (R-W3)."""
+    return agent_of(key) is not None
+
+
+def is_subagent(key: str) -> bool:
+    """Whether the key is a sub-agent session's: it has a `:subagent:` segment (R-K2)."""
+    return SUBAGENT_SEGMENT in key
+
+
+def is_thread_scoped(key: str) -> bool:
+    """Whether the key ends in `:thread:<id>`, which is never a send target (R-K2)."""
+    head, sep, tail = key.rpartition(THREAD_SEGMENT)
+    return bool(sep) and bool(head) and bool(tail) and ":" not in tail
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRef:
+    """A session's natural identity: its agent and its key (R-K1)."""
+
+    agent_id: str
+    key: str
+
+    def __post_init__(self) -> None:
+        check_key(self.key)
+        if not self.agent_id or self.agent_id != self.agent_id.strip() or ":" in self.agent_id:
+            raise InvalidKeyError(f"invalid agent id: {self.agent_id!r}")
+        qualified = agent_of(self.key)
+        if qualified is not None and qualified != self.agent_id:
+            raise InvalidKeyError(
+                f"key {self.key!r} belongs to agent {qualified!r}, not {self.agent_id!r}"
+            )
+
+    @classmethod
+    def of(cls, key: str, agent_id: str | None = None) -> SessionRef:
+        """The ref of a key: its own agent when qualified, else the given or default agent."""
+        return cls(agent_of(key) or agent_id or DEFAULT_AGENT_ID, key)
+
+    @property
+    def session_id(self) -> UUID:
+        """The Session aggregate's id: the same ref always names the same stream."""
+        return uuid5(ID_NAMESPACE, f"session\x00{self.agent_id}\x00{self.key}")
+
+
+def watch_id(watcher_key: str, target_id: UUID) -> UUID:
+    """The Watch aggregate's id for one (watcher, target) pair."""
+    return uuid5(ID_NAMESPACE, f"watch\x00{watcher_key}\x00{target_id}")
+
+
+MAX_KEY_LENGTH = 512
+
+
+def check_key(key: str) -> None:
+    """Refuse keys that are empty, padded, multi-line or unreasonably long."""
+    if not isinstance(key, str) or not key or key != key.strip():
+        raise InvalidKeyError(f"invalid session key: {key!r}")
+    if len(key) > MAX_KEY_LENGTH or any(ch in key for ch in "\r\n\t\x00"):
+        raise InvalidKeyError(f"invalid session key: {key[:60]!r}")
+
+
+class InvalidKeyError(ValueError):
+    """A session key or agent id that cannot name a session."""

@@ -1,0 +1,176 @@
+"""Signal kinds, actors, payloads and summaries of the signal log (SPEC R-L1, R-L2, R-L3)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class SignalKind(str, Enum):
+    """The kinds of event a session's signal log holds (R-L1)."""
+
+    HUMAN_DIRECT_MESSAGE = "human_direct_message"
+    UPSTREAM_MISSING = "upstream_missing"
+    GOAL_CHANGED = "goal_changed"
+    CHILD_SPAWNED = "child_spawned"
+    RUN_COMPLETED = "run_completed"
+    RUN_FAILED = "run_failed"
+    COMPACTED = "compacted"
+    ADOPTED = "adopted"
+
+    @property
+    def notifies(self) -> bool:
+        """Whether an event of this kind notifies the target's watchers (R-L1)."""
+        return self in NOTIFYING_KINDS
+
+
+NOTIFYING_KINDS = frozenset(
+    {SignalKind.HUMAN_DIRECT_MESSAGE, SignalKind.UPSTREAM_MISSING, SignalKind.GOAL_CHANGED}
+)
+
+
+class ActorType(str, Enum):
+    """Who caused an event (R-L2)."""
+
+    HUMAN = "human"
+    AGENT = "agent"
+    SYSTEM = "system"
+
+
+class RunOutcome(str, Enum):
+    """How a child run ended (R-L5)."""
+
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+
+
+FAILED_RUN_SUMMARIES = {
+    RunOutcome.ERROR: "child run failed",
+    RunOutcome.TIMEOUT: "child run timed out",
+    RunOutcome.CANCELLED: "child run cancelled",
+}
+RUN_COMPLETED_SUMMARY = "child run completed"
+CHILD_SPAWNED_SUMMARY = "child session spawned"
+COMPACTED_SUMMARY = "session compacted"
+GOAL_SUMMARIES = frozenset(
+    {"goal created", "goal updated", "goal objective changed", "goal cleared"}
+)
+GOAL_STATUS_PREFIX = "goal status changed to "
+
+MAX_SUMMARY_LENGTH = 200
+MAX_LABEL_LENGTH = 120
+MAX_SAFE_INTEGER = 2**53 - 1
+_GOAL_STATUS = re.compile(r"[A-Za-z0-9_\- ]{1,40}")
+
+
+def one_line(text: str, *, limit: int = MAX_LABEL_LENGTH) -> str:
+    """Collapse every run of whitespace (newlines included) to one space and bound the length."""
+    if not isinstance(text, str):
+        raise InvalidSignalError(f"expected text, got {type(text).__name__}")
+    collapsed = " ".join(text.split())
+    if len(collapsed) > limit:
+        raise InvalidSignalError(f"text longer than {limit} characters")
+    return collapsed
+
+
+def human_message_summary(channel: str) -> str:
+    """`human message via <channel>`; a blank channel is `unknown` (R-L3)."""
+    return f"human message via {channel}"
+
+
+def normalise_channel(channel: str | None) -> str:
+    """A channel name on one line; blank or missing becomes `unknown` (R-L3)."""
+    return one_line(channel or "") or "unknown"
+
+
+def goal_summary(summary: str) -> str:
+    """Accept only the fixed goal summaries of R-L3, so no goal text leaks into the log."""
+    text = one_line(summary, limit=MAX_SUMMARY_LENGTH)
+    if text in GOAL_SUMMARIES:
+        return text
+    status = text.removeprefix(GOAL_STATUS_PREFIX)
+    if status != text and _GOAL_STATUS.fullmatch(status):
+        return text
+    raise InvalidSignalError(
+        "goal summary must be one of 'goal created', 'goal updated', "
+        "'goal status changed to <status>', 'goal objective changed', 'goal cleared'"
+    )
+
+
+def adopted_summary(catalog_id: str) -> str:
+    """`adopted from <catalogId>` (R-L3)."""
+    return f"adopted from {one_line(catalog_id)}"
+
+
+def upstream_missing_summary(catalog_id: str) -> str:
+    """`upstream missing via <catalogId>` (R-L3)."""
+    return f"upstream missing via {one_line(catalog_id)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """The only payload an event may carry: outcome, channel and turns (R-L2)."""
+
+    outcome: RunOutcome | None = None
+    channel: str | None = None
+    turns: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome is not None and self.outcome is RunOutcome.OK:
+            raise InvalidSignalError("payload outcome is one of error, timeout, cancelled")
+        if self.turns is not None and (
+            isinstance(self.turns, bool) or not isinstance(self.turns, int) or self.turns <= 1
+        ):
+            raise InvalidSignalError("payload turns must be an integer greater than 1")
+
+    def as_dict(self) -> dict[str, Any] | None:
+        """The JSON form, without absent keys; None when empty."""
+        out: dict[str, Any] = {}
+        if self.outcome is not None:
+            out["outcome"] = self.outcome.value
+        if self.channel is not None:
+            out["channel"] = self.channel
+        if self.turns is not None:
+            out["turns"] = self.turns
+        return out or None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Payload:
+        """Read a stored payload back, refusing unknown keys (R-L2)."""
+        data = dict(data or {})
+        unknown = set(data) - {"outcome", "channel", "turns"}
+        if unknown:
+            raise InvalidSignalError(f"unknown payload keys: {', '.join(sorted(unknown))}")
+        outcome = data.get("outcome")
+        return cls(
+            outcome=RunOutcome(outcome) if outcome is not None else None,
+            channel=data.get("channel"),
+            turns=data.get("turns"),
+        )
+
+
+def check_turns(turns: object) -> int | None:
+    """Turns worth recording: an integer > 1 is kept, 1 or None is omitted (R-L2)."""
+    if turns is None:
+        return None
+    if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
+        raise InvalidSignalError("turns must be a positive integer")
+    return turns if turns > 1 else None
+
+
+def is_finite_number(value: object) -> bool:
+    """Whether a value is an int or a finite float (bool excluded)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and math.isfinite(value)
+
+
+class InvalidSignalError(ValueError):
+    """A producer's input that cannot become a signal (bad payload, summary or field)."""

@@ -1,0 +1,220 @@
+"""The Watch aggregate: the cursor of one watcher on one target (SPEC §4–§5).
+
+Positions: L `acknowledged`, N `notified` (frozen while a notice is pending), M `material`.
+Synced means L = N = M; pending means N > L. Every position event carries all three
+positions, so a projection can copy them without knowing the machine.
+
+    inactive --start/restart--> synced --observe--> pending --observe--> pending (M only)
+    pending --acknowledge--> synced (M = N) | pending again, one fresh notice (M > N)
+    synced|pending --remove--> inactive
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+
+from session_awareness.domain.keys import SessionRef, watch_id
+
+T = "session_awareness:Watch"
+
+
+class Via(str, Enum):
+    """How a cursor came to exist."""
+
+    SPAWN = "spawn"  # the spawn edge seeds the parent's cursor (R-W1)
+    WATCH = "watch"  # an explicit watch, e.g. sessions_send watch: true (R-W2)
+    PARENT = "parent"  # a parent without a cursor, on a notify-eligible event (R-W4)
+
+
+class RemovalReason(str, Enum):
+    RESET = "reset"
+    DELETED = "deleted"
+    EXPIRED = "expired"
+    UNWATCHED = "unwatched"
+
+
+def notice_text(target_key: str, since: int) -> str:
+    """The notice line, byte-stable while pending (R-N1)."""
+    return (
+        f'Session "{target_key}" changed (other actor). Reconcile before acting: '
+        f'session_status sessionKey "{target_key}" changesSince {since}.'
+    )
+
+
+class Watch(Aggregate):
+    """The cursor state machine for one (watcher, target) pair."""
+
+    TOPIC = T
+
+    class Event(Aggregate.Event):
+        TOPIC = f"{T}.Event"
+
+    class Created(Event, Aggregate.Created):
+        TOPIC = f"{T}.Created"
+
+    class Started(Created):
+        """The pair's first cursor, synced at `at_sequence`."""
+
+        TOPIC = f"{T}.Started"
+        watcher: str
+        target_id: UUID
+        target_agent_id: str
+        target_key: str
+        via: str
+        at_sequence: int
+
+    class Restarted(Event):
+        """A cursor set again at `at_sequence`: a spawn edge overwrite or a new registration."""
+
+        TOPIC = f"{T}.Restarted"
+        watcher: str
+        target_id: UUID
+        target_agent_id: str
+        target_key: str
+        via: str
+        at_sequence: int
+
+        def apply(self, aggregate: Watch) -> None:
+            aggregate.set_positions(self.at_sequence, self.at_sequence, self.at_sequence)
+            aggregate.active = True
+
+    class Moved(Event):
+        """Base of the position events; never stored itself."""
+
+        TOPIC = f"{T}.Moved"
+        acknowledged: int
+        notified: int
+        material: int
+
+        def apply(self, aggregate: Watch) -> None:
+            aggregate.set_positions(self.acknowledged, self.notified, self.material)
+
+    class NoticeOpened(Moved):
+        """A material event reached a synced cursor: N = M = the event; one notice (R-N2)."""
+
+        TOPIC = f"{T}.NoticeOpened"
+
+    class MaterialAdvanced(Moved):
+        """A material event reached a pending cursor: only M moves (frozen N, R-N2)."""
+
+        TOPIC = f"{T}.MaterialAdvanced"
+
+    class Acknowledged(Moved):
+        """The watcher drained the notice: L = old N; reopened when M > old N (R-N3)."""
+
+        TOPIC = f"{T}.Acknowledged"
+
+    class Removed(Event):
+        TOPIC = f"{T}.Removed"
+        reason: str
+
+        def apply(self, aggregate: Watch) -> None:
+            aggregate.active = False
+
+    def __init__(
+        self,
+        watcher: str,
+        target_id: UUID,
+        target_agent_id: str,
+        target_key: str,
+        via: str,
+        at_sequence: int,
+    ) -> None:
+        self.watcher = watcher
+        self.target = SessionRef(target_agent_id, target_key)
+        self.target_id = target_id
+        self.active = True
+        self.acknowledged = self.notified = self.material = at_sequence
+
+    def set_positions(self, acknowledged: int, notified: int, material: int) -> None:
+        self.acknowledged, self.notified, self.material = acknowledged, notified, material
+
+    @property
+    def pending(self) -> bool:
+        return self.active and self.notified > self.acknowledged
+
+    @property
+    def synced(self) -> bool:
+        return self.active and self.acknowledged == self.notified == self.material
+
+    @property
+    def notice(self) -> str | None:
+        """The pending notice's text, or None when synced or inactive."""
+        return notice_text(self.target.key, self.acknowledged) if self.pending else None
+
+    # -- commands --------------------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls, watcher: str, target: SessionRef, *, via: Via, at_sequence: int, at: datetime
+    ) -> Watch:
+        """A new cursor for the pair, synced at `at_sequence`."""
+        return cls._create(
+            cls.Started,
+            id=watch_id(watcher, target.session_id),
+            timestamp=at,
+            watcher=watcher,
+            target_id=target.session_id,
+            target_agent_id=target.agent_id,
+            target_key=target.key,
+            via=via.value,
+            at_sequence=at_sequence,
+        )
+
+    def restart(self, *, via: Via, at_sequence: int, at: datetime) -> None:
+        """Set the cursor synced at `at_sequence`; only a spawn edge may overwrite an active one."""
+        if self.active and via is not Via.SPAWN:
+            raise WatchStateError("an active cursor is only overwritten by a spawn edge (R-W1)")
+        self.trigger_event(
+            self.Restarted,
+            timestamp=at,
+            watcher=self.watcher,
+            target_id=self.target_id,
+            target_agent_id=self.target.agent_id,
+            target_key=self.target.key,
+            via=via.value,
+            at_sequence=at_sequence,
+        )
+
+    def observe(self, sequence: int, *, at: datetime) -> bool:
+        """A notify-eligible event on the target; True when it opens a notice (R-N2)."""
+        self.check_active()
+        if sequence <= self.material:
+            raise WatchStateError(f"event {sequence} is not after material position {self.material}")
+        if self.pending:
+            self._move(self.MaterialAdvanced, self.acknowledged, self.notified, sequence, at)
+            return False
+        self._move(self.NoticeOpened, self.acknowledged, sequence, sequence, at)
+        return True
+
+    def acknowledge(self, *, at: datetime) -> bool:
+        """Drain the pending notice; True when a fresh one opens for the remainder (R-N3)."""
+        if not self.pending:
+            raise WatchStateError("no pending notice to acknowledge")
+        acknowledged = self.notified
+        notified = self.material
+        self._move(self.Acknowledged, acknowledged, notified, self.material, at)
+        return notified > acknowledged
+
+    def remove(self, reason: RemovalReason, *, at: datetime) -> None:
+        self.check_active()
+        self.trigger_event(self.Removed, timestamp=at, reason=reason.value)
+
+    def check_active(self) -> None:
+        if not self.active:
+            raise WatchStateError("the cursor was removed")
+
+    def _move(
+        self, cls: type[Watch.Moved], acknowledged: int, notified: int, material: int, at: datetime
+    ) -> None:
+        self.trigger_event(
+            cls, timestamp=at, acknowledged=acknowledged, notified=notified, material=material
+        )
+
+
+class WatchStateError(Exception):
+    """A cursor transition that the cursor's current state does not allow."""

@@ -1,0 +1,1 @@
+"""Infrastructure layer: storage adapters, the CLI and the demo."""
