@@ -12,14 +12,13 @@ from typing import Any, TypeVar, cast
 from uuid import UUID
 
 import structlog
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import Application
 from eventsourcing.persistence import RecordConflictError
 
 from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
 from session_awareness.application.ports import Clock, ReadModel, Waker
-from session_awareness.domain.keys import SessionRef, agent_of, is_subagent, watch_id
-from session_awareness.domain.session import Session
-from session_awareness.domain.watch import Watch
+from session_awareness.application.unit_of_work import UnitOfWork
+from session_awareness.domain.keys import SessionRef, agent_of, is_subagent
 
 log = structlog.get_logger("session_awareness")
 R = TypeVar("R")
@@ -61,33 +60,21 @@ class ServiceCore(Application[UUID]):
         processing_event.saved_kwargs["projected_events"] = processing_event.events
         return super()._record(processing_event)
 
-    def _retrying(self, attempt: Callable[[], R]) -> R:
-        """Run a load-decide-save attempt again when a concurrent save won the race."""
+    def _retrying(self, attempt: Callable[[UnitOfWork], R]) -> R:
+        """Run a load-decide-save attempt, and again when a concurrent save won the race."""
         for number in range(1, MAX_ATTEMPTS + 1):
+            uow = UnitOfWork(self)
             try:
-                return attempt()
+                result = attempt(uow)
+                uow.commit()
             except RecordConflictError:
                 if number == MAX_ATTEMPTS:
                     raise
                 log.debug("command.conflict_retried", attempt=number)
                 time.sleep(random.uniform(0, 0.001 * min(number, 20)))  # noqa: S311 -- jitter, not crypto
+            else:
+                return result
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _get(self, aggregate_id: UUID) -> Any:
-        try:
-            return self.repository.get(aggregate_id)
-        except AggregateNotFoundError:
-            return None
-
-    def _session(self, ref: SessionRef) -> Session | None:
-        return cast(Session | None, self._get(ref.session_id))
-
-    def _live(self, ref: SessionRef) -> Session | None:
-        session = self._session(ref)
-        return session if session is not None and not session.deleted else None
-
-    def _watch(self, watcher: str, target: SessionRef) -> Watch | None:
-        return cast(Watch | None, self._get(watch_id(watcher, target.session_id)))
 
     def _wake(self, watchers: Iterable[str]) -> int:
         """Wake each watcher that is not a sub-agent, once, after commit (R-N5)."""

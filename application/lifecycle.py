@@ -5,12 +5,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from eventsourcing.domain import Aggregate
-
 from session_awareness.application.core import ServiceCore, log
 from session_awareness.application.errors import InvalidArgumentError, UnknownSessionError
 from session_awareness.application.ports import CursorRow
 from session_awareness.application.projection import to_ms
+from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain.keys import InvalidKeyError, SessionRef, is_agent_qualified
 from session_awareness.domain.session import SESSION_KINDS, Session
 from session_awareness.domain.signals import InvalidSignalError, one_line
@@ -40,15 +39,14 @@ class Lifecycle(ServiceCore):
         if kind not in SESSION_KINDS:
             raise InvalidArgumentError("kind", f"must be one of {', '.join(sorted(SESSION_KINDS))}")
 
-        def attempt() -> None:
-            session, now = self._session(ref), self.clock()
+        def attempt(uow: UnitOfWork) -> None:
+            session, now = uow.session(ref), self.clock()
             if session is None:
-                session = Session.open(ref, kind=kind, label=label, parent_key=parent, at=now)
+                uow.add(Session.open(ref, kind=kind, label=label, parent_key=parent, at=now))
             elif session.deleted:
                 session.reopen(kind=kind, label=label, parent_key=parent, at=now)
             else:
                 return
-            self.save(session)
             log.info("session.opened", session_key=ref.key, agent_id=ref.agent_id, kind=kind)
 
         self._retrying(attempt)
@@ -57,12 +55,11 @@ class Lifecycle(ServiceCore):
         """Reset: the session's history stays; every cursor it holds as watcher goes (R-W6)."""
         ref = self.resolve(key, agent_id)
 
-        def attempt() -> None:
-            session, now = self._live_or_raise(ref, key), self.clock()
+        def attempt(uow: UnitOfWork) -> None:
+            session, now = self._live_or_raise(uow, ref, key), self.clock()
             session.reset(at=now)
-            changed = [session, *self._remove_cursors_held_by(ref, RemovalReason.RESET, now)]
-            self.save(*changed)
-            log.info("session.reset", session_key=ref.key, cursors_removed=len(changed) // 2)
+            removed = self._remove_cursors_held_by(uow, ref, RemovalReason.RESET, now)
+            log.info("session.reset", session_key=ref.key, cursors_removed=removed)
 
         self._retrying(attempt)
 
@@ -71,49 +68,40 @@ class Lifecycle(ServiceCore):
         its head stays, so a re-opened key never reuses a sequence (R-L4)."""
         ref = self.resolve(key, agent_id)
 
-        def attempt() -> None:
-            session, now = self._live_or_raise(ref, key), self.clock()
-            session.delete(at=now)
-            changed: list[Aggregate] = [session]
+        def attempt(uow: UnitOfWork) -> None:
+            session, now = self._live_or_raise(uow, ref, key), self.clock()
+            session.delete(at=now)  # clears its watcher index
             for row in self.read_model.cursors_on_target(ref.session_id):
-                watch = cast(Watch, self._get(row.watch_id))
-                watch.remove(RemovalReason.DELETED, at=now)
-                changed.append(watch)
-            changed += self._remove_cursors_held_by(ref, RemovalReason.DELETED, now)
-            self.save(*changed)
+                cast(Watch, uow.get(row.watch_id)).remove(RemovalReason.DELETED, at=now)
+            self._remove_cursors_held_by(uow, ref, RemovalReason.DELETED, now)
             log.info("session.deleted", session_key=ref.key, agent_id=ref.agent_id)
 
         self._retrying(attempt)
 
-    def _live_or_raise(self, ref: SessionRef, key: str) -> Session:
-        session = self._live(ref)
+    def _live_or_raise(self, uow: UnitOfWork, ref: SessionRef, key: str) -> Session:
+        session = uow.live(ref)
         if session is None:
             raise UnknownSessionError(key)
         return session
 
     def _remove_cursors_held_by(
-        self, ref: SessionRef, reason: RemovalReason, now: datetime
-    ) -> list[Aggregate]:
+        self, uow: UnitOfWork, ref: SessionRef, reason: RemovalReason, now: datetime
+    ) -> int:
         if not is_agent_qualified(ref.key):
-            return []
+            return 0
         rows = self.read_model.cursors_of_watcher(ref.key, pending_only=False)
-        return self._remove_cursors(rows, reason, now)
+        return self._remove_cursors(uow, rows, reason, now)
 
     def _remove_cursors(
-        self, rows: list[CursorRow], reason: RemovalReason, now: datetime
-    ) -> list[Aggregate]:
+        self, uow: UnitOfWork, rows: list[CursorRow], reason: RemovalReason, now: datetime
+    ) -> int:
         """Remove each cursor and take its watcher off the target's index."""
-        changed: list[Aggregate] = []
-        targets: dict[Any, Session] = {}
         for row in rows:
-            watch = cast(Watch, self._get(row.watch_id))
-            watch.remove(reason, at=now)
-            changed.append(watch)
-            target = targets.get(row.target_id) or cast(Session | None, self._get(row.target_id))
+            cast(Watch, uow.get(row.watch_id)).remove(reason, at=now)
+            target = uow.session(row.target_id)
             if target is not None:
-                targets[row.target_id] = target
                 target.remove_watcher(row.watcher_key, at=now)
-        return changed + list(targets.values())
+        return len(rows)
 
     # -- maintenance ---------------------------------------------------------------------------
 
@@ -121,28 +109,24 @@ class Lifecycle(ServiceCore):
         """Retention (R-R1): drop rows older than the age limit, then all but the newest rows
         across sessions, raising each session's watermark first; expire idle cursors (R-W6)."""
 
-        def attempt() -> dict[str, Any]:
+        def attempt(uow: UnitOfWork) -> dict[str, Any]:
             now = self.clock()
             cutoff = to_ms(now - timedelta(days=self.retention.days))
             plans = self.read_model.prune_plan(recorded_before=cutoff, keep_rows=self.retention.rows)
-            changed: list[Aggregate] = []
             raised, removed = [], 0
             for plan in plans:
-                session = cast(Session | None, self._get(plan.session_id))
+                session = uow.session(plan.session_id)
                 if session is None or session.deleted or plan.watermark <= session.pruned_watermark:
                     continue
                 session.prune_history(plan.watermark, at=now)
-                changed.append(session)
                 removed += plan.rows
                 raised.append(
                     {"sessionKey": session.key, "agentId": session.agent_id,
                      "watermark": plan.watermark}
                 )
             stale = self.read_model.cursors_updated_before(cutoff)
-            changed += self._remove_cursors(stale, RemovalReason.EXPIRED, now)
-            if changed:
-                self.save(*_unique(changed))
-            return {"removedRows": removed, "watermarks": raised, "expiredCursors": len(stale)}
+            expired = self._remove_cursors(uow, stale, RemovalReason.EXPIRED, now)
+            return {"removedRows": removed, "watermarks": raised, "expiredCursors": expired}
 
         result = self._retrying(attempt)
         self._next_prune = self.clock() + PRUNE_INTERVAL
@@ -172,7 +156,3 @@ class Lifecycle(ServiceCore):
         rows = self.read_model.sessions_with_key(watcher, include_deleted=True)
         return bool(rows) and all(row.deleted for row in rows)
 
-
-def _unique(aggregates: list[Aggregate]) -> list[Aggregate]:
-    """One entry per aggregate: the same session may be touched twice in one pass."""
-    return list({id(a): a for a in aggregates}.values())

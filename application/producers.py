@@ -7,13 +7,12 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import cast
 
-from eventsourcing.domain import Aggregate
-
 from session_awareness.application import signals as produce
 from session_awareness.application.core import log
 from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
 from session_awareness.application.lifecycle import Lifecycle
 from session_awareness.application.signals import SignalRequest
+from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain.keys import SessionRef, agent_of, is_agent_qualified, is_subagent
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Via, Watch
@@ -99,31 +98,30 @@ class Producers(Lifecycle):
             request = produce.child_spawned(parent=parent, run_id=run_id, now=now)
             agent = agent_of(child_key) or agent_id or agent_of(parent)
             ref = SessionRef.of(child_key, agent)
-            return self._retrying(lambda: self._spawn_once(ref, request, now))
+            return self._retrying(lambda uow: self._spawn_once(uow, ref, request, now))
 
         return self._best_effort(child_key, "child_spawned", record)
 
-    def _spawn_once(self, ref: SessionRef, request: SignalRequest, now: datetime) -> int | None:
+    def _spawn_once(
+        self, uow: UnitOfWork, ref: SessionRef, request: SignalRequest, now: datetime
+    ) -> int | None:
         parent = cast(str, request.actor_id)
-        session = self._session(ref)
+        session = uow.session(ref)
         kind = "subagent" if is_subagent(ref.key) else "other"
         if session is None:
-            session = Session.open(ref, kind=kind, label=None, parent_key=parent, at=now)
+            session = uow.add(Session.open(ref, kind=kind, label=None, parent_key=parent, at=now))
         elif session.deleted:
             session.reopen(kind=kind, label=None, parent_key=parent, at=now)
         if session.has_seen(request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
         sequence = self._append(session, request, now)
-        changed: list[Aggregate] = [session]
         if is_agent_qualified(parent) and parent != ref.key:
-            watch = self._watch(parent, ref)
+            watch = uow.watch(parent, ref)
             if watch is None:
-                watch = Watch.start(parent, ref, via=Via.SPAWN, at_sequence=sequence, at=now)
+                uow.add(Watch.start(parent, ref, via=Via.SPAWN, at_sequence=sequence, at=now))
             else:
                 watch.restart(via=Via.SPAWN, at_sequence=sequence, at=now)
             session.add_watcher(parent, at=now)
-            changed.append(watch)
-        self.save(session, *changed[1:])
         self._recorded(ref, request, sequence)
         return sequence
 
@@ -137,7 +135,7 @@ class Producers(Lifecycle):
         def record(now: datetime) -> int | None:
             request = build(now)
             ref = self.resolve(key, agent_id)
-            return self._retrying(lambda: self._record_once(ref, request, now))
+            return self._retrying(lambda uow: self._record_once(uow, ref, request, now))
 
         return self._best_effort(key, kind, record)
 
@@ -160,8 +158,10 @@ class Producers(Lifecycle):
             self._maybe_prune(now)
         return sequence
 
-    def _record_once(self, ref: SessionRef, request: SignalRequest, now: datetime) -> int | None:
-        session = self._live(ref)
+    def _record_once(
+        self, uow: UnitOfWork, ref: SessionRef, request: SignalRequest, now: datetime
+    ) -> int | None:
+        session = uow.live(ref)
         if session is None:
             return self._skipped(ref, request, "unknown_session")
         if session.has_seen(request.dedupe_key):
@@ -169,16 +169,9 @@ class Producers(Lifecycle):
         if request.needs_audience and not (session.parent_key or session.watchers):
             return self._skipped(ref, request, "no_parent_or_watcher")
         sequence = self._append(session, request, now)
-        watches, opened = (
-            self._fan_out(session, sequence, request.actor_id, now)
-            if request.kind.notifies
-            else ([], [])
-        )
-        self.save(session, *watches)
+        if request.kind.notifies:
+            self._fan_out(uow, session, sequence, request.actor_id, now)
         self._recorded(ref, request, sequence)
-        for watcher in opened:
-            log.info("notice.opened", watcher=watcher, target=ref.key, sequence=sequence)
-        self._wake(opened)
         return sequence
 
     def _append(self, session: Session, request: SignalRequest, now: datetime) -> int:
@@ -195,38 +188,41 @@ class Producers(Lifecycle):
         )
 
     def _fan_out(
-        self, session: Session, sequence: int, actor_id: str | None, now: datetime
-    ) -> tuple[list[Watch], list[str]]:
-        """Move every watcher's cursor for a notify-eligible event (R-W4, R-W5, R-N2)."""
+        self, uow: UnitOfWork, session: Session, sequence: int, actor: str | None, now: datetime
+    ) -> None:
+        """Move every watcher's cursor for a notify-eligible event (R-W4, R-W5, R-N2); the
+        watchers whose notice opens are woken after commit (R-N5)."""
         candidates = list(session.watchers)
         parent = session.parent_key
-        if parent and parent not in session.watchers and self._parent_can_watch(session):
+        if parent and parent not in session.watchers and self._parent_can_watch(uow, session):
             candidates.append(parent)
-        watches: list[Watch] = []
-        opened: list[str] = []
         for watcher in candidates:
-            if watcher == actor_id:
+            if watcher == actor:
                 continue  # self-suppression: the cursor stays untouched (R-W5)
-            watch = self._watch(watcher, session.ref)
+            watch = uow.watch(watcher, session.ref)
             if watch is None or not watch.active:
                 if watcher != parent:
                     continue
                 # A parent without a cursor gets one at L = 0 (R-W4).
                 if watch is None:
-                    watch = Watch.start(watcher, session.ref, via=Via.PARENT, at_sequence=0, at=now)
+                    watch = uow.add(
+                        Watch.start(watcher, session.ref, via=Via.PARENT, at_sequence=0, at=now)
+                    )
                 else:
                     watch.restart(via=Via.PARENT, at_sequence=0, at=now)
                 session.add_watcher(watcher, at=now)
             if watch.observe(sequence, at=now):
-                opened.append(watcher)
-            watches.append(watch)
-        return watches, opened
+                uow.after_commit(lambda w=watcher: self._notice_opened(w, session.key, sequence))
 
-    def _parent_can_watch(self, session: Session) -> bool:
+    def _notice_opened(self, watcher: str, target: str, sequence: int) -> None:
+        log.info("notice.opened", watcher=watcher, target=target, sequence=sequence)
+        self._wake([watcher])
+
+    def _parent_can_watch(self, uow: UnitOfWork, session: Session) -> bool:
         parent = cast(str, session.parent_key)
         if not is_agent_qualified(parent) or parent == session.key:
             return False
-        parent_session = self._session(SessionRef.of(parent))
+        parent_session = uow.session(SessionRef.of(parent))
         return parent_session is None or not parent_session.deleted
 
     def _skipped(self, ref: SessionRef, request: SignalRequest, reason: str) -> None:

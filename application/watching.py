@@ -6,6 +6,7 @@ from typing import cast
 
 from session_awareness.application.core import ServiceCore, log
 from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
+from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain.keys import SessionRef, is_agent_qualified
 from session_awareness.domain.watch import RemovalReason, Via, Watch, notice_text
 
@@ -13,29 +14,26 @@ from session_awareness.domain.watch import RemovalReason, Via, Watch, notice_tex
 class Watching(ServiceCore):
     """Explicit watches and the watcher's side of the notice protocol."""
 
-    # -- watches and notices (§4, §5) ----------------------------------------------------------
-
     def watch(self, watcher: str, target: str, *, target_agent_id: str | None = None) -> bool:
         """Register `watcher` on `target` at its current head; refused → False (R-W2, R-W3)."""
         ref = self._watch_target(watcher, target, target_agent_id)
         if ref is None:
             return False
 
-        def attempt() -> bool:
-            session = self._live(ref)
+        def attempt(uow: UnitOfWork) -> bool:
+            session = uow.live(ref)
             if session is None:
                 self._refused(watcher, target, "unknown_target")
                 return False
-            watch = self._watch(watcher, ref)
+            watch = uow.watch(watcher, ref)
             if watch is not None and watch.active:
                 return True  # a pending notice survives re-registration (R-W2)
             head, now = session.state_version, self.clock()
             if watch is None:
-                watch = Watch.start(watcher, ref, via=Via.WATCH, at_sequence=head, at=now)
+                uow.add(Watch.start(watcher, ref, via=Via.WATCH, at_sequence=head, at=now))
             else:
                 watch.restart(via=Via.WATCH, at_sequence=head, at=now)
             session.add_watcher(watcher, at=now)
-            self.save(session, watch)
             log.info("watch.registered", watcher=watcher, target=ref.key, at_sequence=head)
             return True
 
@@ -47,14 +45,13 @@ class Watching(ServiceCore):
         if ref is None:
             return False
 
-        def attempt() -> bool:
-            session, watch = self._live(ref), self._watch(watcher, ref)
+        def attempt(uow: UnitOfWork) -> bool:
+            session, watch = uow.live(ref), uow.watch(watcher, ref)
             if session is None or watch is None or not watch.active:
                 return False
             now = self.clock()
             watch.remove(RemovalReason.UNWATCHED, at=now)
             session.remove_watcher(watcher, at=now)
-            self.save(session, watch)
             log.info("watch.removed", watcher=watcher, target=ref.key, reason="unwatched")
             return True
 
@@ -63,16 +60,21 @@ class Watching(ServiceCore):
     def _watch_target(
         self, watcher: str, target: str, target_agent_id: str | None
     ) -> SessionRef | None:
+        """The target's ref, or None (logged) when R-W3 refuses the pair."""
         if not isinstance(watcher, str) or not is_agent_qualified(watcher):
-            return self._refused(watcher, target, "watcher_not_agent_qualified")
+            self._refused(watcher, target, "watcher_not_agent_qualified")
+            return None
         try:
             ref = self.resolve(target, target_agent_id)
         except AmbiguousSessionError:
-            return self._refused(watcher, target, "ambiguous_target")
+            self._refused(watcher, target, "ambiguous_target")
+            return None
         except (UnknownSessionError, ValueError):
-            return self._refused(watcher, target, "unknown_target")
+            self._refused(watcher, target, "unknown_target")
+            return None
         if ref == SessionRef.of(watcher):
-            return self._refused(watcher, target, "self")
+            self._refused(watcher, target, "self")
+            return None
         return ref
 
     def _refused(self, watcher: object, target: object, reason: str) -> None:
@@ -87,24 +89,19 @@ class Watching(ServiceCore):
         """Hand over and acknowledge the pending notices; reopen one per pair with newer
         material (R-N3). Returns the texts drained, oldest first."""
 
-        def attempt() -> tuple[list[str], list[str]]:
+        def attempt(uow: UnitOfWork) -> list[str]:
             rows = self.read_model.cursors_of_watcher(watcher, pending_only=True)
-            now, texts, reopened, watches = self.clock(), [], [], []
+            now, texts, reopened = self.clock(), [], 0
             for row in rows:
-                watch = cast(Watch | None, self._get(row.watch_id))
+                watch = cast(Watch | None, uow.get(row.watch_id))
                 if watch is None or not watch.pending:
                     continue
                 texts.append(cast(str, watch.notice))
-                if watch.acknowledge(at=now):
-                    reopened.append(watcher)
-                watches.append(watch)
-            if watches:
-                self.save(*watches)
-                log.info("notice.drained", watcher=watcher, drained=len(texts),
-                         reopened=len(reopened))
-            return texts, reopened
+                reopened += watch.acknowledge(at=now)
+            if texts:
+                log.info("notice.drained", watcher=watcher, drained=len(texts), reopened=reopened)
+            if reopened:
+                uow.after_commit(lambda: self._wake([watcher]))
+            return texts
 
-        texts, reopened = self._retrying(attempt)
-        self._wake(reopened)
-        return texts
-
+        return self._retrying(attempt)

@@ -1,0 +1,68 @@
+"""One attempt of a command: an identity map of the aggregates it loads, saved together.
+
+Loading each aggregate once per attempt means two paths that reach the same session (say a
+prune plan and a cursor expiry) change one object, and `commit()` stores every pending event
+in one atomic save (DESIGN D3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import Aggregate
+
+from session_awareness.domain.keys import SessionRef, watch_id
+from session_awareness.domain.session import Session
+from session_awareness.domain.watch import Watch
+
+if TYPE_CHECKING:
+    from eventsourcing.application import Application
+
+A = TypeVar("A", bound=Aggregate)
+
+
+class UnitOfWork:
+    def __init__(self, app: Application[UUID]) -> None:
+        self._app = app
+        self._loaded: dict[UUID, Aggregate | None] = {}
+        self._after_commit: list[Callable[[], None]] = []
+
+    def get(self, aggregate_id: UUID) -> Any:
+        if aggregate_id not in self._loaded:
+            try:
+                self._loaded[aggregate_id] = self._app.repository.get(aggregate_id)
+            except AggregateNotFoundError:
+                self._loaded[aggregate_id] = None
+        return self._loaded[aggregate_id]
+
+    def add(self, aggregate: A) -> A:
+        """Track a newly created aggregate so `commit()` saves it."""
+        self._loaded[aggregate.id] = aggregate
+        return aggregate
+
+    def session(self, ref: SessionRef | UUID) -> Session | None:
+        return cast(Session | None, self.get(ref if isinstance(ref, UUID) else ref.session_id))
+
+    def live(self, ref: SessionRef) -> Session | None:
+        """The session unless it is unknown or deleted."""
+        session = self.session(ref)
+        return session if session is not None and not session.deleted else None
+
+    def watch(self, watcher: str, target: SessionRef) -> Watch | None:
+        return cast(Watch | None, self.get(watch_id(watcher, target.session_id)))
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        """Run `action` once this attempt's save has committed (wakes, logs)."""
+        self._after_commit.append(action)
+
+    def commit(self) -> None:
+        """Save every aggregate with pending events in one atomic save, then run the
+        after-commit actions."""
+        changed = [a for a in self._loaded.values() if a is not None and a.pending_events]
+        if changed:
+            self._app.save(*changed)
+        for action in self._after_commit:
+            action()

@@ -1,0 +1,84 @@
+"""Shared fixtures: an injected clock, a waker that remembers, and services per backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from session_awareness.application import SessionAwareness, open_service
+
+START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+
+class FakeClock:
+    """A clock that only moves when a test moves it."""
+
+    def __init__(self, now: datetime = START) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> datetime:
+        self.now += timedelta(**delta)
+        return self.now
+
+
+class RecordingWaker:
+    """A host waker that remembers whom it woke, in order."""
+
+    def __init__(self) -> None:
+        self.woken: list[str] = []
+
+    def __call__(self, watcher_key: str) -> None:
+        self.woken.append(watcher_key)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def waker() -> RecordingWaker:
+    return RecordingWaker()
+
+
+BACKENDS = ["sqlite"]
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database per test, for each backend of the contract suite."""
+    if request.param == "sqlite":
+        return "sqlite:///" + str(tmp_path / "sessions.db")
+    raise AssertionError(request.param)  # pragma: no cover
+
+
+ServiceFactory = Callable[..., SessionAwareness]
+
+
+@pytest.fixture
+def open_svc(
+    database_url: str, clock: FakeClock, waker: RecordingWaker
+) -> Iterator[ServiceFactory]:
+    """Open (and later close) services on this test's database; reopening simulates a restart."""
+    opened: list[SessionAwareness] = []
+
+    def factory(**kwargs: object) -> SessionAwareness:
+        options: dict[str, object] = {"clock": clock, "waker": waker, **kwargs}
+        service = open_service(database_url, **options)  # type: ignore[arg-type]
+        opened.append(service)
+        return service
+
+    yield factory
+    for service in opened:
+        service.close()
+
+
+@pytest.fixture
+def svc(open_svc: ServiceFactory) -> SessionAwareness:
+    return open_svc()

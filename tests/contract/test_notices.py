@@ -1,0 +1,184 @@
+"""Notices: one, not many (SPEC §5)."""
+
+from __future__ import annotations
+
+from session_awareness.application import SessionAwareness
+from tests.conftest import RecordingWaker, ServiceFactory
+from tests.contract.helpers import CHILD, MANAGER, OTHER, cursor, notice, spawn
+
+
+class TestWorkedExample:
+    def test_three_changes_give_one_notice_then_one_reopen_then_nothing(
+        self, svc: SessionAwareness
+    ) -> None:
+        """SPEC §5 worked example (R-N2, R-N3): 1 notice, drain, 1 reopen, drain, nothing."""
+        assert spawn(svc) == 1
+        assert cursor(svc, MANAGER, CHILD) == (1, 1, 1)
+        assert svc.record_human_direct_message(CHILD, channel="telegram") == 2
+        assert svc.record_goal_changed(CHILD, summary="goal updated", actor_type="human") == 3
+        assert svc.record_human_direct_message(CHILD, channel="telegram") == 4
+
+        assert svc.pending_notices(MANAGER) == [notice(CHILD, 1)]
+        assert cursor(svc, MANAGER, CHILD) == (1, 2, 4)
+
+        assert svc.drain_notices(MANAGER) == [notice(CHILD, 1)]
+        assert cursor(svc, MANAGER, CHILD) == (2, 4, 4)
+        assert svc.pending_notices(MANAGER) == [notice(CHILD, 2)]
+
+        assert svc.drain_notices(MANAGER) == [notice(CHILD, 2)]
+        assert cursor(svc, MANAGER, CHILD) == (4, 4, 4)
+        assert svc.drain_notices(MANAGER) == []
+        assert svc.pending_notices(MANAGER) == []
+
+
+class TestCoalescing:
+    def test_twenty_rapid_changes_give_one_line(self, svc: SessionAwareness) -> None:
+        """R-N2: while a notice is pending, further changes move only the material watermark."""
+        spawn(svc)
+        for _ in range(20):
+            assert svc.record_human_direct_message(CHILD, channel="slack") is not None
+        assert svc.pending_notices(MANAGER) == [notice(CHILD, 1)]
+        assert cursor(svc, MANAGER, CHILD) == (1, 2, 21)
+
+    def test_the_notice_text_is_byte_stable_while_pending(self, svc: SessionAwareness) -> None:
+        """R-N1: the pending notice's text does not change as more changes arrive."""
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="slack")
+        first = svc.pending_notices(MANAGER)
+        svc.record_goal_changed(CHILD, summary="goal cleared")
+        assert svc.pending_notices(MANAGER) == first
+        assert first[0].encode() == notice(CHILD, 1).encode()
+
+    def test_draining_with_nothing_new_yields_nothing(self, svc: SessionAwareness) -> None:
+        """R-N3: a drain acknowledges; draining twice with nothing new yields nothing."""
+        spawn(svc)
+        svc.record_goal_changed(CHILD, summary="goal created")
+        assert svc.drain_notices(MANAGER) == [notice(CHILD, 1)]
+        assert svc.drain_notices(MANAGER) == []
+        assert cursor(svc, MANAGER, CHILD) == (2, 2, 2)
+
+    def test_a_change_after_the_drain_opens_a_fresh_notice_from_the_new_position(
+        self, svc: SessionAwareness
+    ) -> None:
+        """R-N2, R-N3: once synced, the next change opens a new notice at the acknowledged L."""
+        spawn(svc)
+        svc.record_goal_changed(CHILD, summary="goal created")
+        svc.drain_notices(MANAGER)
+        svc.record_goal_changed(CHILD, summary="goal updated")
+        assert svc.pending_notices(MANAGER) == [notice(CHILD, 2)]
+
+
+class TestManyPairs:
+    def test_every_pending_pair_keeps_its_one_notice_oldest_first(
+        self, svc: SessionAwareness
+    ) -> None:
+        """R-N4: one pending notice per pair is durable state; none is lost however many."""
+        targets = [f"agent:main:subagent:c{i:02d}" for i in range(40)]
+        for index, target in enumerate(targets):
+            spawn(svc, child=target, run=f"run-{index}")
+        for target in reversed(targets):
+            svc.record_human_direct_message(target, channel="telegram")
+            svc.record_human_direct_message(target, channel="telegram")
+        assert svc.pending_notices(MANAGER) == [notice(t, 1) for t in reversed(targets)]
+        assert svc.drain_notices(MANAGER) == [notice(t, 1) for t in reversed(targets)]
+        assert svc.pending_notices(MANAGER) == [notice(t, 2) for t in reversed(targets)]
+
+    def test_pending_notices_of_one_watcher_do_not_leak_to_another(
+        self, svc: SessionAwareness
+    ) -> None:
+        """R-N2: notices are per watcher; another watcher's pending state is its own."""
+        spawn(svc)
+        svc.open_session("agent:main:peer")
+        assert svc.watch("agent:main:peer", CHILD)
+        svc.record_goal_changed(CHILD, summary="goal created")
+        svc.drain_notices(MANAGER)
+        assert svc.pending_notices("agent:main:peer") == [notice(CHILD, 1)]
+        assert svc.pending_notices(MANAGER) == []
+
+
+class TestWakes:
+    def test_a_main_session_watcher_is_woken_once_when_a_notice_opens(
+        self, svc: SessionAwareness, waker: RecordingWaker
+    ) -> None:
+        """R-N5: a watcher that is not a sub-agent is woken immediately, once per notice."""
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="telegram")
+        svc.record_human_direct_message(CHILD, channel="telegram")
+        assert waker.woken == [MANAGER]
+
+    def test_a_sub_agent_watcher_is_not_woken(
+        self, svc: SessionAwareness, waker: RecordingWaker
+    ) -> None:
+        """R-N5: a sub-agent watcher sees the notice on its next turn, without a wake."""
+        grandchild = "agent:main:subagent:child:subagent:grandchild"
+        spawn(svc)
+        svc.record_child_spawned(grandchild, parent=CHILD, run_id="run-2")
+        svc.record_goal_changed(grandchild, summary="goal created", actor_type="human")
+        assert svc.pending_notices(CHILD) == [notice(grandchild, 1)]
+        assert waker.woken == []
+
+    def test_a_reopened_notice_wakes_the_watcher_again(
+        self, svc: SessionAwareness, waker: RecordingWaker
+    ) -> None:
+        """R-N3, R-N5: the fresh notice opened by a drain is a new notice and wakes."""
+        spawn(svc)
+        svc.record_goal_changed(CHILD, summary="goal created")
+        svc.record_goal_changed(CHILD, summary="goal updated")
+        svc.drain_notices(MANAGER)
+        assert waker.woken == [MANAGER, MANAGER]
+
+    def test_a_failing_waker_does_not_undo_the_recording(
+        self, open_svc: ServiceFactory
+    ) -> None:
+        """R-L8, R-N5: a host waker that raises is logged; the signal and notice stay."""
+
+        def broken(_: str) -> None:
+            raise RuntimeError("host is down")
+
+        svc = open_svc(waker=broken)
+        spawn(svc)
+        assert svc.record_goal_changed(CHILD, summary="goal created") == 2
+        assert svc.pending_notices(MANAGER) == [notice(CHILD, 1)]
+
+
+class TestRestart:
+    def test_a_pending_notice_survives_a_restart_exactly_once(
+        self, open_svc: ServiceFactory, waker: RecordingWaker
+    ) -> None:
+        """R-N6: after close and reopen of the same file the notice is there once, and the
+        startup sweep wakes its watcher once."""
+        svc = open_svc()
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="telegram")
+        svc.close()
+        waker.woken.clear()
+
+        again = open_svc()
+        assert again.pending_notices(MANAGER) == [notice(CHILD, 1)]
+        assert waker.woken == [MANAGER]
+        assert again.drain_notices(MANAGER) == [notice(CHILD, 1)]
+        assert again.pending_notices(MANAGER) == []
+
+    def test_the_sweep_wakes_each_watcher_once_and_skips_sub_agents(
+        self, svc: SessionAwareness, waker: RecordingWaker
+    ) -> None:
+        """R-N6: a sweep wakes every non-sub-agent watcher with pending notices, once."""
+        spawn(svc)
+        spawn(svc, child=OTHER, run="run-2")
+        svc.record_child_spawned("agent:main:subagent:child:subagent:g", parent=CHILD, run_id="r3")
+        for target in (CHILD, OTHER, "agent:main:subagent:child:subagent:g"):
+            svc.record_goal_changed(target, summary="goal created", actor_type="human")
+        waker.woken.clear()
+        assert svc.sweep() == 1
+        assert waker.woken == [MANAGER]
+
+    def test_the_sweep_skips_watchers_whose_session_was_deleted(
+        self, svc: SessionAwareness, waker: RecordingWaker
+    ) -> None:
+        """R-N6: pairs whose watcher session no longer exists are skipped."""
+        spawn(svc)
+        svc.record_goal_changed(CHILD, summary="goal created")
+        svc.delete_session(MANAGER)
+        waker.woken.clear()
+        assert svc.sweep() == 0
+        assert waker.woken == []
