@@ -53,6 +53,13 @@ class ServiceCore(Application[UUID]):
         self.read_model = cast(ReadModel, self.recorder)
         self._next_prune: datetime | None = None
 
+    closed = False
+
+    def close(self) -> None:
+        """Release the database connections; the service cannot be used afterwards."""
+        self.closed = True
+        super().close()
+
     # -- saving with the projection ---------------------------------------------------------
 
     def _record(self, processing_event: Any) -> Any:

@@ -7,7 +7,7 @@ The read models are written by the projection in the transaction that stores the
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import singledispatchmethod
 from typing import Any
 from uuid import UUID
@@ -51,6 +51,13 @@ READ_MODEL_DDL = [
     "CREATE INDEX IF NOT EXISTS session_watch_cursors_updated ON session_watch_cursors (updated_at)",
 ]
 
+READ_MODEL_TABLES = {
+    "session_registry": "session_id",
+    "session_state_heads": "session_id",
+    "session_state_events": "session_id, sequence",
+    "session_watch_cursors": "watch_id",
+}
+
 _SESSION_COLUMNS = (
     "r.session_id, r.agent_id, r.session_key, r.kind, r.label, r.parent_key, r.updated_at, "
     "COALESCE(h.state_version, 0) AS state_version, r.deleted"
@@ -91,6 +98,23 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
     def apply_changes(self, c: SQLiteCursor, changes: Sequence[p.RowChange]) -> None:
         for change in changes:
             self._apply(change, c)
+
+    def replace_read_models(self, pages: Iterable[Sequence[p.RowChange]]) -> None:
+        """Empty the read models and rebuild them from replayed pages, in one transaction."""
+        with self.datastore.transaction(commit=True) as c:
+            for table in READ_MODEL_TABLES:
+                c.execute(f"DELETE FROM {table}")  # noqa: S608 -- fixed table names
+            for changes in pages:
+                self.apply_changes(c, changes)
+
+    def read_model_rows(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every read-model row, table by table, in key order: what an audit compares."""
+        with self.datastore.transaction(commit=False) as c:
+            out = {}
+            for table, order in READ_MODEL_TABLES.items():
+                c.execute(f"SELECT * FROM {table} ORDER BY {order}")  # noqa: S608 -- fixed names
+                out[table] = [tuple(row) for row in c.fetchall()]
+            return out
 
     # -- writing rows ----------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from session_awareness.application import SessionAwareness, open_service
+from session_awareness.application.replay import replayed_changes
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
@@ -76,7 +77,23 @@ def open_svc(
 
     yield factory
     for service in opened:
+        if not service.closed:
+            assert_rebuild_matches(service)
         service.close()
+
+
+def assert_rebuild_matches(service: SessionAwareness) -> None:
+    """R-R2: replaying the event store through the projection reproduces the live read
+    models exactly. Every contract test ends with this check."""
+    live = service.recorder.read_model_rows()  # type: ignore[attr-defined]
+    scratch = open_service("sqlite:///:memory:", clock=service.clock)
+    try:
+        scratch.recorder.replace_read_models(replayed_changes(service))  # type: ignore[attr-defined]
+        rebuilt = scratch.recorder.read_model_rows()  # type: ignore[attr-defined]
+    finally:
+        scratch.close()
+    for table, rows in live.items():
+        assert rebuilt[table] == rows, f"rebuilt {table} differs from the live one"
 
 
 @pytest.fixture
