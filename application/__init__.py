@@ -1,8 +1,8 @@
 """Application layer: the embedding API, its ports and the read-model projection.
 
-    from session_awareness.application import open_service
-    with open_service("sqlite:///sessions.db") as svc:
-        ...
+from session_awareness.application import open_service
+with open_service("sqlite:///sessions.db") as svc:
+    ...
 """
 
 from session_awareness.application.errors import (

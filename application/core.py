@@ -116,4 +116,3 @@ class ServiceCore(Application[UUID]):
         if len(rows) > 1:
             raise AmbiguousSessionError(key, [row.agent_id for row in rows])
         return SessionRef(rows[0].agent_id, key)
-

@@ -35,7 +35,9 @@ class Lifecycle(ServiceCore):
             ref = SessionRef.of(key, agent_id)
             label = one_line(label) or None if label is not None else None
         except (InvalidKeyError, InvalidSignalError) as error:
-            raise InvalidArgumentError("sessionKey" if "key" in str(error) else "label", str(error)) from None
+            raise InvalidArgumentError(
+                "sessionKey" if "key" in str(error) else "label", str(error)
+            ) from None
         if kind not in SESSION_KINDS:
             raise InvalidArgumentError("kind", f"must be one of {', '.join(sorted(SESSION_KINDS))}")
 
@@ -112,7 +114,9 @@ class Lifecycle(ServiceCore):
         def attempt(uow: UnitOfWork) -> dict[str, Any]:
             now = self.clock()
             cutoff = to_ms(now - timedelta(days=self.retention.days))
-            plans = self.read_model.prune_plan(recorded_before=cutoff, keep_rows=self.retention.rows)
+            plans = self.read_model.prune_plan(
+                recorded_before=cutoff, keep_rows=self.retention.rows
+            )
             raised, removed = [], 0
             for plan in plans:
                 session = uow.session(plan.session_id)
@@ -121,8 +125,11 @@ class Lifecycle(ServiceCore):
                 session.prune_history(plan.watermark, at=now)
                 removed += plan.rows
                 raised.append(
-                    {"sessionKey": session.key, "agentId": session.agent_id,
-                     "watermark": plan.watermark}
+                    {
+                        "sessionKey": session.key,
+                        "agentId": session.agent_id,
+                        "watermark": plan.watermark,
+                    }
                 )
             stale = self.read_model.cursors_updated_before(cutoff)
             expired = self._remove_cursors(uow, stale, RemovalReason.EXPIRED, now)
@@ -130,8 +137,12 @@ class Lifecycle(ServiceCore):
 
         result = self._retrying(attempt)
         self._next_prune = self.clock() + PRUNE_INTERVAL
-        log.info("history.pruned", removed_rows=result["removedRows"],
-                 sessions=len(result["watermarks"]), expired_cursors=result["expiredCursors"])
+        log.info(
+            "history.pruned",
+            removed_rows=result["removedRows"],
+            sessions=len(result["watermarks"]),
+            expired_cursors=result["expiredCursors"],
+        )
         return result
 
     def _maybe_prune(self, now: datetime) -> None:
@@ -155,4 +166,3 @@ class Lifecycle(ServiceCore):
     def _is_gone(self, watcher: str) -> bool:
         rows = self.read_model.sessions_with_key(watcher, include_deleted=True)
         return bool(rows) and all(row.deleted for row in rows)
-

@@ -91,7 +91,9 @@ class ReadModel(Protocol):
 
     def session(self, session_id: UUID) -> SessionRow | None: ...
 
-    def session_state(self, session_id: UUID, *, after: int | None, limit: int) -> SessionState | None:
+    def session_state(
+        self, session_id: UUID, *, after: int | None, limit: int
+    ) -> SessionState | None:
         """One consistent read of a live session's head and, when `after` is given, its
         retained rows with sequence > `after` (ascending, at most `limit`)."""
 

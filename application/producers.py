@@ -4,6 +4,7 @@ into the caller (R-L8); notify-eligible kinds move the watchers' cursors (R-W4, 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from datetime import datetime
 from typing import cast
 
@@ -212,7 +213,7 @@ class Producers(Lifecycle):
                     watch.restart(via=Via.PARENT, at_sequence=0, at=now)
                 session.add_watcher(watcher, at=now)
             if watch.observe(sequence, at=now):
-                uow.after_commit(lambda w=watcher: self._notice_opened(w, session.key, sequence))
+                uow.after_commit(partial(self._notice_opened, watcher, session.key, sequence))
 
     def _notice_opened(self, watcher: str, target: str, sequence: int) -> None:
         log.info("notice.opened", watcher=watcher, target=target, sequence=sequence)
@@ -225,8 +226,10 @@ class Producers(Lifecycle):
         parent_session = uow.session(SessionRef.of(parent))
         return parent_session is None or not parent_session.deleted
 
-    def _skipped(self, ref: SessionRef, request: SignalRequest, reason: str) -> None:
+    def _skipped(self, ref: SessionRef, request: SignalRequest, reason: str) -> int | None:
+        """Log why nothing was recorded; returns None, the producers' "nothing" (R-L8)."""
         log.info("signal.skipped", session_key=ref.key, kind=request.kind.value, reason=reason)
+        return None
 
     def _recorded(self, ref: SessionRef, request: SignalRequest, sequence: int) -> None:
         log.info(
@@ -236,4 +239,3 @@ class Producers(Lifecycle):
             kind=request.kind.value,
             sequence=sequence,
         )
-

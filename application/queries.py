@@ -38,11 +38,17 @@ class Queries(ServiceCore):
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
         """Live sessions, most recently updated first; `stateVersion` only when > 0 (R-S5)."""
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
             raise InvalidArgumentError("limit", "must be a positive integer")
         updated_since = None
         if active_minutes is not None:
-            if isinstance(active_minutes, bool) or not isinstance(active_minutes, int | float) or not active_minutes > 0:
+            if (
+                isinstance(active_minutes, bool)
+                or not isinstance(active_minutes, int | float)
+                or not active_minutes > 0
+            ):
                 raise InvalidArgumentError("activeMinutes", "must be a positive number")
             updated_since = to_ms(self.clock() - timedelta(minutes=active_minutes))
         rows = self.read_model.list_sessions(

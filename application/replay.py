@@ -17,7 +17,9 @@ from session_awareness.application.projection import RowChange, project
 PAGE_SIZE = 500
 
 
-def replayed_changes(app: Application[UUID], *, page_size: int = PAGE_SIZE) -> Iterator[list[RowChange]]:
+def replayed_changes(
+    app: Application[UUID], *, page_size: int = PAGE_SIZE
+) -> Iterator[list[RowChange]]:
     """The row changes of every stored event, one list per page of notifications."""
     start = 1
     while True:

@@ -67,7 +67,8 @@ def environment_for(url: str) -> dict[str, str]:
     if parts.scheme == "sqlite":
         if parts.netloc:
             raise ConfigurationError(
-                f"SQLite URLs have no host: use sqlite:///relative.db or sqlite:////abs.db, got {url}"
+                "SQLite URLs have no host: use sqlite:///relative.db or sqlite:////abs.db, "
+                f"got {url}"
             )
         path = unquote(parts.path)[1:] if parts.path.startswith("/") else ""
         if not path:

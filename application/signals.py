@@ -6,6 +6,7 @@ Pure functions from a producer's arguments to a `SignalRequest`; invalid input r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -54,7 +55,7 @@ def clamp_occurred_at(occurred_at: int | float | datetime | None, now: datetime)
         value = to_ms(occurred_at)
     elif isinstance(occurred_at, bool) or not isinstance(occurred_at, int | float):
         raise InvalidSignalError("occurred_at must be epoch milliseconds or a datetime")
-    elif occurred_at != occurred_at or occurred_at in (float("inf"), float("-inf")):
+    elif not math.isfinite(occurred_at):
         raise InvalidSignalError("occurred_at must be finite")
     else:
         value = int(occurred_at)

@@ -28,7 +28,7 @@ class UnitOfWork:
     def __init__(self, app: Application[UUID]) -> None:
         self._app = app
         self._loaded: dict[UUID, Aggregate | None] = {}
-        self._after_commit: list[Callable[[], None]] = []
+        self._after_commit: list[Callable[[], object]] = []
 
     def get(self, aggregate_id: UUID) -> Any:
         if aggregate_id not in self._loaded:
@@ -54,7 +54,7 @@ class UnitOfWork:
     def watch(self, watcher: str, target: SessionRef) -> Watch | None:
         return cast(Watch | None, self.get(watch_id(watcher, target.session_id)))
 
-    def after_commit(self, action: Callable[[], None]) -> None:
+    def after_commit(self, action: Callable[[], object]) -> None:
         """Run `action` once this attempt's save has committed (wakes, logs)."""
         self._after_commit.append(action)
 

@@ -198,7 +198,9 @@ class Session(Aggregate):
         check_kind(kind)
         if not self.deleted:
             raise SessionStateError(f"session {self.key!r} is open")
-        self.trigger_event(self.Reopened, timestamp=at, kind=kind, label=label, parent_key=parent_key)
+        self.trigger_event(
+            self.Reopened, timestamp=at, kind=kind, label=label, parent_key=parent_key
+        )
 
     def reset(self, *, at: datetime) -> None:
         self.check_open()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class SignalKind(str, Enum):
+class SignalKind(StrEnum):
     """The kinds of event a session's signal log holds (R-L1)."""
 
     HUMAN_DIRECT_MESSAGE = "human_direct_message"
@@ -32,7 +32,7 @@ NOTIFYING_KINDS = frozenset(
 )
 
 
-class ActorType(str, Enum):
+class ActorType(StrEnum):
     """Who caused an event (R-L2)."""
 
     HUMAN = "human"
@@ -40,7 +40,7 @@ class ActorType(str, Enum):
     SYSTEM = "system"
 
 
-class RunOutcome(str, Enum):
+class RunOutcome(StrEnum):
     """How a child run ended (R-L5)."""
 
     OK = "ok"

@@ -12,7 +12,7 @@ positions, so a projection can copy them without knowing the machine.
 from __future__ import annotations
 
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
@@ -22,7 +22,7 @@ from session_awareness.domain.keys import SessionRef, watch_id
 T = "session_awareness:Watch"
 
 
-class Via(str, Enum):
+class Via(StrEnum):
     """How a cursor came to exist."""
 
     SPAWN = "spawn"  # the spawn edge seeds the parent's cursor (R-W1)
@@ -30,7 +30,7 @@ class Via(str, Enum):
     PARENT = "parent"  # a parent without a cursor, on a notify-eligible event (R-W4)
 
 
-class RemovalReason(str, Enum):
+class RemovalReason(StrEnum):
     RESET = "reset"
     DELETED = "deleted"
     EXPIRED = "expired"
@@ -115,7 +115,7 @@ class Watch(Aggregate):
         def apply(self, aggregate: Watch) -> None:
             aggregate.active = False
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 -- the library passes the Started event's fields by name
         self,
         watcher: str,
         target_id: UUID,
@@ -184,7 +184,9 @@ class Watch(Aggregate):
         """A notify-eligible event on the target; True when it opens a notice (R-N2)."""
         self.check_active()
         if sequence <= self.material:
-            raise WatchStateError(f"event {sequence} is not after material position {self.material}")
+            raise WatchStateError(
+                f"event {sequence} is not after material position {self.material}"
+            )
         if self.pending:
             self._move(self.MaterialAdvanced, self.acknowledged, self.notified, sequence, at)
             return False

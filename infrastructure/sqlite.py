@@ -41,14 +41,17 @@ READ_MODEL_DDL = [
         occurred_at INTEGER NOT NULL, summary TEXT NOT NULL, payload TEXT,
         recorded_at INTEGER NOT NULL, PRIMARY KEY (session_id, sequence)) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS session_state_events_position ON session_state_events (position)",
-    "CREATE INDEX IF NOT EXISTS session_state_events_recorded ON session_state_events (recorded_at)",
+    "CREATE INDEX IF NOT EXISTS session_state_events_recorded "
+    "ON session_state_events (recorded_at)",
     """CREATE TABLE IF NOT EXISTS session_watch_cursors (
         watch_id TEXT PRIMARY KEY, watcher_key TEXT NOT NULL, target_id TEXT NOT NULL,
         target_key TEXT NOT NULL, acknowledged INTEGER NOT NULL, notified INTEGER NOT NULL,
         material INTEGER NOT NULL, notice_order INTEGER, updated_at INTEGER NOT NULL)""",
-    "CREATE INDEX IF NOT EXISTS session_watch_cursors_watcher ON session_watch_cursors (watcher_key)",
+    "CREATE INDEX IF NOT EXISTS session_watch_cursors_watcher "
+    "ON session_watch_cursors (watcher_key)",
     "CREATE INDEX IF NOT EXISTS session_watch_cursors_target ON session_watch_cursors (target_id)",
-    "CREATE INDEX IF NOT EXISTS session_watch_cursors_updated ON session_watch_cursors (updated_at)",
+    "CREATE INDEX IF NOT EXISTS session_watch_cursors_updated "
+    "ON session_watch_cursors (updated_at)",
 ]
 
 READ_MODEL_TABLES = {
@@ -62,9 +65,7 @@ _SESSION_COLUMNS = (
     "r.session_id, r.agent_id, r.session_key, r.kind, r.label, r.parent_key, r.updated_at, "
     "COALESCE(h.state_version, 0) AS state_version, r.deleted"
 )
-_SESSION_FROM = (
-    "session_registry r LEFT JOIN session_state_heads h ON h.session_id = r.session_id"
-)
+_SESSION_FROM = "session_registry r LEFT JOIN session_state_heads h ON h.session_id = r.session_id"
 _CURSOR_COLUMNS = (
     "watch_id, watcher_key, target_id, target_key, acknowledged, notified, material, "
     "notice_order, updated_at"
@@ -90,7 +91,8 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
     ) -> Sequence[int] | None:
         notification_ids = super()._insert_events(c, stored_events, **kwargs)
         if projected_events:
-            assert notification_ids is not None
+            if notification_ids is None:  # the SQLite recorder always returns them
+                raise RuntimeError("the event store returned no notification ids")
             positions = list(zip(notification_ids, projected_events, strict=True))
             self.apply_changes(c, p.project(positions))
         return notification_ids
@@ -127,8 +129,16 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
         c.execute(
             "INSERT INTO session_registry (session_id, agent_id, session_key, kind, label, "
             "parent_key, opened_at, updated_at, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
-            (change.session_id.hex, change.agent_id, change.key, change.kind, change.label,
-             change.parent_key, change.at, change.at),
+            (
+                change.session_id.hex,
+                change.agent_id,
+                change.key,
+                change.kind,
+                change.label,
+                change.parent_key,
+                change.at,
+                change.at,
+            ),
         )
         c.execute(
             "INSERT OR IGNORE INTO session_state_heads VALUES (?, 0, 0)", (change.session_id.hex,)
@@ -139,8 +149,14 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
         c.execute(
             "UPDATE session_registry SET kind = ?, label = ?, parent_key = ?, opened_at = ?, "
             "updated_at = ?, deleted = 0 WHERE session_id = ?",
-            (change.kind, change.label, change.parent_key, change.at, change.at,
-             change.session_id.hex),
+            (
+                change.kind,
+                change.label,
+                change.parent_key,
+                change.at,
+                change.at,
+                change.session_id.hex,
+            ),
         )
 
     @_apply.register
@@ -161,9 +177,19 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
     def _(self, change: p.SignalAppended, c: SQLiteCursor) -> None:
         c.execute(
             "INSERT INTO session_state_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (change.session_id.hex, change.sequence, change.position, change.kind,
-             change.actor_type, change.actor_id, change.run_id, change.occurred_at,
-             change.summary, _dump(change.payload), change.recorded_at),
+            (
+                change.session_id.hex,
+                change.sequence,
+                change.position,
+                change.kind,
+                change.actor_type,
+                change.actor_id,
+                change.run_id,
+                change.occurred_at,
+                change.summary,
+                _dump(change.payload),
+                change.recorded_at,
+            ),
         )
         c.execute(
             "UPDATE session_state_heads SET state_version = MAX(state_version, ?) "
@@ -198,8 +224,16 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
     def _(self, change: p.CursorStarted, c: SQLiteCursor) -> None:
         c.execute(
             "INSERT OR REPLACE INTO session_watch_cursors VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)",
-            (change.watch_id.hex, change.watcher_key, change.target_id.hex, change.target_key,
-             change.position, change.position, change.position, change.updated_at),
+            (
+                change.watch_id.hex,
+                change.watcher_key,
+                change.target_id.hex,
+                change.target_key,
+                change.position,
+                change.position,
+                change.position,
+                change.updated_at,
+            ),
         )
 
     @_apply.register
@@ -207,8 +241,14 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
         c.execute(
             "UPDATE session_watch_cursors SET acknowledged = ?, notified = ?, material = ?, "
             "notice_order = COALESCE(?, notice_order), updated_at = ? WHERE watch_id = ?",
-            (change.acknowledged, change.notified, change.material, change.notice_order,
-             change.updated_at, change.watch_id.hex),
+            (
+                change.acknowledged,
+                change.notified,
+                change.material,
+                change.notice_order,
+                change.updated_at,
+                change.watch_id.hex,
+            ),
         )
 
     @_apply.register

@@ -18,7 +18,9 @@ def notice(target: str, since: int) -> str:
     )
 
 
-def spawn(svc: SessionAwareness, child: str = CHILD, parent: str = MANAGER, run: str = "run-1") -> int:
+def spawn(
+    svc: SessionAwareness, child: str = CHILD, parent: str = MANAGER, run: str = "run-1"
+) -> int:
     """The manager opens and spawns a child; returns the spawn's sequence."""
     svc.open_session(parent)
     sequence = svc.record_child_spawned(child, parent=parent, run_id=run)

@@ -127,9 +127,7 @@ class TestWakes:
         svc.drain_notices(MANAGER)
         assert waker.woken == [MANAGER, MANAGER]
 
-    def test_a_failing_waker_does_not_undo_the_recording(
-        self, open_svc: ServiceFactory
-    ) -> None:
+    def test_a_failing_waker_does_not_undo_the_recording(self, open_svc: ServiceFactory) -> None:
         """R-L8, R-N5: a host waker that raises is logged; the signal and notice stay."""
 
         def broken(_: str) -> None:

@@ -124,8 +124,25 @@ class TestStatus:
 class TestBadInput:
     @pytest.mark.parametrize(
         "value",
-        [-1, 1.5, "abc", "-1", "1.5", "", " 1", True, False, math.nan, math.inf, -math.inf,
-         2**53, "9007199254740992", object(), [1], {"v": 1}],
+        [
+            -1,
+            1.5,
+            "abc",
+            "-1",
+            "1.5",
+            "",
+            " 1",
+            True,
+            False,
+            math.nan,
+            math.inf,
+            -math.inf,
+            2**53,
+            "9007199254740992",
+            object(),
+            [1],
+            {"v": 1},
+        ],
     )
     def test_a_bad_changes_since_is_a_clear_typed_error(
         self, svc: SessionAwareness, value: object
@@ -196,9 +213,14 @@ class TestList:
         ]
         assert len(svc.sessions_list()) == 3
 
-    @pytest.mark.parametrize(("field", "arguments"), [
-        ("limit", {"limit": 0}), ("limit", {"limit": True}), ("activeMinutes", {"active_minutes": -1}),
-    ])
+    @pytest.mark.parametrize(
+        ("field", "arguments"),
+        [
+            ("limit", {"limit": 0}),
+            ("limit", {"limit": True}),
+            ("activeMinutes", {"active_minutes": -1}),
+        ],
+    )
     def test_bad_list_arguments_name_the_field(
         self, svc: SessionAwareness, field: str, arguments: dict[str, object]
     ) -> None:

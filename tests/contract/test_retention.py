@@ -15,7 +15,9 @@ def gap(svc: SessionAwareness, key: str, since: int) -> bool:
 
 
 def earliest(svc: SessionAwareness, key: str) -> int:
-    return int(svc.session_status(key, changes_since=0)["stateChanges"]["earliestAvailableSequence"])
+    return int(
+        svc.session_status(key, changes_since=0)["stateChanges"]["earliestAvailableSequence"]
+    )
 
 
 class TestPruneByAge:
@@ -69,9 +71,7 @@ class TestPruneByAge:
 
 
 class TestPruneByRowCap:
-    def test_only_the_newest_rows_across_sessions_are_kept(
-        self, open_svc: ServiceFactory
-    ) -> None:
+    def test_only_the_newest_rows_across_sessions_are_kept(self, open_svc: ServiceFactory) -> None:
         """R-R1: after the age limit, only the newest N rows across all sessions stay, and
         each session loses a prefix with an exact watermark."""
         svc = open_svc(retention_rows=4)

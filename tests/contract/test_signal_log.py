@@ -125,8 +125,13 @@ class TestProducers:
 
     @pytest.mark.parametrize(
         "summary",
-        ["goal created", "goal updated", "goal status changed to done", "goal objective changed",
-         "goal cleared"],
+        [
+            "goal created",
+            "goal updated",
+            "goal status changed to done",
+            "goal objective changed",
+            "goal cleared",
+        ],
     )
     def test_goal_summaries_are_the_fixed_ones(self, svc: SessionAwareness, summary: str) -> None:
         """R-L3: the goal producer's summaries are fixed."""
@@ -200,7 +205,9 @@ class TestTime:
         spawn(svc)
         svc.record_human_direct_message(CHILD, channel="a", occurred_at=now_ms + 3_600_000)
         svc.record_human_direct_message(CHILD, channel="b", occurred_at=0)
-        svc.record_human_direct_message(CHILD, channel="c", occurred_at=clock.now - timedelta(hours=2))
+        svc.record_human_direct_message(
+            CHILD, channel="c", occurred_at=clock.now - timedelta(hours=2)
+        )
         svc.record_human_direct_message(CHILD, channel="d")
         times = [e["occurredAt"] for e in events(svc, CHILD, 1)]
         assert times == [now_ms, now_ms - 86_400_000, now_ms - 7_200_000, now_ms]
