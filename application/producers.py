@@ -4,8 +4,8 @@ into the caller (R-L8); notify-eligible kinds move the watchers' cursors (R-W4, 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from datetime import datetime
+from functools import partial
 from typing import cast
 
 from session_awareness.application import signals as produce

@@ -59,8 +59,9 @@ class SessionRef:
 
     @classmethod
     def of(cls, key: str, agent_id: str | None = None) -> SessionRef:
-        """The ref of a key: its own agent when qualified, else the given or default agent."""
-        return cls(agent_of(key) or agent_id or DEFAULT_AGENT_ID, key)
+        """The ref of a key: its own agent when qualified, else the given or default agent;
+        a qualified key with a different agent id is refused."""
+        return cls(agent_id or agent_of(key) or DEFAULT_AGENT_ID, key)
 
     @property
     def session_id(self) -> UUID:

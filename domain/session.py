@@ -12,7 +12,14 @@ from typing import Any, ClassVar
 from eventsourcing.domain import Aggregate
 
 from session_awareness.domain.keys import SessionRef
-from session_awareness.domain.signals import ActorType, Payload, SignalKind
+from session_awareness.domain.signals import (
+    MAX_SUMMARY_LENGTH,
+    ActorType,
+    InvalidSignalError,
+    Payload,
+    SignalKind,
+    one_line,
+)
 
 SESSION_KINDS = frozenset({"main", "group", "cron", "hook", "node", "subagent", "other"})
 T = "session_awareness:Session"
@@ -231,6 +238,8 @@ class Session(Aggregate):
     ) -> int:
         """Append one signal as the next sequence (R-L4) and return that sequence."""
         self.check_open()
+        if one_line(summary, limit=MAX_SUMMARY_LENGTH) != summary or not summary:
+            raise InvalidSignalError("a summary is one non-blank line (R-L2)")
         if self.has_seen(dedupe_key):
             raise DuplicateSignalError(f"{kind.value} {dedupe_key!r} already recorded")
         sequence = self.state_version + 1
@@ -258,6 +267,7 @@ class Session(Aggregate):
     # -- the watcher index -----------------------------------------------------------------
 
     def add_watcher(self, watcher: str, *, at: datetime) -> None:
+        self.check_open()
         if watcher not in self.watchers:
             self.trigger_event(self.WatcherAdded, timestamp=at, watcher=watcher)
 

@@ -78,9 +78,9 @@ def one_line(text: str, *, limit: int = MAX_LABEL_LENGTH) -> str:
     return collapsed
 
 
-def human_message_summary(channel: str) -> str:
+def human_message_summary(channel: str | None) -> str:
     """`human message via <channel>`; a blank channel is `unknown` (R-L3)."""
-    return f"human message via {channel}"
+    return f"human message via {normalise_channel(channel)}"
 
 
 def normalise_channel(channel: str | None) -> str:
@@ -121,6 +121,8 @@ class Payload:
     turns: int | None = None
 
     def __post_init__(self) -> None:
+        if self.channel is not None and one_line(self.channel) != self.channel:
+            raise InvalidSignalError("payload channel must be one line of text")
         if self.outcome is not None and self.outcome is RunOutcome.OK:
             raise InvalidSignalError("payload outcome is one of error, timeout, cancelled")
         if self.turns is not None and (
@@ -146,10 +148,14 @@ class Payload:
         unknown = set(data) - {"outcome", "channel", "turns"}
         if unknown:
             raise InvalidSignalError(f"unknown payload keys: {', '.join(sorted(unknown))}")
-        outcome = data.get("outcome")
+        outcome, channel = data.get("outcome"), data.get("channel")
+        if outcome is not None and outcome not in {o.value for o in RunOutcome}:
+            raise InvalidSignalError(f"unknown payload outcome: {outcome!r}")
+        if channel is not None and (not isinstance(channel, str) or one_line(channel) != channel):
+            raise InvalidSignalError("payload channel must be one line of text")
         return cls(
             outcome=RunOutcome(outcome) if outcome is not None else None,
-            channel=data.get("channel"),
+            channel=channel,
             turns=data.get("turns"),
         )
 

@@ -1,0 +1,216 @@
+"""The guided demo: a manager, two children, a human stepping in, one notice, an exact delta.
+
+`run_demo` tells the story on a database that holds no sessions yet and hands every line of
+the timeline to `emit` (the CLI passes `print`); this module never prints by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+from session_awareness.application import SessionAwareness, open_service
+from session_awareness.application.ports import CursorRow
+
+MANAGER = "agent:main:main"
+RESEARCHER = "agent:main:subagent:researcher"
+WRITER = "agent:main:subagent:writer"
+NAMES = {MANAGER: "manager", RESEARCHER: "researcher", WRITER: "writer"}
+START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+INDENT = " " * 10  # lines that belong to the step above line up under its text
+
+
+class DemoError(Exception):
+    """A step of the story did not record what it should have."""
+
+
+class DatabaseNotEmptyError(DemoError):
+    """The database given already holds sessions, so the story would not add up."""
+
+
+class DemoClock:
+    """The service clock of the demo: it moves only when the story moves it."""
+
+    def __init__(self, now: datetime = START) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: int) -> str:
+        """Move forward and return the new time as HH:MM:SS, for the timeline."""
+        self.now += timedelta(seconds=seconds)
+        return self.now.strftime("%H:%M:%S")
+
+
+class DemoWaker:
+    """The host's waker port: remembers each wake until the timeline shows it."""
+
+    def __init__(self) -> None:
+        self.unshown: list[str] = []
+        self.total = 0
+
+    def __call__(self, watcher_key: str) -> None:
+        self.unshown.append(watcher_key)
+        self.total += 1
+
+    def take(self) -> list[str]:
+        woken, self.unshown = self.unshown, []
+        return woken
+
+
+def fresh_database_url() -> str:
+    """A `sqlite:///` URL naming a new file in a new temporary directory (kept afterwards, so
+    the operator can query it)."""
+    folder = Path(tempfile.mkdtemp(prefix="session-awareness-demo-"))
+    return "sqlite:///" + quote(str(folder / "demo.db"))
+
+
+def run_demo(database_url: str, emit: Callable[[str], None]) -> None:
+    """Tell the story on `database_url` (it must hold no sessions) and emit the timeline."""
+    clock, waker = DemoClock(), DemoWaker()
+    svc = open_service(database_url, clock=clock, waker=waker)
+    try:
+        if svc.sessions_list(limit=1):
+            raise DatabaseNotEmptyError(
+                f"the demo needs a database without sessions; {database_url} already has some "
+                "(omit --database-url to use a fresh temporary file)"
+            )
+        _Story(svc, clock, waker, emit).tell(database_url)
+    finally:
+        svc.close()
+
+
+class _Story:
+    def __init__(
+        self,
+        svc: SessionAwareness,
+        clock: DemoClock,
+        waker: DemoWaker,
+        emit: Callable[[str], None],
+    ) -> None:
+        self.svc, self.clock, self.waker, self.emit = svc, clock, waker, emit
+
+    def tell(self, database_url: str) -> None:
+        svc, emit = self.svc, self.emit
+        emit("session-awareness demo: a manager, two children, and a human who steps in")
+        emit(f"database  {database_url}")
+        emit(f"clock     a fake clock from {START:%Y-%m-%d %H:%M:%S} UTC, moved by the story")
+        emit("cursor    L = last acknowledged, N = notified, M = newest material change")
+        emit("")
+
+        self.step(0, f"manager {MANAGER} opens")
+        svc.open_session(MANAGER, kind="main", label="manager")
+        for child in (RESEARCHER, WRITER):
+            self.step(2, f"manager spawns {child}")
+            self.recorded(
+                svc.record_child_spawned(child, parent=MANAGER, run_id=f"run-{NAMES[child]}"),
+                child,
+                "child_spawned: log only; seeds the manager's cursor",
+            )
+        self.cursors()
+
+        self.step(6, "a human steps into the researcher over telegram")
+        self.recorded(
+            svc.record_human_direct_message(RESEARCHER, channel="telegram"),
+            RESEARCHER,
+            "human_direct_message: notifies; "
+            f"{len(svc.pending_notices(MANAGER))} notice queued for the manager",
+        )
+        self.wakes()
+        self.cursors()
+
+        self.step(4, "the human changes the researcher's goal")
+        self.recorded(
+            svc.record_goal_changed(RESEARCHER, summary="goal updated", actor_type="human"),
+            RESEARCHER,
+            "goal_changed: notifies; still "
+            f"{len(svc.pending_notices(MANAGER))} notice, no wake (N frozen, M moves)",
+        )
+        self.wakes()
+        self.cursors()
+
+        self.step(6, "the writer's run times out")
+        self.recorded(
+            svc.record_run_terminal(WRITER, run_id="run-writer", outcome="timeout"),
+            WRITER,
+            "run_failed (outcome timeout): log only, no notice",
+        )
+        self.wakes()
+
+        since = self.cursor_on(RESEARCHER).acknowledged
+        self.clock.advance(10)
+        drained = svc.drain_notices(MANAGER)
+        self.step(0, f"the manager's turn: drain_notices hands over {len(drained)} notice")
+        if len(drained) != 1:
+            raise DemoError(f"the manager drained {len(drained)} notices, expected 1")
+        for text in drained:
+            self.note(f"│ {text}")
+        self.cursors()
+        self.note(
+            f"L moves to {self.cursor_on(RESEARCHER).acknowledged}; #3 came after the notice "
+            "was queued, so one follow-up opens"
+        )
+        self.wakes()
+
+        self.step(
+            1, f'the manager reconciles: session_status("{RESEARCHER}", changesSince={since})'
+        )
+        emit(json.dumps(svc.session_status(RESEARCHER, changes_since=since), indent=2))
+        emit("")
+        self.recap(since)
+        emit(
+            f"try it    session-awareness status {RESEARCHER} --changes-since {since} "
+            f"--database-url {database_url}"
+        )
+
+    # -- the timeline's parts ------------------------------------------------------------------
+
+    def step(self, seconds: int, text: str) -> None:
+        self.emit(f"{self.clock.advance(seconds)}  {text}")
+
+    def note(self, text: str) -> None:
+        self.emit(INDENT + text)
+
+    def recorded(self, sequence: int | None, key: str, what: str) -> None:
+        if sequence is None:
+            raise DemoError(f"nothing was recorded on {key} (run with --verbose to see why)")
+        self.note(f"→ {NAMES[key]} #{sequence} {what}")
+
+    def wakes(self) -> None:
+        for watcher in self.waker.take():
+            self.note(f"wake → {watcher}")
+
+    def cursor_on(self, target: str) -> CursorRow:
+        for row in self.svc.read_model.cursors_of_watcher(MANAGER, pending_only=False):
+            if row.target_key == target:
+                return row
+        raise DemoError(f"the manager holds no cursor on {target}")
+
+    def cursors(self) -> None:
+        parts = []
+        for target in (RESEARCHER, WRITER):
+            row = self.cursor_on(target)
+            state = "pending" if row.pending else "synced"
+            parts.append(
+                f"{NAMES[target]} {row.acknowledged} {row.notified} {row.material} {state}"
+            )
+        self.note(f"manager's cursors (L N M): {' · '.join(parts)}")
+
+    def recap(self, since: int) -> None:
+        follow_up = self.cursor_on(RESEARCHER).acknowledged
+        for line in (
+            "what just happened",
+            "  • several changes, one notice: #2 queued it; #3 only moved M, the text stayed put.",
+            "  • log-only events don't notify: the writer's timeout (writer #2) woke no one.",
+            f"  • exact delta: changesSince {since} returned exactly #2 and #3, moved no cursor.",
+            f"  • acknowledge on drain: L = {follow_up}, what the notice covered; #3 was newer, so "
+            f"one follow-up",
+            f"    (changesSince {follow_up}) waits for the manager's next turn "
+            f"({self.waker.total} wakes in all).",
+        ):
+            self.emit(line)
