@@ -14,11 +14,11 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml $(SOURCES)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install --quiet --upgrade pip
-	@echo "installing session-awareness (strict editable) and its dev tools…"
-	@$(PY) -m pip install --quiet --config-settings editable_mode=strict -e '.[dev]' 2>&1 \
-		| grep -v '^WARNING: Location' || true
-	@$(PY) -c 'import session_awareness.application' 
+	@echo "installing session-awareness (strict editable) and its dev tools (log: $(VENV)/install.log)…"
+	@{ $(PY) -m pip install --upgrade pip \
+	   && $(PY) -m pip install --config-settings editable_mode=strict -e '.[dev]'; } \
+	   > $(VENV)/install.log 2>&1 || { tail -n 30 $(VENV)/install.log; exit 1; }
+	@$(PY) -c 'import session_awareness.application, session_awareness.infrastructure.cli'
 	@touch $(STAMP)
 
 demo: install
