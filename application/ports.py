@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -12,6 +12,9 @@ from uuid import UUID
 Clock = Callable[[], datetime]
 #: Called after commit with the key of a watcher (not a sub-agent) for whom a notice opened.
 Waker = Callable[[str], None]
+#: The host's message delivery for `sessions_send`: (sender_key, target_key, message) -> the key
+#: of the session that actually received it; raises when delivery fails.
+Dispatcher = Callable[[str, str, str], str]
 
 
 def system_clock() -> datetime:
@@ -105,8 +108,14 @@ class ReadModel(Protocol):
         label: str | None,
         updated_since: int | None,
         limit: int | None,
+        search: str | None = None,
+        keys: Collection[str] | None = None,
     ) -> list[SessionRow]:
-        """Live sessions, most recently updated first."""
+        """Live sessions, most recently updated first; `search` is a case-insensitive
+        substring of the key or label; `keys` restricts the rows to those keys."""
+
+    def children_of(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
+        """The live sessions whose parent is each of `parent_keys`, keys sorted."""
 
     def cursors_of_watcher(self, watcher_key: str, *, pending_only: bool) -> list[CursorRow]:
         """A watcher's cursors; pending ones come oldest notice first."""

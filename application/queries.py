@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Any
 
 from session_awareness.application.core import ServiceCore
 from session_awareness.application.errors import InvalidArgumentError, UnknownSessionError
+from session_awareness.application.ports import SessionRow
 from session_awareness.application.projection import to_ms
 from session_awareness.application.status import PAGE_SIZE, parse_changes_since, status_json
 
@@ -38,25 +39,8 @@ class Queries(ServiceCore):
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
         """Live sessions, most recently updated first; `stateVersion` only when > 0 (R-S5)."""
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
-        ):
-            raise InvalidArgumentError("limit", "must be a positive integer")
-        updated_since = None
-        if active_minutes is not None:
-            if (
-                isinstance(active_minutes, bool)
-                or not isinstance(active_minutes, int | float)
-                or not active_minutes > 0
-            ):
-                raise InvalidArgumentError("activeMinutes", "must be a positive number")
-            updated_since = to_ms(self.clock() - timedelta(minutes=active_minutes))
-        rows = self.read_model.list_sessions(
-            agent_id=agent_id,
-            kinds=list(kinds) if kinds is not None else None,
-            label=label,
-            updated_since=updated_since,
-            limit=limit,
+        rows = self.session_rows(
+            agent_id=agent_id, kinds=kinds, label=label, active_minutes=active_minutes, limit=limit
         )
         out = []
         for row in rows:
@@ -71,3 +55,55 @@ class Queries(ServiceCore):
                 item["stateVersion"] = row.state_version
             out.append(item)
         return out
+
+    def session_rows(
+        self,
+        *,
+        agent_id: str | None = None,
+        kinds: Sequence[str] | None = None,
+        label: str | None = None,
+        search: str | None = None,
+        active_minutes: int | float | None = None,
+        limit: int | None = None,
+        keys: Collection[str] | None = None,
+    ) -> list[SessionRow]:
+        """The registry rows behind `sessions_list`, for hosts and the session tools; `keys`
+        restricts them (e.g. to what a caller may see)."""
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+        ):
+            raise InvalidArgumentError("limit", "must be a positive integer")
+        updated_since = None
+        if active_minutes is not None:
+            if (
+                isinstance(active_minutes, bool)
+                or not isinstance(active_minutes, int | float)
+                or not active_minutes > 0
+            ):
+                raise InvalidArgumentError("activeMinutes", "must be a positive number")
+            updated_since = to_ms(self.clock() - timedelta(minutes=active_minutes))
+        return self.read_model.list_sessions(
+            agent_id=agent_id,
+            kinds=list(kinds) if kinds is not None else None,
+            label=label,
+            updated_since=updated_since,
+            limit=limit,
+            search=search,
+            keys=keys,
+        )
+
+    def children(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
+        """The live child session keys of each parent key (spawn edges or `parent=`)."""
+        return self.read_model.children_of(parent_keys)
+
+    def descendants(self, key: str) -> set[str]:
+        """Every live session spawned by `key`, transitively (visibility `tree`, R-T2)."""
+        found: set[str] = set()
+        frontier = [key]
+        while frontier:
+            children = self.children(frontier)
+            frontier = [
+                c for kids in children.values() for c in kids if c not in found and c != key
+            ]
+            found.update(frontier)
+        return found

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import os
 import uuid
+from functools import cached_property
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from session_awareness.application.core import Retention
 from session_awareness.application.errors import ConfigurationError
-from session_awareness.application.ports import Clock, Waker, system_clock
+from session_awareness.application.ports import Clock, Dispatcher, Waker, system_clock
 from session_awareness.application.producers import Producers
 from session_awareness.application.queries import Queries
 from session_awareness.application.watching import Watching
+
+if TYPE_CHECKING:
+    from session_awareness.application.tools import SessionTools
 
 DATABASE_URL_ENV = "SESSION_AWARENESS_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///session-awareness.db"
@@ -20,8 +25,23 @@ _PREFIX = "SESSIONAWARENESS_"
 SQLITE_RECORDER_TOPIC = "session_awareness.infrastructure.sqlite:SQLiteReadModelRecorder"
 
 
+VISIBILITIES = ("self", "tree", "agent", "all")
+
+
 class SessionAwareness(Producers, Watching, Queries):
     """Signal log, watches, notices and reconciliation for a host's sessions (DESIGN D3)."""
+
+    #: What a tool caller may see (R-T2): self, tree (default), agent or all.
+    visibility: str = "tree"
+    #: The host's `sessions_send` delivery: (sender, target, message) -> receiving key.
+    dispatcher: Dispatcher | None = None
+
+    @cached_property
+    def tools(self) -> SessionTools:
+        """The agent-facing session tools over this service (SPEC §9)."""
+        from session_awareness.application.tools import SessionTools  # noqa: PLC0415 -- built on first use
+
+        return SessionTools(self)
 
     def start(self) -> None:
         """Startup duties: prune (R-R1) and re-deliver wakes for pending notices (R-N6)."""
@@ -36,9 +56,13 @@ def open_service(
     waker: Waker | None = None,
     retention_days: int = 30,
     retention_rows: int = 50_000,
+    visibility: str = "tree",
+    dispatcher: Dispatcher | None = None,
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
     `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it."""
+    if visibility not in VISIBILITIES:
+        raise ConfigurationError(f"visibility must be one of {', '.join(VISIBILITIES)}")
     for name, value in (("retention_days", retention_days), ("retention_rows", retention_rows)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
@@ -53,6 +77,7 @@ def open_service(
         )
     except Exception as error:
         raise ConfigurationError(f"cannot open {redact(url)}: {error}") from error
+    service.visibility, service.dispatcher = visibility, dispatcher
     try:
         service.start()
     except Exception:

@@ -7,7 +7,7 @@ The read models are written by the projection in the transaction that stores the
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import singledispatchmethod
 from typing import Any
 from uuid import UUID
@@ -313,8 +313,19 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
         label: str | None,
         updated_since: int | None,
         limit: int | None,
+        search: str | None = None,
+        keys: Collection[str] | None = None,
     ) -> list[SessionRow]:
         where, params = ["r.deleted = 0"], []
+        if keys is not None:
+            where.append(f"r.session_key IN ({', '.join('?' for _ in keys)})")
+            params.extend(keys)
+        if search:
+            where.append(
+                "(instr(lower(r.session_key), lower(?)) > 0 "
+                "OR instr(lower(COALESCE(r.label, '')), lower(?)) > 0)"
+            )
+            params.extend([search, search])
         if agent_id is not None:
             where.append("r.agent_id = ?")
             params.append(agent_id)
@@ -335,6 +346,19 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
             sql += " LIMIT ?"
             params.append(limit)
         return [_session(r) for r in self._fetch(sql, params)]
+
+    def children_of(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {key: [] for key in parent_keys}
+        if not out:
+            return out
+        rows = self._fetch(
+            "SELECT parent_key, session_key FROM session_registry WHERE deleted = 0 AND "  # noqa: S608 -- fixed fragments, values bound
+            f"parent_key IN ({', '.join('?' for _ in out)}) ORDER BY session_key",
+            list(out),
+        )
+        for parent, key in rows:
+            out[parent].append(key)
+        return out
 
     def cursors_of_watcher(self, watcher_key: str, *, pending_only: bool) -> list[CursorRow]:
         pending = " AND notified > acknowledged" if pending_only else ""
