@@ -1,0 +1,408 @@
+"""The read models, written once for both backends (DESIGN D4).
+
+`ReadModelStore` turns the projection's row changes into SQL and answers the `ReadModel`
+queries. Its SQL is written with `?` placeholders and three dialect holes — `{s}` (schema
+prefix), `{greatest}` and `{strpos}` — that each backend fills in (`Dialect`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache, singledispatchmethod
+from typing import Any
+from uuid import UUID
+
+from session_awareness.application import projection as p
+from session_awareness.application.ports import (
+    ChangeRow,
+    CursorRow,
+    Head,
+    PrunePlan,
+    SessionRow,
+    SessionState,
+)
+
+#: Read-model tables and the order an audit compares their rows in.
+READ_MODEL_TABLES = {
+    "session_registry": "session_id",
+    "session_state_heads": "session_id",
+    "session_state_events": "session_id, sequence",
+    "session_watch_cursors": "watch_id",
+}
+
+_SESSION = (
+    "SELECT r.session_id, r.agent_id, r.session_key, r.kind, r.label, r.parent_key, "
+    "r.updated_at, COALESCE(h.state_version, 0) AS state_version, r.deleted "
+    "FROM {s}session_registry r LEFT JOIN {s}session_state_heads h "
+    "ON h.session_id = r.session_id WHERE "
+)
+_CURSOR = (
+    "SELECT watch_id, watcher_key, target_id, target_key, acknowledged, notified, material, "
+    "notice_order, updated_at FROM {s}session_watch_cursors WHERE "
+)
+_PRUNE_PLAN = """
+    WITH cutoff AS (
+        SELECT position FROM {s}session_state_events ORDER BY position DESC LIMIT 1 OFFSET ?),
+    doomed AS (
+        SELECT session_id, MAX(sequence) AS watermark FROM {s}session_state_events
+        WHERE recorded_at < ? OR position <= COALESCE((SELECT position FROM cutoff), -1)
+        GROUP BY session_id)
+    SELECT d.session_id, d.watermark,
+           (SELECT COUNT(*) FROM {s}session_state_events e
+            WHERE e.session_id = d.session_id AND e.sequence <= d.watermark) AS row_count
+    FROM doomed d ORDER BY d.session_id"""
+
+
+@dataclass(frozen=True)
+class Dialect:
+    schema_prefix: str  # "" or '"schema".'
+    placeholder: str  # "?" or "%s"
+    greatest: str  # "MAX" or "GREATEST"
+    strpos: str  # "instr" or "strpos"
+
+
+class ReadModelStore:
+    """Mixed into each backend's application recorder; `self.datastore` is the library's."""
+
+    datastore: Any
+    dialect: Dialect
+
+    @cache  # noqa: B019 -- a handful of fixed templates per recorder, kept for its lifetime
+    def sql(self, template: str) -> str:
+        d = self.dialect
+        text = template.format(s=d.schema_prefix, greatest=d.greatest, strpos=d.strpos)
+        return text.replace("?", d.placeholder)
+
+    def param_id(self, value: UUID) -> Any:
+        """How an aggregate id is bound: hex text on SQLite, a uuid on PostgreSQL."""
+        return value.hex
+
+    def exec(self, c: Any, template: str, params: Sequence[Any] = ()) -> None:
+        c.execute(self.sql(template), params)
+
+    def fetch(self, template: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(self.sql(template), params)
+            return list(c.fetchall())
+
+    # -- writing rows ----------------------------------------------------------------------
+
+    def apply_changes(self, c: Any, changes: Iterable[p.RowChange]) -> None:
+        for change in changes:
+            self._apply(change, c)
+
+    def replace_read_models(self, pages: Iterable[Sequence[p.RowChange]]) -> None:
+        """Empty the read models and rebuild them from replayed pages, in one transaction."""
+        with self.datastore.transaction(commit=True) as c:
+            for table in READ_MODEL_TABLES:
+                self.exec(c, f"DELETE FROM {{s}}{table}")
+            for changes in pages:
+                self.apply_changes(c, changes)
+
+    def read_model_rows(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every read-model row, table by table, in key order and in backend-neutral values
+        (ids as hex, JSON as text): what an audit compares."""
+        with self.datastore.transaction(commit=False) as c:
+            out = {}
+            for table, order in READ_MODEL_TABLES.items():
+                c.execute(self.sql(f"SELECT * FROM {{s}}{table} ORDER BY {order}"))  # noqa: S608 -- fixed names
+                out[table] = [tuple(map(_neutral, dict(row).values())) for row in c.fetchall()]
+            return out
+
+    @singledispatchmethod
+    def _apply(self, change: Any, c: Any) -> None:
+        raise TypeError(f"no rows for {type(change).__name__}")  # a skipped change is a bug
+
+    @_apply.register
+    def _(self, change: p.SessionOpened, c: Any) -> None:
+        sid = self.param_id(change.session_id)
+        self.exec(
+            c,
+            "INSERT INTO {s}session_registry (session_id, agent_id, session_key, kind, label, "
+            "parent_key, opened_at, updated_at, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            (sid, change.agent_id, change.key, change.kind, change.label, change.parent_key,
+             change.at, change.at),
+        )  # fmt: skip
+        self.exec(
+            c, "INSERT INTO {s}session_state_heads VALUES (?, 0, 0) ON CONFLICT DO NOTHING", (sid,)
+        )
+
+    @_apply.register
+    def _(self, change: p.SessionReopened, c: Any) -> None:
+        self.exec(
+            c,
+            "UPDATE {s}session_registry SET kind = ?, label = ?, parent_key = ?, opened_at = ?, "
+            "updated_at = ?, deleted = 0 WHERE session_id = ?",
+            (change.kind, change.label, change.parent_key, change.at, change.at,
+             self.param_id(change.session_id)),
+        )  # fmt: skip
+
+    @_apply.register
+    def _(self, change: p.SessionTouched, c: Any) -> None:
+        self.exec(
+            c,
+            "UPDATE {s}session_registry SET updated_at = {greatest}(updated_at, ?) "
+            "WHERE session_id = ?",
+            (change.at, self.param_id(change.session_id)),
+        )
+
+    @_apply.register
+    def _(self, change: p.ParentLinked, c: Any) -> None:
+        self.exec(
+            c,
+            "UPDATE {s}session_registry SET parent_key = ? WHERE session_id = ?",
+            (change.parent_key, self.param_id(change.session_id)),
+        )
+
+    @_apply.register
+    def _(self, change: p.SignalAppended, c: Any) -> None:
+        sid = self.param_id(change.session_id)
+        self.exec(
+            c,
+            "INSERT INTO {s}session_state_events (session_id, sequence, position, kind, "
+            "actor_type, actor_id, run_id, occurred_at, summary, payload, recorded_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (sid, change.sequence, change.position, change.kind, change.actor_type,
+             change.actor_id, change.run_id, change.occurred_at, change.summary,
+             _dump(change.payload), change.recorded_at),
+        )  # fmt: skip
+        self.exec(
+            c,
+            "UPDATE {s}session_state_heads SET state_version = {greatest}(state_version, ?) "
+            "WHERE session_id = ?",
+            (change.sequence, sid),
+        )
+
+    @_apply.register
+    def _(self, change: p.HistoryPruned, c: Any) -> None:
+        self._drop_history(c, change.session_id, change.watermark)
+
+    @_apply.register
+    def _(self, change: p.SessionDeleted, c: Any) -> None:
+        self._drop_history(c, change.session_id, change.watermark)
+        self.exec(
+            c,
+            "UPDATE {s}session_registry SET deleted = 1, updated_at = ? WHERE session_id = ?",
+            (change.at, self.param_id(change.session_id)),
+        )
+
+    def _drop_history(self, c: Any, session_id: UUID, watermark: int) -> None:
+        sid = self.param_id(session_id)
+        self.exec(
+            c,
+            "DELETE FROM {s}session_state_events WHERE session_id = ? AND sequence <= ?",
+            (sid, watermark),
+        )
+        self.exec(
+            c,
+            "UPDATE {s}session_state_heads SET pruned_watermark = "
+            "{greatest}(pruned_watermark, ?) WHERE session_id = ?",
+            (watermark, sid),
+        )
+
+    @_apply.register
+    def _(self, change: p.CursorStarted, c: Any) -> None:
+        at = change.position
+        self.exec(
+            c,
+            "INSERT INTO {s}session_watch_cursors (watch_id, watcher_key, target_id, target_key, "
+            "acknowledged, notified, material, notice_order, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?) ON CONFLICT (watch_id) DO UPDATE SET "
+            "acknowledged = excluded.acknowledged, notified = excluded.notified, "
+            "material = excluded.material, notice_order = NULL, updated_at = excluded.updated_at",
+            (self.param_id(change.watch_id), change.watcher_key, self.param_id(change.target_id),
+             change.target_key, at, at, at, change.updated_at),
+        )  # fmt: skip
+
+    @_apply.register
+    def _(self, change: p.CursorMoved, c: Any) -> None:
+        self.exec(
+            c,
+            "UPDATE {s}session_watch_cursors SET acknowledged = ?, notified = ?, material = ?, "
+            "notice_order = COALESCE(?, notice_order), updated_at = ? WHERE watch_id = ?",
+            (change.acknowledged, change.notified, change.material, change.notice_order,
+             change.updated_at, self.param_id(change.watch_id)),
+        )  # fmt: skip
+        if change.notice_order is not None:
+            self.notice_opened(c, change.watch_id)
+
+    def notice_opened(self, c: Any, watch_id: UUID) -> None:
+        """Hook: a notice opened in this transaction (PostgreSQL publishes a wake)."""
+
+    @_apply.register
+    def _(self, change: p.CursorRemoved, c: Any) -> None:
+        self.exec(
+            c,
+            "DELETE FROM {s}session_watch_cursors WHERE watch_id = ?",
+            (self.param_id(change.watch_id),),
+        )
+
+    # -- queries (the ReadModel port) ------------------------------------------------------
+
+    def sessions_with_key(self, key: str, *, include_deleted: bool = False) -> list[SessionRow]:
+        live = "" if include_deleted else " AND r.deleted = 0"
+        rows = self.fetch(_SESSION + "r.session_key = ?" + live + " ORDER BY r.agent_id", (key,))
+        return [_session(r) for r in rows]
+
+    def session(self, session_id: UUID) -> SessionRow | None:
+        rows = self.fetch(_SESSION + "r.session_id = ?", (self.param_id(session_id),))
+        return _session(rows[0]) if rows else None
+
+    def session_state(
+        self, session_id: UUID, *, after: int | None, limit: int
+    ) -> SessionState | None:
+        sid = self.param_id(session_id)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                self.sql(
+                    "SELECT h.state_version, h.pruned_watermark FROM {s}session_registry r "
+                    "JOIN {s}session_state_heads h ON h.session_id = r.session_id "
+                    "WHERE r.session_id = ? AND r.deleted = 0"
+                ),
+                (sid,),
+            )
+            found = c.fetchone()
+            if found is None:
+                return None
+            head = Head(found["state_version"], found["pruned_watermark"])
+            if after is None:
+                return SessionState(head, [], None)
+            # Bounded by the head read above, so the page never runs ahead of stateVersion.
+            c.execute(
+                self.sql(
+                    "SELECT sequence, kind, actor_type, actor_id, run_id, occurred_at, summary, "
+                    "payload FROM {s}session_state_events WHERE session_id = ? AND sequence > ? "
+                    "AND sequence <= ? ORDER BY sequence LIMIT ?"
+                ),
+                (sid, after, head.state_version, limit),
+            )
+            changes = [_change(r) for r in c.fetchall()]
+            c.execute(
+                self.sql(
+                    "SELECT MIN(sequence) AS earliest FROM {s}session_state_events "
+                    "WHERE session_id = ?"
+                ),
+                (sid,),
+            )
+            return SessionState(head, changes, c.fetchone()["earliest"])
+
+    def list_sessions(
+        self,
+        *,
+        agent_id: str | None,
+        kinds: Sequence[str] | None,
+        label: str | None,
+        updated_since: int | None,
+        limit: int | None,
+        search: str | None = None,
+        keys: Collection[str] | None = None,
+    ) -> list[SessionRow]:
+        where, params = ["r.deleted = 0"], []
+        if keys is not None:
+            where.append(f"r.session_key IN ({', '.join('?' for _ in keys) or 'NULL'})")
+            params.extend(keys)
+        if search:
+            where.append(
+                "({strpos}(lower(r.session_key), lower(?)) > 0 "
+                "OR {strpos}(lower(COALESCE(r.label, '')), lower(?)) > 0)"
+            )
+            params.extend([search, search])
+        if agent_id is not None:
+            where.append("r.agent_id = ?")
+            params.append(agent_id)
+        if kinds is not None:
+            where.append(f"r.kind IN ({', '.join('?' for _ in kinds) or 'NULL'})")
+            params.extend(kinds)
+        if label is not None:
+            where.append("r.label = ?")
+            params.append(label)
+        if updated_since is not None:
+            where.append("r.updated_at >= ?")
+            params.append(updated_since)
+        sql = _SESSION + " AND ".join(where) + " ORDER BY r.updated_at DESC, r.session_key"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_session(r) for r in self.fetch(sql, params)]
+
+    def children_of(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {key: [] for key in parent_keys}
+        if out:
+            rows = self.fetch(
+                "SELECT parent_key, session_key FROM {s}session_registry WHERE deleted = 0 AND "
+                f"parent_key IN ({', '.join('?' for _ in out)}) ORDER BY session_key",
+                list(out),
+            )
+            for row in rows:
+                out[row["parent_key"]].append(row["session_key"])
+        return out
+
+    def cursors_of_watcher(self, watcher_key: str, *, pending_only: bool) -> list[CursorRow]:
+        pending = " AND notified > acknowledged" if pending_only else ""
+        rows = self.fetch(
+            _CURSOR + "watcher_key = ?" + pending + " ORDER BY notice_order, target_key",
+            (watcher_key,),
+        )
+        return [_cursor(r) for r in rows]
+
+    def cursors_on_target(self, target_id: UUID) -> list[CursorRow]:
+        rows = self.fetch(
+            _CURSOR + "target_id = ? ORDER BY watcher_key", (self.param_id(target_id),)
+        )
+        return [_cursor(r) for r in rows]
+
+    def cursors_updated_before(self, before: int) -> list[CursorRow]:
+        return [
+            _cursor(r)
+            for r in self.fetch(_CURSOR + "updated_at < ? ORDER BY updated_at", (before,))
+        ]
+
+    def watchers_with_pending(self) -> list[str]:
+        rows = self.fetch(
+            "SELECT DISTINCT watcher_key FROM {s}session_watch_cursors "
+            "WHERE notified > acknowledged ORDER BY watcher_key"
+        )
+        return [row["watcher_key"] for row in rows]
+
+    def prune_plan(self, *, recorded_before: int, keep_rows: int) -> list[PrunePlan]:
+        rows = self.fetch(_PRUNE_PLAN, (keep_rows, recorded_before))
+        return [PrunePlan(_uuid(r["session_id"]), r["watermark"], r["row_count"]) for r in rows]
+
+
+def _uuid(value: Any) -> UUID:
+    return value if isinstance(value, UUID) else UUID(value)
+
+
+def _neutral(value: Any) -> Any:
+    return value.hex if isinstance(value, UUID) else value
+
+
+def _session(r: Any) -> SessionRow:
+    return SessionRow(
+        _uuid(r["session_id"]), r["agent_id"], r["session_key"], r["kind"], r["label"],
+        r["parent_key"], r["updated_at"], r["state_version"], bool(r["deleted"]),
+    )  # fmt: skip
+
+
+def _change(r: Any) -> ChangeRow:
+    return ChangeRow(
+        r["sequence"], r["kind"], r["actor_type"], r["actor_id"], r["run_id"],
+        r["occurred_at"], r["summary"], _load(r["payload"]),
+    )  # fmt: skip
+
+
+def _cursor(r: Any) -> CursorRow:
+    return CursorRow(
+        _uuid(r["watch_id"]), r["watcher_key"], _uuid(r["target_id"]), r["target_key"],
+        r["acknowledged"], r["notified"], r["material"], r["notice_order"], r["updated_at"],
+    )  # fmt: skip
+
+
+def _dump(payload: dict[str, Any] | None) -> str | None:
+    return None if payload is None else json.dumps(payload, sort_keys=True, separators=(",", ":"))
+
+
+def _load(text: str | None) -> dict[str, Any] | None:
+    return None if text is None else dict(json.loads(text))
