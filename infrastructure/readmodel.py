@@ -107,7 +107,7 @@ class ReadModelStore:
         with self.datastore.transaction(commit=False) as c:
             out = {}
             for table, order in READ_MODEL_TABLES.items():
-                c.execute(self.sql(f"SELECT * FROM {{s}}{table} ORDER BY {order}"))  # noqa: S608 -- fixed names
+                c.execute(self.sql(f"SELECT * FROM {{s}}{table} ORDER BY {order}"))
                 out[table] = [tuple(map(_neutral, dict(row).values())) for row in c.fetchall()]
             return out
 
