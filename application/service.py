@@ -6,7 +6,7 @@ import os
 import uuid
 from functools import cached_property
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from session_awareness.application.core import Retention
 from session_awareness.application.errors import ConfigurationError
@@ -23,6 +23,7 @@ DEFAULT_DATABASE_URL = "sqlite:///session-awareness.db"
 _PREFIX = "SESSIONAWARENESS_"
 # Named by topic, not imported: the application layer never imports infrastructure.
 SQLITE_RECORDER_TOPIC = "session_awareness.infrastructure.sqlite:SQLiteReadModelRecorder"
+POSTGRES_RECORDER_TOPIC = "session_awareness.infrastructure.postgres:PostgresReadModelRecorder"
 
 
 VISIBILITIES = ("self", "tree", "agent", "all")
@@ -106,10 +107,53 @@ def environment_for(url: str) -> dict[str, str]:
             "APPLICATION_RECORDER_TOPIC": SQLITE_RECORDER_TOPIC,
         }
     if parts.scheme in ("postgresql", "postgres"):
-        raise ConfigurationError("PostgreSQL is not supported yet; use a sqlite:/// URL")
+        return postgres_environment(url)
     raise ConfigurationError(
         f"unsupported database URL {redact(url)!r}: expected sqlite:///… or postgresql://…"
     )
+
+
+#: URL query options for PostgreSQL, with their defaults (the library's environment keys).
+POSTGRES_OPTIONS = {
+    "schema": ("POSTGRES_SCHEMA", "public"),
+    "pool_size": ("POSTGRES_POOL_SIZE", "2"),
+    "max_overflow": ("POSTGRES_MAX_OVERFLOW", "8"),
+    "connect_timeout": ("POSTGRES_CONNECT_TIMEOUT", "3"),
+    "lock_timeout": ("POSTGRES_LOCK_TIMEOUT", "0"),
+}
+
+
+def postgres_environment(url: str) -> dict[str, str]:
+    """`postgresql://user:password@host:port/db?schema=…&pool_size=…&max_overflow=…
+    &connect_timeout=…` (a unix socket: `?host=/path/to/dir`)."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    unknown = set(query) - set(POSTGRES_OPTIONS) - {"host", "port"}
+    if unknown:
+        raise ConfigurationError(f"unknown PostgreSQL URL options: {', '.join(sorted(unknown))}")
+    host = query.get("host") or parts.hostname
+    database = unquote(parts.path.lstrip("/"))
+    if not host or not database or parts.username is None:
+        raise ConfigurationError(
+            f"PostgreSQL URLs need a user, a host and a database: {redact(url)}"
+        )
+    try:
+        port = query.get("port") or str(parts.port or 5432)
+    except ValueError as error:
+        raise ConfigurationError(f"bad port in {redact(url)}: {error}") from None
+    env = {
+        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "APPLICATION_RECORDER_TOPIC": POSTGRES_RECORDER_TOPIC,
+        "POSTGRES_DBNAME": database,
+        "POSTGRES_HOST": unquote(host),
+        "POSTGRES_PORT": port,
+        "POSTGRES_USER": unquote(parts.username),
+        "POSTGRES_PASSWORD": unquote(parts.password or ""),
+        "POSTGRES_ENABLE_DB_FUNCTIONS": "n",  # keep the table lock (DESIGN D4)
+    }
+    for option, (key, default) in POSTGRES_OPTIONS.items():
+        env[key] = query.get(option) or default
+    return env
 
 
 def redact(url: str) -> str:

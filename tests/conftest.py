@@ -6,10 +6,13 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import uuid
+
 import pytest
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.replay import replayed_changes
+from tests.pgcluster import PostgresCluster
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
@@ -48,15 +51,24 @@ def waker() -> RecordingWaker:
     return RecordingWaker()
 
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """One throwaway PostgreSQL server for the whole run, started on first use."""
+    with PostgresCluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture(params=BACKENDS)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh database per test, for each backend of the contract suite."""
+    """A fresh database per test, for each backend of the contract suite: a SQLite file, or
+    a schema of its own on the session's PostgreSQL server."""
     if request.param == "sqlite":
         return "sqlite:///" + str(tmp_path / "sessions.db")
-    raise AssertionError(request.param)  # pragma: no cover
+    cluster: PostgresCluster = request.getfixturevalue("postgres")
+    return f"{cluster.url}?schema=t_{uuid.uuid4().hex[:12]}"
 
 
 ServiceFactory = Callable[..., SessionAwareness]

@@ -147,7 +147,7 @@ class TestAuditTrail:
         spawn(svc)
         recorder = svc.recorder
         with recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
-            c.execute("UPDATE session_state_heads SET state_version = 7")
+            c.execute(recorder.sql("UPDATE {s}session_state_heads SET state_version = 7"))  # type: ignore[attr-defined]
         with pytest.raises(AssertionError, match="session_state_heads"):
             assert_rebuild_matches(svc)
         recorder.replace_read_models(replayed_changes(svc))  # type: ignore[attr-defined]

@@ -1,0 +1,96 @@
+"""LISTEN for wakes published by any process, on a dedicated connection (SPEC R-N7).
+
+A lost connection is re-opened with back-off; after each reconnect `on_reconnect` runs
+(the service wakes every watcher with a pending notice), so a lost NOTIFY costs only a late
+wake, never a notice: notices are durable cursor state.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import structlog
+from psycopg.sql import SQL, Identifier
+
+log = structlog.get_logger("session_awareness")
+MAX_BACKOFF = 5.0
+
+
+class WakeListener:
+    def __init__(
+        self,
+        *,
+        connect_kwargs: dict[str, Any],
+        channel: str,
+        on_wake: Callable[[str], None],
+        on_reconnect: Callable[[], None],
+        skip: Callable[[int], bool],
+        poll_interval: float = 0.5,
+    ) -> None:
+        self._kwargs = {k: v for k, v in connect_kwargs.items() if k != "row_factory"}
+        self._channel = channel
+        self._on_wake = on_wake
+        self._on_reconnect = on_reconnect
+        self._skip = skip
+        self._poll = poll_interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.connected = threading.Event()
+        self.connection: psycopg.Connection[Any] | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name="session-awareness-wakes", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    @property
+    def state(self) -> str:
+        return "connected" if self.connected.is_set() else "reconnecting"
+
+    def _run(self) -> None:
+        backoff, first = 0.05, True
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(autocommit=True, **self._kwargs) as conn:
+                    conn.execute(SQL("LISTEN {}").format(Identifier(self._channel)))
+                    self.connection = conn
+                    self.connected.set()
+                    log.info("wake_listener_connected", channel=self._channel)
+                    if not first:
+                        self._recovered()
+                    first, backoff = False, 0.05
+                    self._listen(conn)
+            except psycopg.Error as error:
+                if self._stop.is_set():
+                    break
+                log.warning("wake_listener_disconnected", error=str(error), retry_in=backoff)
+            finally:
+                self.connected.clear()
+                self.connection = None
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF)
+
+    def _listen(self, conn: psycopg.Connection[Any]) -> None:
+        while not self._stop.is_set():
+            for notify in conn.notifies(timeout=self._poll, stop_after=64):
+                if self._skip(notify.pid):
+                    continue
+                try:
+                    self._on_wake(notify.payload)
+                except Exception as error:  # noqa: BLE001 -- one bad wake must not stop the feed
+                    log.error("wake_listener_callback_failed", error=repr(error))
+
+    def _recovered(self) -> None:
+        try:
+            self._on_reconnect()
+        except Exception as error:  # noqa: BLE001 -- recovery is best effort; the feed goes on
+            log.error("wake_listener_recovery_failed", error=repr(error))

@@ -1,0 +1,141 @@
+"""The production store: the library's PostgreSQL recorder plus the inline read models.
+
+The read-model rows are written after the library has locked the events table and inserted
+the events, in the same transaction (DESIGN D4), so they are written in commit order. When a
+notice opens, the transaction also publishes a wake (`pg_notify`, payload: the watcher key)
+that every process's `WakeListener` receives after commit (SPEC R-N7).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+)
+from psycopg import Cursor
+from psycopg.sql import SQL, Identifier
+
+from session_awareness.application import projection as p
+from session_awareness.infrastructure.pg_listener import WakeListener
+from session_awareness.infrastructure.readmodel import Dialect, ReadModelStore
+
+READ_MODEL_DDL = [
+    """CREATE TABLE IF NOT EXISTS {s}session_registry (
+        session_id uuid PRIMARY KEY, agent_id text NOT NULL, session_key text NOT NULL,
+        kind text NOT NULL, label text, parent_key text, opened_at bigint NOT NULL,
+        updated_at bigint NOT NULL, deleted smallint NOT NULL DEFAULT 0)""",
+    "CREATE INDEX IF NOT EXISTS session_registry_key ON {s}session_registry (session_key)",
+    "CREATE INDEX IF NOT EXISTS session_registry_parent ON {s}session_registry (parent_key)",
+    """CREATE TABLE IF NOT EXISTS {s}session_state_heads (
+        session_id uuid PRIMARY KEY, state_version bigint NOT NULL,
+        pruned_watermark bigint NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS {s}session_state_events (
+        session_id uuid NOT NULL, sequence bigint NOT NULL, position bigint NOT NULL,
+        kind text NOT NULL, actor_type text NOT NULL, actor_id text, run_id text,
+        occurred_at bigint NOT NULL, summary text NOT NULL, payload text,
+        recorded_at bigint NOT NULL, PRIMARY KEY (session_id, sequence))""",
+    "CREATE INDEX IF NOT EXISTS session_state_events_position "
+    "ON {s}session_state_events (position)",
+    "CREATE INDEX IF NOT EXISTS session_state_events_recorded "
+    "ON {s}session_state_events (recorded_at)",
+    """CREATE TABLE IF NOT EXISTS {s}session_watch_cursors (
+        watch_id uuid PRIMARY KEY, watcher_key text NOT NULL, target_id uuid NOT NULL,
+        target_key text NOT NULL, acknowledged bigint NOT NULL, notified bigint NOT NULL,
+        material bigint NOT NULL, notice_order bigint, updated_at bigint NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS session_watch_cursors_watcher "
+    "ON {s}session_watch_cursors (watcher_key)",
+    "CREATE INDEX IF NOT EXISTS session_watch_cursors_target "
+    "ON {s}session_watch_cursors (target_id)",
+    "CREATE INDEX IF NOT EXISTS session_watch_cursors_updated "
+    "ON {s}session_watch_cursors (updated_at)",
+]
+#: How long a backend pid that published a wake counts as ours (its notifications are skipped).
+OWN_BACKEND_MEMORY = 60.0
+_SCHEMA_LOCK = 0x5E5510A5  # advisory lock serialising concurrent first-use table creation
+
+
+class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
+    """Stores events and applies the projection's row changes in the same transaction."""
+
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
+        super().__init__(datastore, events_table_name=events_table_name)
+        schema = self.datastore.schema
+        quoted = '"' + schema.replace('"', '""') + '".'
+        self.dialect = Dialect(
+            schema_prefix=quoted, placeholder="%s", greatest="GREATEST", strpos="strpos"
+        )
+        self.wake_channel = f"session_awareness_{schema}"[:63]
+        self.sql_create_statements.extend(SQL(self.sql(ddl)) for ddl in READ_MODEL_DDL)  # type: ignore[arg-type]
+        self._own_backends: dict[int, float] = {}
+
+    def param_id(self, value: UUID) -> Any:
+        return value
+
+    def create_table(self) -> None:
+        """Create the schema and tables on first use; concurrent first uses take turns."""
+        with self.datastore.get_connection() as conn:
+            conn.execute(
+                SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(self.datastore.schema))
+            )
+            conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
+            try:
+                super().create_table()
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
+
+    # The library retries connection errors ten times; we fail fast and let the service's
+    # bounded retry and its signal backlog decide (SPEC R-L8).
+    insert_events = PostgresApplicationRecorder.insert_events.__wrapped__  # type: ignore[attr-defined]
+    select_events = PostgresAggregateRecorder.select_events.__wrapped__  # type: ignore[attr-defined]
+    select_notifications = PostgresApplicationRecorder.select_notifications.__wrapped__  # type: ignore[attr-defined]
+    max_notification_id = PostgresApplicationRecorder.max_notification_id.__wrapped__  # type: ignore[attr-defined]
+
+    def _fetch_ids_after_insert_events(
+        self,
+        curs: Cursor[Any],
+        stored_events: Sequence[StoredEvent],
+        *,
+        projected_events: Sequence[Any] = (),
+        **kwargs: Any,
+    ) -> Sequence[int] | None:
+        notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+        if projected_events:
+            if notification_ids is None:
+                raise RuntimeError("the event store returned no notification ids")
+            positions = list(zip(notification_ids, projected_events, strict=True))
+            self.apply_changes(curs, p.project(positions))
+        return notification_ids
+
+    def notice_opened(self, c: Any, watch_id: UUID) -> None:
+        """Publish a wake for the cursor's watcher; delivered to every listener on commit."""
+        c.execute(
+            self.sql(
+                "SELECT pg_notify(?, watcher_key) FROM {s}session_watch_cursors WHERE watch_id = ?"
+            ),
+            (self.wake_channel, watch_id),
+        )
+        self._own_backends[c.connection.info.backend_pid] = time.monotonic()
+
+    def published_here(self, backend_pid: int) -> bool:
+        """Whether a wake came from this process (already delivered after its commit)."""
+        seen = self._own_backends.get(backend_pid)
+        return seen is not None and time.monotonic() - seen < OWN_BACKEND_MEMORY
+
+    def wake_listener(
+        self, on_wake: Callable[[str], None], on_reconnect: Callable[[], None]
+    ) -> WakeListener:
+        """A listener on this store's wake channel, on its own connection (not started)."""
+        return WakeListener(
+            connect_kwargs=dict(self.datastore.pool.kwargs),
+            channel=self.wake_channel,
+            on_wake=on_wake,
+            on_reconnect=on_reconnect,
+            skip=self.published_here,
+        )
