@@ -13,9 +13,14 @@ from uuid import UUID
 
 import structlog
 from eventsourcing.application import Application
-from eventsourcing.persistence import RecordConflictError
+from eventsourcing.persistence import InterfaceError, OperationalError, RecordConflictError
 
-from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
+from session_awareness.application.backlog import SignalBacklog
+from session_awareness.application.errors import (
+    AmbiguousSessionError,
+    StoreUnavailableError,
+    UnknownSessionError,
+)
 from session_awareness.application.ports import Clock, ReadModel, Waker
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain.keys import SessionRef, agent_of, is_subagent
@@ -23,6 +28,28 @@ from session_awareness.domain.keys import SessionRef, agent_of, is_subagent
 log = structlog.get_logger("session_awareness")
 R = TypeVar("R")
 MAX_ATTEMPTS = 50
+#: Errors that mean the store cannot be reached, as opposed to a lost race or a bug.
+STORE_ERRORS = (OperationalError, InterfaceError)
+#: A connection error faster than this is a stale pooled connection, worth one more try.
+FAST_FAILURE = 0.5
+
+
+class GuardedReadModel:
+    """The read model, with connection errors turned into `StoreUnavailableError`."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except STORE_ERRORS as error:
+                raise StoreUnavailableError(str(error)) from error
+
+        return guarded
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +72,14 @@ class ServiceCore(Application[UUID]):
         clock: Clock,
         waker: Waker | None = None,
         retention: Retention | None = None,
+        signal_backlog: int = 1000,
     ) -> None:
         super().__init__(env)
         self.clock = clock
         self.waker = waker
         self.retention = retention or Retention()
-        self.read_model = cast(ReadModel, self.recorder)
+        self.read_model = cast(ReadModel, GuardedReadModel(self.recorder))
+        self.backlog = SignalBacklog(signal_backlog)
         self._next_prune: datetime | None = None
 
     closed = False
@@ -68,16 +97,24 @@ class ServiceCore(Application[UUID]):
         return super()._record(processing_event)
 
     def _retrying(self, attempt: Callable[[UnitOfWork], R]) -> R:
-        """Run a load-decide-save attempt, and again when a concurrent save won the race."""
+        """Run a load-decide-save attempt, and again when a concurrent save won the race.
+        A connection error is tried once more when it failed fast (a stale pooled
+        connection); otherwise it is a `StoreUnavailableError`."""
+        reconnected = False
         for number in range(1, MAX_ATTEMPTS + 1):
             uow = UnitOfWork(self)
+            started = time.monotonic()
             try:
                 result = attempt(uow)
                 uow.commit()
+            except STORE_ERRORS as error:
+                if reconnected or time.monotonic() - started > FAST_FAILURE:
+                    raise StoreUnavailableError(str(error)) from error
+                reconnected = True
             except RecordConflictError:
                 if number == MAX_ATTEMPTS:
                     raise
-                log.debug("command.conflict_retried", attempt=number)
+                log.debug("command_conflict_retried", attempt=number)
                 time.sleep(random.uniform(0, 0.001 * min(number, 20)))  # noqa: S311 -- jitter, not crypto
             else:
                 return result
@@ -93,7 +130,7 @@ class ServiceCore(Application[UUID]):
                 self.waker(watcher)
                 woken += 1
             except Exception as error:  # noqa: BLE001 -- a host's waker must not undo a commit
-                log.warning("waker.failed", watcher=watcher, error=repr(error))
+                log.warning("waker_failed", watcher=watcher, error=repr(error))
         return woken
 
     # -- resolving keys ----------------------------------------------------------------------

@@ -42,3 +42,11 @@ class InvalidArgumentError(SessionAwarenessError, ValueError):
 
 class ConfigurationError(SessionAwarenessError, ValueError):
     """The service cannot be opened as configured (bad URL, unreachable database)."""
+
+
+class StoreUnavailableError(SessionAwarenessError):
+    """The session store cannot be reached (database down, pool exhausted, timed out)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"session store unavailable: {reason}")
+        self.reason = reason

@@ -49,7 +49,7 @@ class Lifecycle(ServiceCore):
                 session.reopen(kind=kind, label=label, parent_key=parent, at=now)
             else:
                 return
-            log.info("session.opened", session_key=ref.key, agent_id=ref.agent_id, kind=kind)
+            log.info("session_opened", session_key=ref.key, agent_id=ref.agent_id, kind=kind)
 
         self._retrying(attempt)
 
@@ -61,7 +61,7 @@ class Lifecycle(ServiceCore):
             session, now = self._live_or_raise(uow, ref, key), self.clock()
             session.reset(at=now)
             removed = self._remove_cursors_held_by(uow, ref, RemovalReason.RESET, now)
-            log.info("session.reset", session_key=ref.key, cursors_removed=removed)
+            log.info("session_reset", session_key=ref.key, cursors_removed=removed)
 
         self._retrying(attempt)
 
@@ -76,7 +76,7 @@ class Lifecycle(ServiceCore):
             for row in self.read_model.cursors_on_target(ref.session_id):
                 cast(Watch, uow.get(row.watch_id)).remove(RemovalReason.DELETED, at=now)
             self._remove_cursors_held_by(uow, ref, RemovalReason.DELETED, now)
-            log.info("session.deleted", session_key=ref.key, agent_id=ref.agent_id)
+            log.info("session_deleted", session_key=ref.key, agent_id=ref.agent_id)
 
         self._retrying(attempt)
 
@@ -138,7 +138,7 @@ class Lifecycle(ServiceCore):
         result = self._retrying(attempt)
         self._next_prune = self.clock() + PRUNE_INTERVAL
         log.info(
-            "history.pruned",
+            "history_pruned",
             removed_rows=result["removedRows"],
             sessions=len(result["watermarks"]),
             expired_cursors=result["expiredCursors"],
@@ -153,14 +153,14 @@ class Lifecycle(ServiceCore):
             self.prune()
         except Exception as error:  # noqa: BLE001 -- pruning is maintenance, never the caller's problem
             self._next_prune = now + PRUNE_INTERVAL
-            log.error("history.prune_failed", error=repr(error))
+            log.error("history_prune_failed", error=repr(error))
 
     def sweep(self) -> int:
         """Startup sweep (R-N6): wake every non-sub-agent watcher with a pending notice, once,
         skipping watchers whose session is gone. Returns the number of wakes issued."""
         watchers = [w for w in self.read_model.watchers_with_pending() if not self._is_gone(w)]
         woken = self._wake(watchers)
-        log.info("notices.swept", watchers=len(watchers), woken=woken)
+        log.info("notices_swept", watchers=len(watchers), woken=woken)
         return woken
 
     def _is_gone(self, watcher: str) -> bool:

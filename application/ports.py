@@ -22,6 +22,26 @@ def system_clock() -> datetime:
     return datetime.now(UTC)
 
 
+class WakeListener(Protocol):
+    """A running feed of wakes published by other processes (PostgreSQL LISTEN, R-N7)."""
+
+    state: str  # "connected" or "reconnecting"
+
+    def start(self) -> None: ...
+
+    def wait_connected(self, timeout: float) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
+class WakeFeed(Protocol):
+    """A store that can tell this process about notices other processes opened."""
+
+    def wake_listener(
+        self, on_wake: Callable[[str], None], on_reconnect: Callable[[], None]
+    ) -> WakeListener: ...
+
+
 @dataclass(frozen=True, slots=True)
 class SessionRow:
     session_id: UUID

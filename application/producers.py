@@ -9,8 +9,13 @@ from functools import partial
 from typing import cast
 
 from session_awareness.application import signals as produce
+from session_awareness.application.backlog import Delivery
 from session_awareness.application.core import log
-from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
+from session_awareness.application.errors import (
+    AmbiguousSessionError,
+    StoreUnavailableError,
+    UnknownSessionError,
+)
 from session_awareness.application.lifecycle import Lifecycle
 from session_awareness.application.signals import SignalRequest
 from session_awareness.application.unit_of_work import UnitOfWork
@@ -38,16 +43,19 @@ class Producers(Lifecycle):
     ) -> int | None:
         return self._produce(
             key,
-            agent_id,
             "human_direct_message",
-            lambda now: produce.human_direct_message(
-                channel=channel,
-                actor_id=actor_id,
-                run_id=run_id,
-                occurred_at=occurred_at,
-                idempotency_key=idempotency_key,
-                turns=turns,
-                now=now,
+            lambda now: Delivery(
+                key,
+                agent_id,
+                produce.human_direct_message(
+                    channel=channel,
+                    actor_id=actor_id,
+                    run_id=run_id,
+                    occurred_at=occurred_at,
+                    idempotency_key=idempotency_key,
+                    turns=turns,
+                    now=now,
+                ),
             ),
         )
 
@@ -62,10 +70,13 @@ class Producers(Lifecycle):
     ) -> int | None:
         return self._produce(
             key,
-            agent_id,
             "goal_changed",
-            lambda now: produce.goal_changed(
-                summary=summary, actor_type=actor_type, actor_id=actor_id, now=now
+            lambda now: Delivery(
+                key,
+                agent_id,
+                produce.goal_changed(
+                    summary=summary, actor_type=actor_type, actor_id=actor_id, now=now
+                ),
             ),
         )
 
@@ -74,9 +85,10 @@ class Producers(Lifecycle):
     ) -> int | None:
         return self._produce(
             key,
-            agent_id,
             "run_terminal",
-            lambda now: produce.run_terminal(run_id=run_id, outcome=outcome, now=now),
+            lambda now: Delivery(
+                key, agent_id, produce.run_terminal(run_id=run_id, outcome=outcome, now=now)
+            ),
         )
 
     def record_compacted(
@@ -84,9 +96,10 @@ class Producers(Lifecycle):
     ) -> int | None:
         return self._produce(
             key,
-            agent_id,
             "compacted",
-            lambda now: produce.compacted(operation_id=operation_id, now=now),
+            lambda now: Delivery(
+                key, agent_id, produce.compacted(operation_id=operation_id, now=now)
+            ),
         )
 
     def record_child_spawned(
@@ -95,13 +108,12 @@ class Producers(Lifecycle):
         """Record the spawn edge on the child (opening it if needed) and seed the parent's
         cursor at the spawn's sequence (R-L5, R-W1)."""
 
-        def record(now: datetime) -> int | None:
+        def build(now: datetime) -> Delivery:
             request = produce.child_spawned(parent=parent, run_id=run_id, now=now)
-            agent = agent_of(child_key) or agent_id or agent_of(parent)
-            ref = SessionRef.of(child_key, agent)
-            return self._retrying(lambda uow: self._spawn_once(uow, ref, request, now))
+            ref = SessionRef.of(child_key, agent_of(child_key) or agent_id or agent_of(parent))
+            return Delivery(child_key, agent_id, request, spawn=ref)
 
-        return self._best_effort(child_key, "child_spawned", record)
+        return self._produce(child_key, "child_spawned", build)
 
     def _spawn_once(
         self, uow: UnitOfWork, ref: SessionRef, request: SignalRequest, now: datetime
@@ -126,38 +138,69 @@ class Producers(Lifecycle):
         self._recorded(ref, request, sequence)
         return sequence
 
-    def _produce(
-        self,
-        key: str,
-        agent_id: str | None,
-        kind: str,
-        build: Callable[[datetime], SignalRequest],
-    ) -> int | None:
-        def record(now: datetime) -> int | None:
-            request = build(now)
-            ref = self.resolve(key, agent_id)
-            return self._retrying(lambda uow: self._record_once(uow, ref, request, now))
-
-        return self._best_effort(key, kind, record)
-
-    def _best_effort(
-        self, key: str, kind: str, record: Callable[[datetime], int | None]
-    ) -> int | None:
+    def _produce(self, key: str, kind: str, build: Callable[[datetime], Delivery]) -> int | None:
+        """Validate, then deliver; never raises (R-L8)."""
         try:
-            now = self.clock()
-            sequence = record(now)
+            item = build(self.clock())
+        except ValueError as error:
+            log.warning("signal_rejected", session_key=key, kind=kind, reason=str(error))
+            return None
+        return self._deliver(item)
+
+    def _deliver(self, item: Delivery) -> int | None:
+        if not self.flush_signals():  # kept signals go first, in order
+            log.error("signal_record_failed", session_key=item.key, kind=item.kind,
+                      error="the session store is unreachable")  # fmt: skip
+            self.backlog.keep(item)
+            return None
+        try:
+            sequence = self._record_delivery(item)
+        except StoreUnavailableError as error:
+            log.error(
+                "signal_record_failed", session_key=item.key, kind=item.kind, error=str(error)
+            )
+            self.backlog.keep(item)
+            return None
         except (UnknownSessionError, AmbiguousSessionError) as error:
-            log.info("signal.skipped", session_key=key, kind=kind, reason=str(error))
+            log.info("signal_skipped", session_key=item.key, kind=item.kind, reason=str(error))
             return None
         except ValueError as error:
-            log.warning("signal.rejected", session_key=key, kind=kind, reason=str(error))
+            log.warning("signal_rejected", session_key=item.key, kind=item.kind, reason=str(error))
             return None
         except Exception as error:  # noqa: BLE001 -- best-effort recording (R-L8)
-            log.error("signal.record_failed", session_key=key, kind=kind, error=repr(error))
+            log.error(
+                "signal_record_failed", session_key=item.key, kind=item.kind, error=repr(error)
+            )
             return None
         if sequence is not None:
-            self._maybe_prune(now)
+            self._maybe_prune(self.clock())
         return sequence
+
+    def _record_delivery(self, item: Delivery) -> int | None:
+        now = self.clock()
+        if item.spawn is not None:
+            ref = item.spawn
+            return self._retrying(lambda uow: self._spawn_once(uow, ref, item.request, now))
+        ref = self.resolve(item.key, item.agent_id)
+        return self._retrying(lambda uow: self._record_once(uow, ref, item.request, now))
+
+    def flush_signals(self) -> bool:
+        """Record the signals kept while the store was unreachable, oldest first; False
+        while it still is (R-L8, Beyond). Signals that can no longer be recorded are dropped."""
+        with self.backlog.lock:
+            if self.backlog.resting():
+                return len(self.backlog) == 0
+            while (item := self.backlog.first()) is not None:
+                try:
+                    sequence = self._record_delivery(item)
+                except StoreUnavailableError:
+                    self.backlog.rest()
+                    return False
+                except Exception as error:  # noqa: BLE001 -- a kept signal that cannot land
+                    self.backlog.drop_first(repr(error))
+                    continue
+                self.backlog.flushed_first(sequence)
+            return True
 
     def _record_once(
         self, uow: UnitOfWork, ref: SessionRef, request: SignalRequest, now: datetime
@@ -216,7 +259,7 @@ class Producers(Lifecycle):
                 uow.after_commit(partial(self._notice_opened, watcher, session.key, sequence))
 
     def _notice_opened(self, watcher: str, target: str, sequence: int) -> None:
-        log.info("notice.opened", watcher=watcher, target=target, sequence=sequence)
+        log.info("notice_opened", watcher=watcher, target=target, sequence=sequence)
         self._wake([watcher])
 
     def _parent_can_watch(self, uow: UnitOfWork, session: Session) -> bool:
@@ -228,12 +271,12 @@ class Producers(Lifecycle):
 
     def _skipped(self, ref: SessionRef, request: SignalRequest, reason: str) -> int | None:
         """Log why nothing was recorded; returns None, the producers' "nothing" (R-L8)."""
-        log.info("signal.skipped", session_key=ref.key, kind=request.kind.value, reason=reason)
+        log.info("signal_skipped", session_key=ref.key, kind=request.kind.value, reason=reason)
         return None
 
     def _recorded(self, ref: SessionRef, request: SignalRequest, sequence: int) -> None:
         log.info(
-            "signal.recorded",
+            "signal_recorded",
             session_key=ref.key,
             agent_id=ref.agent_id,
             kind=request.kind.value,

@@ -5,12 +5,19 @@ from __future__ import annotations
 import os
 import uuid
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from session_awareness.application.core import Retention
-from session_awareness.application.errors import ConfigurationError
-from session_awareness.application.ports import Clock, Dispatcher, Waker, system_clock
+from session_awareness.application.core import Retention, log
+from session_awareness.application.errors import ConfigurationError, StoreUnavailableError
+from session_awareness.application.ports import (
+    Clock,
+    Dispatcher,
+    WakeFeed,
+    WakeListener,
+    Waker,
+    system_clock,
+)
 from session_awareness.application.producers import Producers
 from session_awareness.application.queries import Queries
 from session_awareness.application.watching import Watching
@@ -44,10 +51,51 @@ class SessionAwareness(Producers, Watching, Queries):
 
         return SessionTools(self)
 
-    def start(self) -> None:
-        """Startup duties: prune (R-R1) and re-deliver wakes for pending notices (R-N6)."""
+    _listener: WakeListener | None = None
+
+    def start(self, *, listener_timeout: float = 5.0) -> None:
+        """Startup duties: prune (R-R1), re-deliver wakes for pending notices (R-N6), and on
+        a store that publishes wakes, listen for other processes' notices (R-N7)."""
         self._maybe_prune(self.clock())
         self.sweep()
+        feed = getattr(self.recorder, "wake_listener", None)
+        if feed is not None:
+            self._listener = cast(WakeFeed, self.recorder).wake_listener(
+                on_wake=self._remote_wake, on_reconnect=self._reconnected
+            )
+            self._listener.start()
+            if not self._listener.wait_connected(listener_timeout):
+                log.warning("wake_listener_not_connected", waited=listener_timeout)
+
+    def _remote_wake(self, watcher: str) -> None:
+        """Another process opened a notice for `watcher`: wake it here too (R-N7)."""
+        self._wake([watcher])
+
+    def _reconnected(self) -> None:
+        """The store is back: record what was kept, then re-deliver every pending wake,
+        since wakes published meanwhile were lost (R-N6, R-N7)."""
+        self.flush_signals()
+        self.sweep()
+
+    def health(self) -> dict[str, Any]:
+        """What an operator checks: the backend, the signal backlog (R-L8) and the wake feed."""
+        try:
+            self.read_model.watchers_with_pending()
+            store = "ok"
+        except StoreUnavailableError as error:
+            store = str(error)
+        return {
+            "backend": "postgresql" if self._listener is not None else "sqlite",
+            "store": store,
+            "signals": self.backlog.stats(),
+            "wakeListener": self._listener.state if self._listener is not None else "off",
+        }
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
+        super().close()
 
 
 def open_service(
@@ -59,6 +107,7 @@ def open_service(
     retention_rows: int = 50_000,
     visibility: str = "tree",
     dispatcher: Dispatcher | None = None,
+    signal_backlog: int = 1000,
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
     `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it."""
@@ -75,6 +124,7 @@ def open_service(
             clock=clock or system_clock,
             waker=waker,
             retention=Retention(retention_days, retention_rows),
+            signal_backlog=signal_backlog,
         )
     except Exception as error:
         raise ConfigurationError(f"cannot open {redact(url)}: {error}") from error

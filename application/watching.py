@@ -34,7 +34,7 @@ class Watching(ServiceCore):
             else:
                 watch.restart(via=Via.WATCH, at_sequence=head, at=now)
             session.add_watcher(watcher, at=now)
-            log.info("watch.registered", watcher=watcher, target=ref.key, at_sequence=head)
+            log.info("watch_registered", watcher=watcher, target=ref.key, at_sequence=head)
             return True
 
         return self._retrying(attempt)
@@ -52,7 +52,7 @@ class Watching(ServiceCore):
             now = self.clock()
             watch.remove(RemovalReason.UNWATCHED, at=now)
             session.remove_watcher(watcher, at=now)
-            log.info("watch.removed", watcher=watcher, target=ref.key, reason="unwatched")
+            log.info("watch_removed", watcher=watcher, target=ref.key, reason="unwatched")
             return True
 
         return self._retrying(attempt)
@@ -78,7 +78,7 @@ class Watching(ServiceCore):
         return ref
 
     def _refused(self, watcher: object, target: object, reason: str) -> None:
-        log.info("watch.refused", watcher=watcher, target=target, reason=reason)
+        log.info("watch_refused", watcher=watcher, target=target, reason=reason)
 
     def pending_notices(self, watcher: str) -> list[str]:
         """The watcher's pending notices, oldest first; reading acknowledges nothing."""
@@ -99,7 +99,7 @@ class Watching(ServiceCore):
                 texts.append(cast(str, watch.notice))
                 reopened += watch.acknowledge(at=now)
             if texts:
-                log.info("notice.drained", watcher=watcher, drained=len(texts), reopened=reopened)
+                log.info("notice_drained", watcher=watcher, drained=len(texts), reopened=reopened)
             if reopened:
                 uow.after_commit(lambda: self._wake([watcher]))
             return texts

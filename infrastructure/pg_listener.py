@@ -7,6 +7,8 @@ wake, never a notice: notices are durable cursor state.
 
 from __future__ import annotations
 
+import os
+import select
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +39,7 @@ class WakeListener:
         self._skip = skip
         self._poll = poll_interval
         self._stop = threading.Event()
+        self._stop_pipe = os.pipe()  # written on stop, so the listener never waits a poll out
         self._thread: threading.Thread | None = None
         self.connected = threading.Event()
         self.connection: psycopg.Connection[Any] | None = None
@@ -48,9 +51,17 @@ class WakeListener:
         self._thread.start()
 
     def stop(self) -> None:
+        if self._stop.is_set():
+            return
         self._stop.set()
+        os.write(self._stop_pipe[1], b"x")
         if self._thread is not None:
             self._thread.join(timeout=5)
+        for fd in self._stop_pipe:
+            os.close(fd)
+
+    def wait_connected(self, timeout: float) -> bool:
+        return self.connected.wait(timeout)
 
     @property
     def state(self) -> str:
@@ -81,7 +92,10 @@ class WakeListener:
 
     def _listen(self, conn: psycopg.Connection[Any]) -> None:
         while not self._stop.is_set():
-            for notify in conn.notifies(timeout=self._poll, stop_after=64):
+            ready, _, _ = select.select([conn.fileno(), self._stop_pipe[0]], [], [], self._poll)
+            if self._stop_pipe[0] in ready:
+                return
+            for notify in conn.notifies(timeout=0, stop_after=256):
                 if self._skip(notify.pid):
                     continue
                 try:

@@ -109,7 +109,7 @@ class TestDemo:
         main(["demo", "--database-url", sqlite_url(tmp_path / "demo.db")])
         captured = capsys.readouterr()
         assert captured.err == ""
-        assert "signal.recorded" not in captured.out
+        assert "signal_recorded" not in captured.out
 
     def test_the_demo_defaults_to_a_fresh_temporary_database_and_prints_its_url(
         self,
@@ -264,7 +264,7 @@ class TestServiceLogs:
         """With --verbose the service's info logs appear on stderr, never on stdout."""
         main(["status", RESEARCHER, "--verbose", "--database-url", populated_url])
         captured = capsys.readouterr()
-        assert "notices.swept" in captured.err
+        assert "notices_swept" in captured.err
         assert json.loads(captured.out)["stateVersion"] == 2
 
     def test_the_logging_configuration_is_restored_after_main_returns(

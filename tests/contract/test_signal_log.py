@@ -159,7 +159,7 @@ class TestProducers:
         with capture_logs() as logs:
             assert call(svc) is None  # type: ignore[operator]
         assert sequences(svc, CHILD) == [1]
-        assert [entry["event"] for entry in logs] == ["signal.rejected"]
+        assert [entry["event"] for entry in logs] == ["signal_rejected"]
 
     def test_a_multi_line_channel_collapses_to_one_line(self, svc: SessionAwareness) -> None:
         """R-L2: newlines in a summary are collapsed."""
@@ -177,7 +177,7 @@ class TestAudienceGate:
         with capture_logs() as logs:
             assert svc.record_human_direct_message(PEER, channel="telegram") is None
         assert svc.session_status(PEER)["stateVersion"] == 0
-        assert logs[-1]["event"] == "signal.skipped"
+        assert logs[-1]["event"] == "signal_skipped"
 
     def test_a_watcher_is_enough_for_a_human_message(self, svc: SessionAwareness) -> None:
         """R-L6: a watched session without a parent records human messages."""
@@ -226,7 +226,7 @@ class TestBestEffort:
         monkeypatch.setattr(svc.recorder, "insert_events", unreachable)
         with capture_logs() as logs:
             assert svc.record_goal_changed(CHILD, summary="goal created") is None
-        failure = next(entry for entry in logs if entry["event"] == "signal.record_failed")
+        failure = next(entry for entry in logs if entry["event"] == "signal_record_failed")
         assert (failure["session_key"], failure["kind"]) == (CHILD, "goal_changed")
         monkeypatch.undo()
         assert sequences(svc, CHILD) == [1]

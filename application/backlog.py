@@ -1,0 +1,88 @@
+"""The bounded in-process backlog of signals that could not be recorded because the store
+was unreachable (SPEC R-L8, Beyond): kept in order, flushed in order when the store returns,
+the oldest dropped when full. Every keep, flush and drop is counted and logged."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import structlog
+
+from session_awareness.application.signals import SignalRequest
+from session_awareness.domain.keys import SessionRef
+
+log = structlog.get_logger("session_awareness")
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A signal on its way to a session: a bare key is resolved when it is recorded."""
+
+    key: str
+    agent_id: str | None
+    request: SignalRequest
+    spawn: SessionRef | None = None  # the child's ref, for a spawn edge
+
+    @property
+    def kind(self) -> str:
+        return self.request.kind.value
+
+
+class SignalBacklog:
+    def __init__(self, capacity: int = 1000, rest_seconds: float = 1.0) -> None:
+        self.capacity = capacity
+        self.rest_seconds = rest_seconds
+        self.lock = threading.RLock()
+        self._items: deque[Delivery] = deque()
+        self._rest_until = 0.0
+        self.kept = self.flushed = self.dropped = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def keep(self, item: Delivery) -> None:
+        """Keep a signal for later; when full, the oldest kept signal is dropped."""
+        with self.lock:
+            if len(self._items) >= self.capacity:
+                self.drop(self._items.popleft(), "backlog full")
+            self._items.append(item)
+            self.kept += 1
+            self.rest()
+        log.warning("signal_backlog_kept", session_key=item.key, kind=item.kind, size=len(self))
+
+    def first(self) -> Delivery | None:
+        with self.lock:
+            return self._items[0] if self._items else None
+
+    def flushed_first(self, sequence: int | None) -> None:
+        with self.lock:
+            item = self._items.popleft()
+            self.flushed += 1
+        log.info("signal_backlog_flushed", session_key=item.key, kind=item.kind, sequence=sequence)
+
+    def drop_first(self, reason: str) -> None:
+        with self.lock:
+            self.drop(self._items.popleft(), reason)
+
+    def drop(self, item: Delivery, reason: str) -> None:
+        self.dropped += 1
+        log.error("signal_backlog_dropped", session_key=item.key, kind=item.kind, reason=reason)
+
+    def rest(self) -> None:
+        """The store just failed: do not try it again for a moment; keep new signals."""
+        self._rest_until = time.monotonic() + self.rest_seconds
+
+    def resting(self) -> bool:
+        return time.monotonic() < self._rest_until
+
+    def stats(self) -> dict[str, int]:
+        with self.lock:
+            return {
+                "buffered": len(self._items),
+                "kept": self.kept,
+                "flushed": self.flushed,
+                "dropped": self.dropped,
+            }
