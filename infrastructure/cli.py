@@ -2,6 +2,7 @@
 
     session-awareness demo [--database-url URL] [--verbose]
     session-awareness status KEY [--changes-since N] [--agent-id A] [--database-url URL]
+    session-awareness tools-schema
 
 Exit codes: 0 success, 2 bad input (unknown session, bad changesSince, unusable database URL,
 bad arguments), 1 any other failure. Errors are one line on stderr, never a traceback.
@@ -27,6 +28,7 @@ from session_awareness.application.service import (
     DEFAULT_DATABASE_URL,
     environment_for,
 )
+from session_awareness.application.tools.schema import tool_schemas
 from session_awareness.infrastructure.demo import (
     DatabaseNotEmptyError,
     fresh_database_url,
@@ -99,6 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--agent-id", metavar="A", help="the agent of a bare key (e.g. global)")
     status.set_defaults(command=status_command)
+
+    tools_schema = commands.add_parser(
+        "tools-schema",
+        help="print the JSON Schemas of the session tools, as JSON",
+        description="Print the session tools (session_status, sessions_list, sessions_send, "
+        "sessions_spawn) as a list of {name, description, parameters}, parameters being a "
+        "JSON Schema object: the shape LLM function-calling APIs expect.",
+    )
+    tools_schema.set_defaults(command=tools_schema_command, verbose=False)
     return parser
 
 
@@ -119,6 +130,11 @@ def status_command(args: argparse.Namespace) -> int:
     finally:
         svc.close()
     print(json.dumps(answer, indent=2))
+    return EXIT_OK
+
+
+def tools_schema_command(args: argparse.Namespace) -> int:
+    print(json.dumps(tool_schemas(), indent=2, ensure_ascii=False))
     return EXIT_OK
 
 

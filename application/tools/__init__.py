@@ -1,0 +1,39 @@
+"""The agent-facing session tools (SPEC §9): typed inputs and outputs, visibility, errors.
+
+A host opens the service with `open_service(url, visibility="tree", dispatcher=deliver)` and
+runs an agent's tool call with
+`svc.tools.call("session_status", {"sessionKey": "current"}, caller="agent:main:main")`.
+"""
+
+from session_awareness.application.tools.catalog import TOOLS, Tool
+from session_awareness.application.tools.errors import ToolError
+from session_awareness.application.tools.inputs import (
+    SessionsListInput,
+    SessionsSendInput,
+    SessionsSpawnInput,
+    SessionStatusInput,
+)
+from session_awareness.application.tools.outputs import (
+    SessionsListOutput,
+    SessionsSendOutput,
+    SessionsSpawnOutput,
+    SessionStatusOutput,
+)
+from session_awareness.application.tools.schema import tool_schemas
+from session_awareness.application.tools.service import SessionTools
+
+__all__ = [
+    "TOOLS",
+    "SessionStatusInput",
+    "SessionStatusOutput",
+    "SessionTools",
+    "SessionsListInput",
+    "SessionsListOutput",
+    "SessionsSendInput",
+    "SessionsSendOutput",
+    "SessionsSpawnInput",
+    "SessionsSpawnOutput",
+    "Tool",
+    "ToolError",
+    "tool_schemas",
+]

@@ -1,0 +1,57 @@
+"""The catalog of session tools: name, description for the model, and input model (SPEC §9)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from session_awareness.application.tools.inputs import (
+    SessionsListInput,
+    SessionsSendInput,
+    SessionsSpawnInput,
+    SessionStatusInput,
+    ToolInput,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    description: str
+    input: type[ToolInput]
+
+
+TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (
+        Tool(
+            "session_status",
+            "Report a visible session's stateVersion; with changesSince, the exact state "
+            "changes after that version (events, truncated, earliestAvailableSequence, "
+            "historyGap). Reconcile with it when a notice says a session changed. "
+            'sessionKey "current" (the default) is your own session.',
+            SessionStatusInput,
+        ),
+        Tool(
+            "sessions_list",
+            "List the sessions you can see, most recently updated first: key, agent, kind, "
+            "label, parent and child sessions, last update, and stateVersion when above 0. "
+            "Filter by kinds, exact label, exact agentId, search (a substring of the key or "
+            "label), activeMinutes and limit.",
+            SessionsListInput,
+        ),
+        Tool(
+            "sessions_send",
+            "Send a message to another visible session, chosen by exactly one of sessionKey, "
+            "label or agentId (that agent's main session); thread-scoped keys "
+            "(…:thread:<id>) are refused. With watch: true you get one notice when another "
+            "actor later changes the session that received it.",
+            SessionsSendInput,
+        ),
+        Tool(
+            "sessions_spawn",
+            "Record that you spawned a child session the host created: you become its parent "
+            "and are notified when another actor changes it. Returns childSessionKey and runId.",
+            SessionsSpawnInput,
+        ),
+    )
+}

@@ -1,0 +1,80 @@
+"""Typed tool errors: `{"error": {"code", "field"?, "message"}}`, never a stack trace (R-T1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from session_awareness.application.errors import (
+    AmbiguousSessionError,
+    InvalidArgumentError,
+    SessionAwarenessError,
+    UnknownSessionError,
+)
+from session_awareness.application.tools.inputs import RULES, THREAD_SCOPED, THREAD_SCOPED_RULE
+
+INVALID_INPUT = "invalid_input"
+UNKNOWN_SESSION = "unknown_session"
+UNKNOWN_TOOL = "unknown_tool"
+AMBIGUOUS_TARGET = "ambiguous_target"
+DISPATCH_FAILED = "dispatch_failed"
+NOT_CONFIGURED = "not_configured"
+NOT_RECORDED = "not_recorded"
+INTERNAL_ERROR = "internal_error"
+SERVICE_ERROR = "service_error"
+INVALID_CALLER = "invalid_caller"
+
+
+class ToolError(SessionAwarenessError):
+    """A tool call that cannot be answered; `code` is stable, `field` names the input field."""
+
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.field = code, message, field
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code}
+        if self.field is not None:
+            body["field"] = self.field
+        body["message"] = self.message
+        return {"error": body}
+
+
+def unknown_session(key: str, field: str = "sessionKey") -> ToolError:
+    """Unknown, deleted and invisible sessions all read the same (R-S4, R-T2)."""
+    return ToolError(UNKNOWN_SESSION, str(UnknownSessionError(key)), field)
+
+
+def from_validation(error: ValidationError, tool: str) -> ToolError:
+    """The first problem of a refused input, as the rule its field breaks; an unknown field is
+    reported before the others, since it often explains them (a misspelt name)."""
+    problems = sorted(error.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    problem = problems[0]
+    loc = [str(part) for part in problem["loc"]]
+    field = ".".join(loc) if loc else None
+    if field is None:
+        return ToolError(INVALID_INPUT, "the arguments must be a JSON object", "arguments")
+    if problem["type"] == "extra_forbidden":
+        return ToolError(INVALID_INPUT, f"{field} is not a parameter of {tool}", field)
+    if problem["type"] == "missing":
+        return ToolError(INVALID_INPUT, f"{field} is required", field)
+    if problem["type"] == THREAD_SCOPED:
+        return ToolError(INVALID_INPUT, THREAD_SCOPED_RULE, field)
+    rule = RULES.get(loc[0], f"{loc[0]} is not valid")
+    return ToolError(INVALID_INPUT, rule, field)
+
+
+def from_service(error: SessionAwarenessError, field: str = "sessionKey") -> ToolError:
+    """A service error, typed for the agent (messages are the SPEC texts)."""
+    if isinstance(error, ToolError):
+        return error
+    if isinstance(error, UnknownSessionError):
+        return unknown_session(error.key, field)
+    if isinstance(error, AmbiguousSessionError):
+        return ToolError(AMBIGUOUS_TARGET, str(error), field)
+    if isinstance(error, InvalidArgumentError):
+        return ToolError(INVALID_INPUT, RULES.get(error.field, str(error)), error.field)
+    if isinstance(error, ValueError):
+        return ToolError(INVALID_INPUT, str(error), field)
+    return ToolError(SERVICE_ERROR, str(error))  # e.g. the store is unreachable

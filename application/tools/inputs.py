@@ -1,0 +1,192 @@
+"""The tools' input models: camelCase fields, unknown fields refused, strict types (SPEC R-T1).
+
+Strictness, decided once for every tool: a JSON string never stands in for a number or a
+boolean, a boolean never stands in for a number, and an integer field refuses floats (even
+`1.0`). The one exception is `changesSince`, which follows R-S4 through the service's own
+`parse_changes_since`: an integer or a string of digits (an integral float such as `2.0` is read
+as `2`, as the embedding API does); `1.5`, NaN, negatives, booleans and numbers beyond 2^53 − 1
+are refused with the SPEC text.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+from session_awareness.application.status import parse_changes_since
+from session_awareness.domain.keys import MAX_KEY_LENGTH, check_key, is_thread_scoped
+from session_awareness.domain.signals import MAX_LABEL_LENGTH, MAX_SAFE_INTEGER, one_line
+
+#: Error types our validators raise; the reported message comes from `RULES` (or, for a
+#: thread-scoped target, from `THREAD_SCOPED_RULE`), never from pydantic's wording.
+INVALID, THREAD_SCOPED = "invalid", "thread_scoped"
+CURRENT = "current"
+#: `activeMinutes` beyond a century would overflow the clock arithmetic.
+MAX_ACTIVE_MINUTES = 100 * 365 * 24 * 60
+SessionKind = Literal["main", "group", "cron", "hook", "node", "other", "subagent"]
+
+
+def _session_key(value: str) -> str:
+    try:
+        check_key(value)
+    except ValueError:
+        raise PydanticCustomError(INVALID, "not a session key") from None
+    return value
+
+
+def _send_target(value: str) -> str:
+    if is_thread_scoped(value):
+        raise PydanticCustomError(THREAD_SCOPED, "a thread-scoped key")
+    return value
+
+
+def _single_line(value: str) -> str:
+    if not value.strip() or one_line(value, limit=MAX_SAFE_INTEGER) != value:
+        raise PydanticCustomError(INVALID, "not a single line")
+    return value
+
+
+def _changes_since(value: object) -> int:
+    try:
+        return parse_changes_since(value)
+    except ValueError:  # InvalidChangesSinceError, or int() refusing a huge digit string
+        raise PydanticCustomError(INVALID, "not a non-negative integer") from None
+
+
+SessionKey = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_KEY_LENGTH),
+    AfterValidator(_session_key),
+]
+SendTargetKey = Annotated[SessionKey, AfterValidator(_send_target)]
+AgentId = Annotated[str, Field(min_length=1, max_length=MAX_KEY_LENGTH, pattern=r"^[^:\s]+$")]
+Label = Annotated[
+    str, Field(min_length=1, max_length=MAX_LABEL_LENGTH), AfterValidator(_single_line)
+]
+ChangesSince = Annotated[
+    int,
+    PlainValidator(_changes_since),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER},
+                {"type": "string", "pattern": "^[0-9]+$"},
+            ],
+            "description": "Return the events after this state version (an integer, or a "
+            "string of digits).",
+        }
+    ),
+]
+
+
+class ToolInput(BaseModel):
+    """Inputs refuse unknown fields and coerce nothing (`extra="forbid"`, strict)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class SessionStatusInput(ToolInput):
+    session_key: SessionKey = Field(
+        default=CURRENT,
+        alias="sessionKey",
+        description='The session to report on; "current" (the default) is the caller.',
+    )
+    changes_since: ChangesSince | None = Field(default=None, alias="changesSince")
+
+
+class SessionsListInput(ToolInput):
+    kinds: list[SessionKind] | None = Field(
+        default=None, alias="kinds", max_length=7, description="Only sessions of these kinds."
+    )
+    label: Label | None = Field(default=None, alias="label", description="Exact label.")
+    agent_id: AgentId | None = Field(default=None, alias="agentId", description="Exact agent id.")
+    search: str | None = Field(
+        default=None,
+        alias="search",
+        min_length=1,
+        max_length=MAX_KEY_LENGTH,
+        description="Case-insensitive substring of the session key or label.",
+    )
+    active_minutes: float | None = Field(
+        default=None,
+        alias="activeMinutes",
+        gt=0,
+        le=MAX_ACTIVE_MINUTES,
+        allow_inf_nan=False,
+        description="Only sessions updated within this many minutes.",
+    )
+    limit: int | None = Field(
+        default=None,
+        alias="limit",
+        ge=1,
+        le=MAX_SAFE_INTEGER,
+        description="At most this many rows, most recently updated first.",
+    )
+
+
+class SessionsSendInput(ToolInput):
+    session_key: SendTargetKey | None = Field(
+        default=None,
+        alias="sessionKey",
+        description="The target session's key (never a thread-scoped key).",
+    )
+    label: Label | None = Field(
+        default=None, alias="label", description="The label of exactly one visible session."
+    )
+    agent_id: AgentId | None = Field(
+        default=None, alias="agentId", description="Send to that agent's main session."
+    )
+    message: str = Field(
+        alias="message", min_length=1, description="The message to deliver; never stored."
+    )
+    watch: bool | None = Field(
+        default=None,
+        alias="watch",
+        description="Also watch the session that received the message (notices on later "
+        "changes by other actors).",
+    )
+    timeout_seconds: float | None = Field(
+        default=None,
+        alias="timeoutSeconds",
+        ge=0,
+        le=MAX_SAFE_INTEGER,
+        allow_inf_nan=False,
+        description="How long the host may wait for a reply; 0 = fire-and-forget.",
+    )
+
+
+class SessionsSpawnInput(ToolInput):
+    child_session_key: SessionKey = Field(
+        alias="childSessionKey", description="The key of the child session the host created."
+    )
+    run_id: Label = Field(alias="runId", description="The child's run id.")
+    label: Label | None = Field(
+        default=None, alias="label", description="A label for the child, if it is new."
+    )
+
+
+_KEY = "must be a session key (1 to 512 characters, no surrounding whitespace, no line breaks)"
+_LINE = "must be one line of 1 to 120 characters, without surrounding or repeated whitespace"
+#: The rule each field breaks, whatever pydantic found wrong with it (R-T1, R-S4).
+RULES: dict[str, str] = {
+    "sessionKey": f"sessionKey {_KEY}",
+    "childSessionKey": f"childSessionKey {_KEY}",
+    "changesSince": "changesSince must be a non-negative integer",
+    "kinds": "kinds must be an array of: main, group, cron, hook, node, other, subagent",
+    "label": f"label {_LINE}",
+    "runId": f"runId {_LINE}",
+    "agentId": "agentId must be an agent id (1 to 512 characters, no ':' and no whitespace)",
+    "search": "search must be a string of 1 to 512 characters",
+    "activeMinutes": (
+        f"activeMinutes must be a positive number of minutes, at most {MAX_ACTIVE_MINUTES}"
+    ),
+    "limit": f"limit must be a positive integer, at most {MAX_SAFE_INTEGER}",
+    "message": "message must be a non-empty string",
+    "watch": "watch must be a boolean (true or false)",
+    "timeoutSeconds": f"timeoutSeconds must be a non-negative number, at most {MAX_SAFE_INTEGER}",
+}
+THREAD_SCOPED_RULE = (
+    "sessionKey must not be thread-scoped (…:thread:<id>): send to the parent channel session"
+)

@@ -1,0 +1,94 @@
+"""The tools' output models: the documents' camelCase names; optional fields are left out when
+absent, except a row's `label` and `parentSessionKey`, which are null (R-S2, R-S5)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class ToolOutput(BaseModel):
+    model_config = ConfigDict(frozen=True, serialize_by_alias=True)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON-ready dict a host hands back to the agent."""
+        return self.model_dump(mode="json")
+
+
+class Payload(ToolOutput):
+    outcome: Literal["error", "timeout", "cancelled"] | None = Field(
+        default=None, alias="outcome", exclude_if=_absent
+    )
+    channel: str | None = Field(default=None, alias="channel", exclude_if=_absent)
+    turns: int | None = Field(default=None, alias="turns", exclude_if=_absent)
+
+
+class StateChange(ToolOutput):
+    """One event of the signal log as `changesSince` shows it (R-S2)."""
+
+    sequence: int = Field(alias="sequence")
+    kind: str = Field(alias="kind")
+    actor_type: str = Field(alias="actorType")
+    occurred_at: int = Field(alias="occurredAt")
+    summary: str = Field(alias="summary")
+    actor_id: str | None = Field(default=None, alias="actorId", exclude_if=_absent)
+    run_id: str | None = Field(default=None, alias="runId", exclude_if=_absent)
+    payload: Payload | None = Field(default=None, alias="payload", exclude_if=_absent)
+
+
+class StateChanges(ToolOutput):
+    events: list[StateChange] = Field(alias="events")
+    truncated: bool = Field(alias="truncated")
+    earliest_available_sequence: int = Field(alias="earliestAvailableSequence")
+    history_gap: bool = Field(alias="historyGap")
+
+
+class SessionStatusOutput(ToolOutput):
+    """`{sessionKey, stateVersion, stateChanges?}` (R-S1)."""
+
+    session_key: str = Field(alias="sessionKey")
+    state_version: int = Field(alias="stateVersion")
+    state_changes: StateChanges | None = Field(
+        default=None, alias="stateChanges", exclude_if=_absent
+    )
+
+
+class SessionRow(ToolOutput):
+    """One `sessions_list` row; `stateVersion` only when it is > 0 (R-S5)."""
+
+    session_key: str = Field(alias="sessionKey")
+    agent_id: str = Field(alias="agentId")
+    kind: str = Field(alias="kind")
+    label: str | None = Field(alias="label")
+    parent_session_key: str | None = Field(alias="parentSessionKey")
+    child_session_keys: list[str] = Field(alias="childSessionKeys")
+    updated_at: int = Field(alias="updatedAt")
+    state_version: int | None = Field(default=None, alias="stateVersion", exclude_if=_absent)
+
+
+class SessionsListOutput(ToolOutput):
+    """The visible rows, most recently updated first, and the visibility that scoped them."""
+
+    sessions: list[SessionRow] = Field(alias="sessions")
+    visibility: str = Field(alias="visibility")
+
+
+class SessionsSendOutput(ToolOutput):
+    """Delivered to `sessionKey`, the session that actually received the message; `watched`
+    only when `watch` was passed (R-W2)."""
+
+    status: Literal["delivered"] = Field(default="delivered", alias="status")
+    session_key: str = Field(alias="sessionKey")
+    watched: bool | None = Field(default=None, alias="watched", exclude_if=_absent)
+
+
+class SessionsSpawnOutput(ToolOutput):
+    """The spawn edge is recorded on the child; the caller, its parent, now watches it (R-W1)."""
+
+    child_session_key: str = Field(alias="childSessionKey")
+    run_id: str = Field(alias="runId")

@@ -1,0 +1,167 @@
+"""`SessionTools`: the agent-facing session tools over one service (SPEC §9, R-T1, R-T2).
+
+A host calls `svc.tools.call(name, arguments, caller=key)` with the raw JSON arguments an agent
+produced and hands the returned dict back; Python hosts may call the typed methods instead,
+which raise `ToolError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from pydantic import ValidationError
+
+from session_awareness.application.errors import SessionAwarenessError
+from session_awareness.application.tools.catalog import TOOLS
+from session_awareness.application.tools.errors import (
+    INTERNAL_ERROR,
+    INVALID_CALLER,
+    INVALID_INPUT,
+    NOT_RECORDED,
+    UNKNOWN_TOOL,
+    ToolError,
+    from_service,
+    from_validation,
+)
+from session_awareness.application.tools.inputs import (
+    CURRENT,
+    SessionsListInput,
+    SessionsSendInput,
+    SessionsSpawnInput,
+    SessionStatusInput,
+)
+from session_awareness.application.tools.outputs import (
+    SessionRow,
+    SessionsListOutput,
+    SessionsSendOutput,
+    SessionsSpawnOutput,
+    SessionStatusOutput,
+)
+from session_awareness.application.tools.sending import send
+from session_awareness.application.tools.visibility import Visibility
+from session_awareness.domain.keys import InvalidKeyError, agent_of, check_key, is_subagent
+
+if TYPE_CHECKING:
+    from session_awareness.application.service import SessionAwareness
+
+log = structlog.get_logger("session_awareness")
+
+
+class SessionTools:
+    """`session_status`, `sessions_list`, `sessions_send` and `sessions_spawn` for callers."""
+
+    def __init__(self, svc: SessionAwareness) -> None:
+        self.svc = svc
+
+    def call(self, name: str, arguments: dict[str, Any], *, caller: str) -> dict[str, Any]:
+        """Run tool `name` for `caller` on raw JSON arguments; the JSON-ready result, or
+        `{"error": {"code", "field"?, "message"}}`. Never raises, never shows a traceback."""
+        log.info("tool_called", tool=name, caller=caller)
+        try:
+            tool = TOOLS.get(name) if isinstance(name, str) else None
+            if tool is None:
+                known = ", ".join(TOOLS)
+                raise ToolError(UNKNOWN_TOOL, f"Unknown tool: {name} (known: {known})")
+            try:
+                given = tool.input.model_validate(arguments)
+            except ValidationError as error:
+                raise from_validation(error, tool.name) from None
+            output: Any = getattr(self, tool.name)(given, caller=caller)
+        except ToolError as error:
+            log.info("tool_failed", tool=name, caller=caller, code=error.code, field=error.field)
+            return error.to_json()
+        except Exception as error:  # noqa: BLE001 -- an agent gets a typed error, never a traceback
+            log.error(
+                "tool_failed", tool=name, caller=caller, code=INTERNAL_ERROR, error=repr(error)
+            )
+            return ToolError(INTERNAL_ERROR, f"{name} failed unexpectedly").to_json()
+        log.info("tool_completed", tool=name, caller=caller)
+        result: dict[str, Any] = output.to_json()
+        return result
+
+    # -- the tools -------------------------------------------------------------------------------
+
+    def session_status(self, given: SessionStatusInput, *, caller: str) -> SessionStatusOutput:
+        """`{sessionKey, stateVersion, stateChanges?}` of a visible session (R-S1, R-T2)."""
+        view = self._view(caller)
+        key = caller if given.session_key == CURRENT else given.session_key
+        with _service_errors():
+            row = view.find(self.svc, key)
+            status = self.svc.session_status(
+                row.key, changes_since=given.changes_since, agent_id=row.agent_id
+            )
+        return SessionStatusOutput.model_validate(status)
+
+    def sessions_list(self, given: SessionsListInput, *, caller: str) -> SessionsListOutput:
+        """The visible sessions with their parent and visible children (R-T1, R-S5)."""
+        view = self._view(caller)
+        with _service_errors():
+            rows = view.rows(
+                self.svc,
+                agent_id=given.agent_id,
+                kinds=given.kinds,
+                label=given.label,
+                search=given.search,
+                active_minutes=given.active_minutes,
+                limit=given.limit,
+            )
+            children = self.svc.children([row.key for row in rows])
+            visible = view.visible_keys(self.svc, {c for kids in children.values() for c in kids})
+        sessions = [
+            SessionRow(
+                sessionKey=row.key,
+                agentId=row.agent_id,
+                kind=row.kind,
+                label=row.label,
+                parentSessionKey=row.parent_key,
+                childSessionKeys=[c for c in children.get(row.key, []) if c in visible],
+                updatedAt=row.updated_at,
+                stateVersion=row.state_version or None,
+            )
+            for row in rows
+        ]
+        return SessionsListOutput(sessions=sessions, visibility=view.mode)
+
+    def sessions_send(self, given: SessionsSendInput, *, caller: str) -> SessionsSendOutput:
+        """Deliver through the host's dispatcher; with `watch`, watch the receiver (R-W2)."""
+        with _service_errors():
+            return send(self.svc, self._view(caller), given, caller)
+
+    def sessions_spawn(self, given: SessionsSpawnInput, *, caller: str) -> SessionsSpawnOutput:
+        """Record the spawn edge on the child; the caller is the parent (R-L5, R-W1)."""
+        self._view(caller)  # refuses a malformed caller
+        child = given.child_session_key
+        if child == caller:
+            raise ToolError(INVALID_INPUT, "a session cannot spawn itself", "childSessionKey")
+        agent = agent_of(child) or agent_of(caller)
+        with _service_errors("childSessionKey"):
+            if given.label is not None:  # a child this call opens gets the label
+                kind = "subagent" if is_subagent(child) else "other"
+                self.svc.open_session(
+                    child, agent_id=agent, kind=kind, label=given.label, parent=caller
+                )
+            sequence = self.svc.record_child_spawned(
+                child, parent=caller, run_id=given.run_id, agent_id=agent
+            )
+            if sequence is None and not self.svc.session_rows(keys=[child], agent_id=agent):
+                raise ToolError(NOT_RECORDED, "the spawn edge could not be recorded")
+        return SessionsSpawnOutput(childSessionKey=child, runId=given.run_id)
+
+    def _view(self, caller: str) -> Visibility:
+        try:
+            check_key(caller)
+        except InvalidKeyError:
+            raise ToolError(INVALID_CALLER, "the caller must be a session key") from None
+        return Visibility.of(self.svc, self.svc.visibility, caller)
+
+
+@contextmanager
+def _service_errors(field: str = "sessionKey") -> Iterator[None]:
+    """Turn the service's typed errors into tool errors."""
+    try:
+        yield
+    except SessionAwarenessError as error:
+        raise from_service(error, field) from None
