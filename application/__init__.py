@@ -11,6 +11,7 @@ from session_awareness.application.errors import (
     InvalidArgumentError,
     InvalidChangesSinceError,
     SessionAwarenessError,
+    StoreUnavailableError,
     UnknownSessionError,
 )
 from session_awareness.application.service import SessionAwareness, open_service
@@ -22,6 +23,7 @@ __all__ = [
     "InvalidChangesSinceError",
     "SessionAwareness",
     "SessionAwarenessError",
+    "StoreUnavailableError",
     "UnknownSessionError",
     "open_service",
 ]

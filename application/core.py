@@ -27,7 +27,7 @@ from session_awareness.domain.keys import SessionRef, agent_of, is_subagent
 
 log = structlog.get_logger("session_awareness")
 R = TypeVar("R")
-MAX_ATTEMPTS = 50
+MAX_ATTEMPTS = 100
 #: Errors that mean the store cannot be reached, as opposed to a lost race or a bug.
 STORE_ERRORS = (OperationalError, InterfaceError)
 #: A connection error faster than this is a stale pooled connection, worth one more try.
@@ -115,7 +115,8 @@ class ServiceCore(Application[UUID]):
                 if number == MAX_ATTEMPTS:
                     raise
                 log.debug("command_conflict_retried", attempt=number)
-                time.sleep(random.uniform(0, 0.001 * min(number, 20)))  # noqa: S311 -- jitter, not crypto
+                # Jittered, growing back-off, so a slow attempt is not starved by fast ones.
+                time.sleep(random.uniform(0, min(0.002 * 1.5**number, 0.05)))  # noqa: S311 -- jitter, not crypto
             else:
                 return result
         raise AssertionError("unreachable")  # pragma: no cover

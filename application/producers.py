@@ -18,7 +18,7 @@ from session_awareness.application.errors import (
 )
 from session_awareness.application.lifecycle import Lifecycle
 from session_awareness.application.signals import SignalRequest
-from session_awareness.application.unit_of_work import UnitOfWork
+from session_awareness.application.unit_of_work import StaleReadError, UnitOfWork
 from session_awareness.domain.keys import SessionRef, agent_of, is_agent_qualified, is_subagent
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Via, Watch
@@ -255,6 +255,9 @@ class Producers(Lifecycle):
                 else:
                     watch.restart(via=Via.PARENT, at_sequence=0, at=now)
                 session.add_watcher(watcher, at=now)
+            if watch.material >= sequence:
+                # The cursor saw a sequence our copy of the session has not: it is stale.
+                raise StaleReadError(f"{watcher}'s cursor is ahead of {session.key}")
             if watch.observe(sequence, at=now):
                 uow.after_commit(partial(self._notice_opened, watcher, session.key, sequence))
 

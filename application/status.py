@@ -24,11 +24,11 @@ def parse_changes_since(value: object) -> int:
         if not math.isfinite(value) or not value.is_integer():
             raise InvalidChangesSinceError
         number = int(value)
-    elif isinstance(value, str) and _DIGITS.fullmatch(value):
-        number = int(value)
+    elif isinstance(value, str) and len(value) <= 16 and _DIGITS.fullmatch(value):
+        number = int(value)  # 2^53 − 1 has 16 digits; longer strings are out of range anyway
     else:
         raise InvalidChangesSinceError
-    if number < 0 or number > MAX_SAFE_INTEGER:
+    if not 0 <= number <= MAX_SAFE_INTEGER:
         raise InvalidChangesSinceError
     return number
 

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import RecordConflictError
 
 from session_awareness.domain.keys import SessionRef, watch_id
 from session_awareness.domain.session import Session
@@ -22,6 +23,11 @@ if TYPE_CHECKING:
     from eventsourcing.application import Application
 
 A = TypeVar("A", bound=Aggregate)
+
+
+class StaleReadError(RecordConflictError):
+    """Two aggregates read in one attempt disagree because another process saved between
+    the reads; like a lost race, the attempt runs again on fresh state."""
 
 
 class UnitOfWork:

@@ -139,6 +139,7 @@ class TestBadInput:
             -math.inf,
             2**53,
             "9007199254740992",
+            "9" * 5000,
             object(),
             [1],
             {"v": 1},
