@@ -8,6 +8,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from session_awareness.application.audit import Audit
 from session_awareness.application.core import Retention, log
 from session_awareness.application.errors import ConfigurationError, StoreUnavailableError
 from session_awareness.application.ports import (
@@ -20,6 +21,7 @@ from session_awareness.application.ports import (
 )
 from session_awareness.application.producers import Producers
 from session_awareness.application.queries import Queries
+from session_awareness.application.upstream import Upstream
 from session_awareness.application.watching import Watching
 
 if TYPE_CHECKING:
@@ -36,7 +38,7 @@ POSTGRES_RECORDER_TOPIC = "session_awareness.infrastructure.postgres:PostgresRea
 VISIBILITIES = ("self", "tree", "agent", "all")
 
 
-class SessionAwareness(Producers, Watching, Queries):
+class SessionAwareness(Producers, Upstream, Watching, Queries, Audit):
     """Signal log, watches, notices and reconciliation for a host's sessions (DESIGN D3)."""
 
     #: What a tool caller may see (R-T2): self, tree (default), agent or all.

@@ -78,10 +78,11 @@ MAX_KEY_LENGTH = 512
 
 
 def check_key(key: str) -> None:
-    """Refuse keys that are empty, padded, multi-line or unreasonably long."""
+    """Refuse keys that are empty, padded, too long, or hold a control character or a double
+    quote (the notice text quotes the key, byte-stable, R-N1)."""
     if not isinstance(key, str) or not key or key != key.strip():
         raise InvalidKeyError(f"invalid session key: {key!r}")
-    if len(key) > MAX_KEY_LENGTH or any(ch in key for ch in "\r\n\t\x00"):
+    if len(key) > MAX_KEY_LENGTH or any(ch == '"' or ord(ch) < 32 or ord(ch) == 127 for ch in key):
         raise InvalidKeyError(f"invalid session key: {key[:60]!r}")
 
 

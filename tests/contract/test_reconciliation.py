@@ -235,3 +235,17 @@ class TestList:
         spawn(svc)
         svc.delete_session(CHILD)
         assert [r["sessionKey"] for r in svc.sessions_list()] == [MANAGER]
+
+
+class TestKeysOnEntry:
+    @pytest.mark.parametrize(
+        "key", ['agent:main:"quoted"', "agent:main:tab\there", "agent:main:bell\x07", "", " x"]
+    )
+    def test_a_key_that_would_break_the_notice_text_is_refused_and_nothing_stored(
+        self, svc: SessionAwareness, key: str
+    ) -> None:
+        """R-N1, R-K1: keys with a double quote or a control character are refused on entry."""
+        with pytest.raises(InvalidArgumentError, match="sessionKey"):
+            svc.open_session(key)
+        assert svc.record_child_spawned(key, parent=MANAGER, run_id="r") is None
+        assert svc.sessions_list() == []
