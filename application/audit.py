@@ -1,9 +1,199 @@
-"""Audit and history over the event store (issue 6): placeholder, filled in by its issue."""
+"""Audit and history over the event store, the audit trail (R-R2, DESIGN D4, D5, D8).
+
+`audit()` replays every stored event, in notification order and in pages, through the one
+projection into scratch read models, checking the recorded facts' rules on the way; then, in
+one transaction on the live store, it replays what was recorded meanwhile, compares the two
+copies table by table and key by key, and with `rebuild=True` replaces the live read models
+by the rebuilt ones in that same transaction, so readers see either the old or the new.
+"""
 
 from __future__ import annotations
 
-from session_awareness.application.core import ServiceCore
+import time
+from collections import Counter
+from collections.abc import Callable, Collection
+from datetime import timedelta
+from typing import Any, cast
+from uuid import UUID
+
+from session_awareness.application.audit_report import AuditReport, Difference, TableSummary
+from session_awareness.application.core import STORE_ERRORS, ServiceCore, log
+from session_awareness.application.errors import (
+    AmbiguousSessionError,
+    InvalidArgumentError,
+    StoreUnavailableError,
+    UnknownSessionError,
+)
+from session_awareness.application.history import history_entries, watchers_named
+from session_awareness.application.invariants import Invariants
+from session_awareness.application.ports import AuditStore, AuditView, ReplayTarget
+from session_awareness.application.projection import project, to_ms
+from session_awareness.domain.keys import InvalidKeyError, SessionRef, agent_of, watch_id
+
+#: Stored events per page: read, decoded, checked, projected and written together.
+AUDIT_PAGE_SIZE = 1000
+#: Differences kept in a report; the per-table counts stay exact.
+KEEP_DIFFERENCES = 1000
+#: `progress(position, last_position)`: how far the replay is, in notification ids.
+Progress = Callable[[int, int], None]
+
+
+class _Replay:
+    """Streams stored events through the invariants and the projection into a target."""
+
+    def __init__(self, app: ServiceCore, page_size: int, progress: Progress | None) -> None:
+        self.app, self.page_size, self.progress = app, page_size, progress
+        self.invariants = Invariants()
+        self.position = self.events = self.total = 0
+
+    def into(self, target: ReplayTarget) -> None:
+        while page := target.notifications(self.position, self.page_size):
+            recorded = [(n.id, self.app.mapper.to_domain_event(n)) for n in page]
+            for position, event in recorded:
+                self.invariants.check(position, event)
+            target.apply(project(recorded))
+            self.position, self.events = page[-1].id, self.events + len(page)
+            if self.progress is not None:
+                self.progress(self.position, max(self.total, self.position))
 
 
 class Audit(ServiceCore):
     """Replay, rebuild and verify the read models; a session's full history."""
+
+    def audit(
+        self,
+        *,
+        rebuild: bool = False,
+        progress: Progress | None = None,
+        page_size: int = AUDIT_PAGE_SIZE,
+        keep: int = KEEP_DIFFERENCES,
+    ) -> AuditReport:
+        """Replay the event store into scratch read models and compare them with the live
+        ones; with `rebuild`, swap the rebuilt ones in atomically when they differ."""
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise InvalidArgumentError("pageSize", "must be a positive integer")
+        started = time.monotonic()
+        replay = _Replay(self, page_size, progress)
+        try:
+            store = self._audit_store()
+            with store.scratch() as scratch:
+                replay.total = store.last_notification_id() or 0
+                log.info("audit_started", rebuild=rebuild, last_position=replay.total)
+                replay.into(scratch)
+                with scratch.against_live(lock=rebuild) as view:
+                    replay.total = view.last_id
+                    replay.into(view)
+                    tables, differences = self._compare(view, keep)
+                    repaired = rebuild and any(t.differences for t in tables.values())
+                    if repaired:
+                        view.replace_live()
+            names: dict[str, str | None] = {}
+            differences = [self._named(difference, names) for difference in differences]
+        except STORE_ERRORS as error:
+            raise StoreUnavailableError(str(error)) from error
+        violations = replay.invariants.finish()
+        report = AuditReport(
+            events=replay.events,
+            last_position=replay.position,
+            seconds=time.monotonic() - started,
+            tables=tables,
+            differences=differences,
+            violations=violations,
+            violation_count=replay.invariants.count,
+            rebuilt=repaired,
+        )
+        log.info(
+            "audit_finished",
+            events=report.events,
+            seconds=round(report.seconds, 3),
+            events_per_second=round(report.events_per_second),
+            differences=report.difference_count,
+            violations=report.violation_count,
+            rebuilt=report.rebuilt,
+        )
+        return report
+
+    def _compare(
+        self, view: AuditView, keep: int
+    ) -> tuple[dict[str, TableSummary], list[Difference]]:
+        tables: dict[str, TableSummary] = {}
+        kept: list[Difference] = []
+        for table, keys in view.tables().items():
+            counts: Counter[str] = Counter()
+            for live, rebuilt in view.differences(table):
+                difference = Difference.of(table, keys, live, rebuilt)
+                counts[difference.problem] += 1
+                if len(kept) < keep:
+                    kept.append(difference)
+            tables[table] = TableSummary(*view.row_counts(table), **counts)
+        return tables, kept
+
+    def _named(self, difference: Difference, names: dict[str, str | None]) -> Difference:
+        """Name the session of a row that only carries its id, for the operator."""
+        session_id = difference.key.get("session_id")
+        if difference.subject is not None or not isinstance(session_id, str):
+            return difference
+        if session_id not in names:
+            row = self.read_model.session(UUID(session_id))
+            names[session_id] = None if row is None else row.key
+        return Difference(
+            difference.table, difference.problem, difference.key, difference.columns,
+            names[session_id],
+        )  # fmt: skip
+
+    def history(self, key: str, *, agent_id: str | None = None) -> list[dict[str, Any]]:
+        """A session's whole audit trail from the event store, in recording order: its
+        signals (pruned ones too), lifecycle events and every cursor transition on it."""
+        ref = self._history_ref(key, agent_id)
+        try:
+            own = self._stored_events([ref.session_id])
+            if not own:
+                raise UnknownSessionError(key)
+            watchers = {
+                watch_id(watcher, ref.session_id): watcher
+                for watcher in watchers_named([event for _, event in own])
+            }
+            cursors = self._stored_events(list(watchers)) if watchers else []
+        except STORE_ERRORS as error:
+            raise StoreUnavailableError(str(error)) from error
+        recorded = sorted(own + cursors, key=lambda pair: pair[0])
+        return history_entries(recorded, ref.key, watchers)
+
+    def _stored_events(self, ids: Collection[UUID]) -> list[tuple[int, Any]]:
+        notifications = self._audit_store().streams(ids)
+        return [(n.id, self.mapper.to_domain_event(n)) for n in notifications]
+
+    def _history_ref(self, key: str, agent_id: str | None) -> SessionRef:
+        """Like `resolve`, but deleted sessions keep their history."""
+        try:
+            if agent_id is not None or agent_of(key) is not None:
+                return SessionRef.of(key, agent_id)
+        except InvalidKeyError:
+            raise UnknownSessionError(key) from None
+        rows = self.read_model.sessions_with_key(key, include_deleted=True)
+        agents = sorted({row.agent_id for row in rows})
+        if not agents:
+            raise UnknownSessionError(key)
+        if len(agents) > 1:
+            raise AmbiguousSessionError(key, agents)
+        return SessionRef(agents[0], key)
+
+    def prune_preview(self) -> dict[str, Any]:
+        """What `prune()` would do now, in its shape, changing nothing (R-R1, R-W6)."""
+        cutoff = to_ms(self.clock() - timedelta(days=self.retention.days))
+        plans = self.read_model.prune_plan(recorded_before=cutoff, keep_rows=self.retention.rows)
+        raised, removed = [], 0
+        for plan in plans:
+            row = self.read_model.session(plan.session_id)
+            state = self.read_model.session_state(plan.session_id, after=None, limit=0)
+            if row is None or state is None or plan.watermark <= state.head.pruned_watermark:
+                continue
+            removed += plan.rows
+            raised.append(
+                {"sessionKey": row.key, "agentId": row.agent_id, "watermark": plan.watermark}
+            )
+        expired = len(self.read_model.cursors_updated_before(cutoff))
+        return {"removedRows": removed, "watermarks": raised, "expiredCursors": expired}
+
+    def _audit_store(self) -> AuditStore:
+        return cast(AuditStore, cast(Any, self.recorder).audit_store())

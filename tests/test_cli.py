@@ -1,4 +1,5 @@
-"""The operator CLI `session-awareness`: the demo, `status`, exit codes and one-line errors."""
+"""The operator CLI `session-awareness`: the demo, `status`, exit codes and one-line errors
+(the operations commands are tested in tests/ops/)."""
 
 from __future__ import annotations
 
@@ -166,8 +167,8 @@ class TestStatus:
     def test_status_prints_the_session_status_json_with_its_state_version(
         self, populated_url: str, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """`status KEY` prints session_status as indented JSON."""
-        code = main(["status", RESEARCHER, "--database-url", populated_url])
+        """`status KEY --json` prints session_status as indented JSON."""
+        code = main(["status", RESEARCHER, "--json", "--database-url", populated_url])
         out = capsys.readouterr().out
         assert code == 0
         assert json.loads(out) == {"sessionKey": RESEARCHER, "stateVersion": 2}
@@ -177,7 +178,17 @@ class TestStatus:
         self, populated_url: str, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """`--changes-since 1` adds the events after version 1."""
-        code = main(["status", RESEARCHER, "--changes-since", "1", "--database-url", populated_url])
+        code = main(
+            [
+                "status",
+                RESEARCHER,
+                "--changes-since",
+                "1",
+                "--json",
+                "--database-url",
+                populated_url,
+            ]
+        )
         answer = json.loads(capsys.readouterr().out)
         assert code == 0
         assert [e["summary"] for e in answer["stateChanges"]["events"]] == [
@@ -192,7 +203,7 @@ class TestStatus:
     ) -> None:
         """Without --database-url the service default applies, here the environment variable."""
         monkeypatch.setenv(DATABASE_URL_ENV, populated_url)
-        assert main(["status", RESEARCHER]) == 0
+        assert main(["status", RESEARCHER, "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["stateVersion"] == 2
 
     def test_status_of_an_unknown_session_exits_2_with_one_line(
@@ -245,9 +256,11 @@ class TestStatus:
 
 class TestArguments:
     def test_no_command_exits_2_with_the_usage(self, capsys: pytest.CaptureFixture[str]) -> None:
-        """Running without a command is bad input; argparse explains the usage on stderr."""
+        """Running without a command is bad input; the usage and the commands go to stderr."""
         assert main([]) == 2
-        assert "usage: session-awareness" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "Usage: session-awareness" in err
+        assert "audit" in err
 
     def test_help_exits_0(self, capsys: pytest.CaptureFixture[str]) -> None:
         """`--help` lists the commands and succeeds."""
@@ -262,10 +275,10 @@ class TestServiceLogs:
         self, populated_url: str, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """With --verbose the service's info logs appear on stderr, never on stdout."""
-        main(["status", RESEARCHER, "--verbose", "--database-url", populated_url])
+        main(["audit", "--verbose", "--json", "--database-url", populated_url])
         captured = capsys.readouterr()
-        assert "notices_swept" in captured.err
-        assert json.loads(captured.out)["stateVersion"] == 2
+        assert "audit_finished" in captured.err
+        assert json.loads(captured.out)["clean"] is True
 
     def test_the_logging_configuration_is_restored_after_main_returns(
         self, populated_url: str, capsys: pytest.CaptureFixture[str]

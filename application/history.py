@@ -1,0 +1,119 @@
+"""A session's audit trail as JSON entries, built from its stored events (R-R2, DESIGN D8).
+
+`history` reads the session's own stream and the streams of the cursors on it. A cursor's
+id is derived from its pair (`watch_id(watcher, target)`), and every cursor start on a target
+also adds its watcher to the target's watcher index (DESIGN D2), so the watchers named in the
+session's own stream find every cursor that was ever on it — removed ones included — without
+scanning the whole log. `audit` checks that index is complete (rule D2 in its report).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from session_awareness.application.projection import to_ms
+from session_awareness.domain.session import Session
+from session_awareness.domain.watch import Via, Watch, notice_text
+
+_SESSION_EVENTS: dict[type, str] = {
+    Session.Opened: "opened",
+    Session.Reopened: "reopened",
+    Session.Reset: "reset",
+    Session.Deleted: "deleted",
+    Session.HistoryPruned: "history_pruned",
+    Session.WatcherAdded: "watcher_added",
+    Session.WatcherRemoved: "watcher_removed",
+}
+
+
+def watchers_named(events: list[Any]) -> set[str]:
+    """Every watcher and parent a session's own events name: whoever may hold a cursor on it."""
+    named: set[str] = set()
+    for event in events:
+        if isinstance(event, Session.WatcherAdded | Session.WatcherRemoved):
+            named.add(event.watcher)
+        elif isinstance(event, Session.Opened | Session.Reopened) and event.parent_key:
+            named.add(event.parent_key)
+        elif isinstance(event, Session.ChildSpawned) and event.actor_id:
+            named.add(event.actor_id)
+    return named
+
+
+def history_entries(
+    recorded: list[tuple[int, Any]], target_key: str, watchers: dict[UUID, str]
+) -> list[dict[str, Any]]:
+    """The entries of `(notification id, event)` pairs in recording order (`watchers`: each
+    cursor's watcher by cursor id); signals the session's final watermark covers are marked
+    `pruned` (gone from `changesSince`)."""
+    entries = [_entry(position, event, target_key, watchers) for position, event in recorded]
+    watermark = 0
+    for _, event in recorded:
+        if isinstance(event, Session.HistoryPruned | Session.Deleted):
+            watermark = max(watermark, event.watermark)
+    for entry in entries:
+        if entry["event"] == "signal":
+            entry["pruned"] = entry["sequence"] <= watermark
+    return entries
+
+
+def _entry(position: int, event: Any, target_key: str, watchers: dict[UUID, str]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"position": position, "recordedAt": to_ms(event.timestamp)}
+    if isinstance(event, Session.Signal):
+        entry.update(
+            event="signal",
+            sequence=event.sequence,
+            kind=event.KIND.value,
+            actorType=event.actor_type,
+            actorId=event.actor_id,
+            runId=event.run_id,
+            occurredAt=event.occurred_at,
+            summary=event.summary,
+            payload=event.payload,
+        )
+    elif isinstance(event, Session.Event):
+        entry["event"] = _SESSION_EVENTS.get(type(event), type(event).__name__)
+        for field in ("kind", "label", "watcher", "watermark"):
+            if hasattr(event, field):
+                entry[field] = getattr(event, field)
+        if isinstance(event, Session.Opened | Session.Reopened):
+            entry["parentSessionKey"] = event.parent_key
+    else:
+        cursor = _cursor_entry(event, target_key)
+        entry.update(event=cursor.pop("event"), watcher=watchers.get(event.originator_id), **cursor)
+    return entry
+
+
+def _cursor_entry(event: Any, target_key: str) -> dict[str, Any]:
+    """A cursor transition on the session: seeded or registered, notice opened, material
+    advanced, acknowledged (and reopened), removed and why."""
+    if isinstance(event, Watch.Started | Watch.Restarted):
+        at = event.at_sequence
+        name = "cursor_seeded" if event.via == Via.SPAWN else "cursor_registered"
+        return {
+            "event": name,
+            "via": event.via,
+            "restarted": isinstance(event, Watch.Restarted),
+            "cursor": _positions(at, at, at),
+        }
+    if isinstance(event, Watch.Moved):
+        entry: dict[str, Any] = {
+            "event": {
+                Watch.NoticeOpened: "notice_opened",
+                Watch.MaterialAdvanced: "material_advanced",
+                Watch.Acknowledged: "acknowledged",
+            }.get(type(event), type(event).__name__),
+            "cursor": _positions(event.acknowledged, event.notified, event.material),
+        }
+        if isinstance(event, Watch.Acknowledged):
+            entry["reopened"] = event.notified > event.acknowledged
+        if isinstance(event, Watch.NoticeOpened) or entry.get("reopened"):
+            entry["notice"] = notice_text(target_key, event.acknowledged)
+        return entry
+    if isinstance(event, Watch.Removed):
+        return {"event": "cursor_removed", "reason": event.reason}
+    return {"event": type(event).__name__}
+
+
+def _positions(acknowledged: int, notified: int, material: int) -> dict[str, int]:
+    return {"acknowledged": acknowledged, "notified": notified, "material": material}

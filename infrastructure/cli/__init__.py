@@ -1,0 +1,104 @@
+"""The operator CLI `session-awareness` (DESIGN D8); the one place in the package that prints.
+
+    session-awareness demo | tools-schema
+    session-awareness status KEY [--changes-since N] [--agent-id A]
+    session-awareness list [--agent-id A] [--kind K]... [--search TEXT] [--limit N]
+    session-awareness notices WATCHER [--drain]
+    session-awareness watches [--watcher W | --target T]
+    session-awareness history KEY [--agent-id A]
+    session-awareness audit [--rebuild]
+    session-awareness prune [--dry-run] [--retention-days D] [--retention-rows R]
+    session-awareness upstream scan | adopt KEY --claude-transcript PATH
+
+Every command that opens the store takes `--database-url URL` and `--verbose`; those that
+print take `--json`. Exit codes: 0 success; 1 an audit that is not clean, or any other
+failure; 2 bad input (bad arguments, unknown session, bad changesSince, unusable or
+unreachable database). Errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import click
+
+from session_awareness.application import SessionAwarenessError
+from session_awareness.infrastructure.cli import audit, extras, sessions
+from session_awareness.infrastructure.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILURE,
+    NoDatabaseError,
+)
+from session_awareness.infrastructure.demo import DatabaseNotEmptyError
+
+PROG = "session-awareness"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Operate session-awareness: a durable signal log, one notice per change, exact
+    reconciliation, and an event store that audits it all."""
+
+
+for command in (
+    extras.demo,
+    sessions.status,
+    sessions.list_sessions,
+    sessions.notices,
+    sessions.watches,
+    audit.history,
+    audit.audit,
+    audit.prune,
+    extras.upstream,
+    extras.adopt,
+    extras.tools_schema,
+):
+    cli.add_command(command)
+
+
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 -- one exit per outcome
+    """Run the CLI on `argv` (default: the process arguments) and return the exit code."""
+    try:
+        result = cli.main(args=argv, prog_name=PROG, standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as error:
+        error.show()  # the usage and the command list, on stderr
+        return EXIT_BAD_INPUT
+    except click.UsageError as error:
+        where = error.ctx.command_path if error.ctx is not None else PROG
+        return fail(f"{error.format_message()} (see {where} --help)", EXIT_BAD_INPUT)
+    except click.ClickException as error:
+        return fail(error.format_message(), error.exit_code)
+    except click.Abort:
+        return fail("aborted", EXIT_FAILURE)
+    except BrokenPipeError:  # e.g. `session-awareness history KEY | head`: the reader left
+        silence_stdout()
+        return EXIT_FAILURE
+    except (SessionAwarenessError, DatabaseNotEmptyError, NoDatabaseError) as error:
+        return fail(str(error), EXIT_BAD_INPUT)
+    except Exception as error:  # noqa: BLE001 -- an operator gets one line, never a traceback
+        return fail(f"{type(error).__name__}: {error}", EXIT_FAILURE)
+    return result if isinstance(result, int) else 0
+
+
+def fail(message: str, code: int) -> int:
+    click.echo(f"error: {one_line(message)}", err=True)
+    return code
+
+
+def one_line(text: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", text.strip()) or "unknown error"
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not complain again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (e.g. captured in-process)
+        pass
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,177 @@
+"""Operating the store: `audit`, `history` and `prune` (R-R1, R-R2, DESIGN D8)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from session_awareness.application.audit import Progress as OnProgress
+from session_awareness.application.audit_report import AuditReport
+from session_awareness.application.core import Retention
+from session_awareness.infrastructure.cli.common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    counted,
+    json_option,
+    line,
+    open_store,
+    print_json,
+    row,
+    show,
+    stderr_is_interactive,
+    store_options,
+    table,
+    when,
+)
+from session_awareness.infrastructure.cli.history import describe
+
+
+class RateColumn(ProgressColumn):
+    """Replayed events per second."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("– events/s" if speed is None else f"{speed:,.0f} events/s")
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[OnProgress | None]:
+    """A progress bar on stderr (events/s and ETA), or nothing when stderr is not a terminal."""
+    if not enabled:
+        yield None
+        return
+    columns = (TextColumn("replaying"), BarColumn(), TaskProgressColumn(), RateColumn(),
+               TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("replay", total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+@click.command()
+@click.option("--rebuild", is_flag=True, help="Replace the live read models by the rebuilt ones.")
+@store_options
+@json_option
+def audit(rebuild: bool, database_url: str | None, verbose: bool, as_json: bool) -> int:
+    """Replay the event store into scratch read models and compare them with the live ones,
+    row by row; exit 1 when anything differs or a recorded fact breaks a rule."""
+    with (
+        open_store(database_url, verbose=verbose) as svc,
+        progress_bar(stderr_is_interactive()) as progress,
+    ):
+        report = svc.audit(rebuild=rebuild, progress=progress)
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        print_report(report)
+    return EXIT_OK if report.clean else EXIT_FAILURE
+
+
+def print_report(report: AuditReport) -> None:
+    line(
+        f"replayed {report.events:,} events (up to #{report.last_position}) in "
+        f"{report.seconds:.2f} s: {report.events_per_second:,.0f} events/s"
+    )
+    out = table("table", ">live rows", ">rebuilt rows", ">missing", ">unexpected", ">changed")
+    for name, s in report.tables.items():
+        row(out, name, s.live_rows, s.rebuilt_rows, s.missing, s.unexpected, s.changed)
+    show(out)
+    if report.differences:
+        shown = len(report.differences)
+        title = f"differences ({shown} of {report.difference_count} shown)"
+        out = table("table", "problem", "key", "subject", "live → rebuilt", title=title)
+        for d in report.differences:
+            key = " ".join(f"{k}={v}" for k, v in d.key.items())
+            columns = "; ".join(f"{c}: {live!r} → {new!r}" for c, (live, new) in d.columns.items())
+            row(out, d.table, d.problem, key, d.subject, columns)
+        show(out)
+    if report.violations:
+        title = f"broken rules ({len(report.violations)} of {report.violation_count} shown)"
+        out = table("rule", ">position", "detail", title=title)
+        for v in report.violations:
+            row(out, v.rule, v.position, v.detail)
+        show(out)
+    if report.clean:
+        line("clean: the live read models are exactly what the event store implies")
+    else:
+        rows, rules = counted(report.difference_count, "differing row"), report.violation_count
+        line(f"NOT CLEAN: {rows}, {counted(rules, 'broken rule')}")
+    if report.rebuilt:
+        line("rebuilt: the live read models were replaced by the rebuilt ones, atomically")
+
+
+@click.command()
+@click.argument("key")
+@click.option("--agent-id", metavar="A", help="The agent of a bare key (e.g. global).")
+@store_options
+@json_option
+def history(
+    key: str, agent_id: str | None, database_url: str | None, verbose: bool, as_json: bool
+) -> int:
+    """A session's whole audit trail from the event store: signals (pruned ones too),
+    lifecycle events and every cursor transition on it, in recording order."""
+    with open_store(database_url, verbose=verbose) as svc:
+        entries = svc.history(key, agent_id=agent_id)
+    if as_json:
+        print_json(entries)
+        return EXIT_OK
+    out = table(">#", "recorded", "by", "event", "details")
+    for entry in entries:
+        by, event, details = describe(entry)
+        row(out, entry["position"], when(entry["recordedAt"]), by, event, details)
+    show(out)
+    pruned = sum(1 for e in entries if e.get("pruned"))
+    gone = counted(pruned, "signal")
+    line(f"{counted(len(entries), 'entry', 'entries')} for {key}; {gone} no longer in changesSince")
+    return EXIT_OK
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Show what would go; change nothing.")
+@click.option("--retention-days", type=click.IntRange(min=1), default=30, show_default=True)
+@click.option("--retention-rows", type=click.IntRange(min=1), default=50_000, show_default=True)
+@store_options
+@json_option
+def prune(
+    *,
+    dry_run: bool,
+    retention_days: int,
+    retention_rows: int,
+    database_url: str | None,
+    verbose: bool,
+    as_json: bool,
+) -> int:
+    """Apply retention (R-R1): drop old changesSince rows, raising watermarks, and expire
+    idle cursors. The event store keeps everything (R-R2)."""
+    retention = Retention(retention_days, retention_rows)
+    with open_store(database_url, verbose=verbose, retention=retention) as svc:
+        result: dict[str, Any] = svc.prune_preview() if dry_run else svc.prune()
+    if as_json:
+        print_json({**result, "dryRun": dry_run})
+        return EXIT_OK
+    verb = "would remove" if dry_run else "removed"
+    line(
+        f"{verb} {counted(result['removedRows'], 'row')} from "
+        f"{counted(len(result['watermarks']), 'session')} and "
+        f"{counted(result['expiredCursors'], 'idle cursor')}"
+        + (" (dry run: nothing changed)" * dry_run)
+    )
+    if result["watermarks"]:
+        out = table("session", "agent", ">watermark")
+        for item in result["watermarks"]:
+            row(out, item["sessionKey"], item["agentId"], item["watermark"])
+        show(out)
+    return EXIT_OK

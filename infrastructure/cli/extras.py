@@ -1,0 +1,120 @@
+"""The demo, the tools' JSON Schemas, and the upstream commands (SPEC §8, §9, DESIGN D8)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+import click
+
+from session_awareness.application.tools.schema import tool_schemas
+from session_awareness.infrastructure.cli.common import (
+    EXIT_OK,
+    counted,
+    json_option,
+    line,
+    open_store,
+    print_json,
+    row,
+    service_logs,
+    show,
+    store_options,
+    table,
+)
+from session_awareness.infrastructure.demo import fresh_database_url, run_demo
+
+#: Written by the upstream issue; imported only when an upstream command runs.
+UPSTREAM_COMMANDS = "session_awareness.infrastructure.upstream_commands"
+
+
+@click.command()
+@store_options
+def demo(database_url: str | None, verbose: bool) -> int:
+    """Tell the whole story on a fresh database, as a timeline.
+
+    A manager spawns two children, a human steps in, the manager gets one notice and
+    reconciles exactly. Uses a fresh temporary SQLite file unless --database-url names one
+    (which must hold no sessions)."""
+    with service_logs(verbose=verbose):
+        run_demo(database_url or fresh_database_url(), click.echo)
+    return EXIT_OK
+
+
+@click.command(name="tools-schema")
+def tools_schema() -> int:
+    """Print the session tools as {name, description, parameters} JSON Schemas.
+
+    The shape LLM function-calling APIs expect, for session_status, sessions_list,
+    sessions_send and sessions_spawn."""
+    print_json(tool_schemas())
+    return EXIT_OK
+
+
+@click.group()
+def upstream() -> None:
+    """Upstream monitoring of adopted sessions (SPEC §8)."""
+
+
+@upstream.command()
+@store_options
+@json_option
+def scan(database_url: str | None, verbose: bool, as_json: bool) -> int:
+    """Scan every watched, idle upstream link once and show what was found."""
+    commands = importlib.import_module(UPSTREAM_COMMANDS)
+    with open_store(database_url, verbose=verbose, startup=True) as svc:
+        outcomes: list[dict[str, Any]] = commands.scan_once(svc)
+    if as_json:
+        print_json(outcomes)
+        return EXIT_OK
+    columns = sorted({name for outcome in outcomes for name in outcome})
+    if columns:
+        out = table(*columns)
+        for outcome in outcomes:
+            row(out, *(_cell(outcome.get(name)) for name in columns))
+        show(out)
+    line(f"{counted(len(outcomes), 'upstream link')} scanned")
+    return EXIT_OK
+
+
+@click.command()
+@click.argument("key")
+@click.option(
+    "--claude-transcript",
+    "transcript",
+    required=True,
+    metavar="PATH",
+    help="A Claude Code JSONL transcript to follow.",
+)
+@click.option("--agent-id", metavar="A", help="The agent of a bare key (e.g. global).")
+@store_options
+@json_option
+def adopt(
+    *,
+    key: str,
+    transcript: str,
+    agent_id: str | None,
+    database_url: str | None,
+    verbose: bool,
+    as_json: bool,
+) -> int:
+    """Adopt an upstream thread into session KEY: its new human turns become signals (R-U1)."""
+    commands = importlib.import_module(UPSTREAM_COMMANDS)
+    with open_store(database_url, verbose=verbose, startup=True) as svc:
+        link: dict[str, Any] = commands.adopt_claude_transcript(
+            svc, key, transcript, agent_id=agent_id
+        )
+    if as_json:
+        print_json(link)
+        return EXIT_OK
+    out = table("field", "value")
+    for name, value in link.items():
+        row(out, name, _cell(value))
+    show(out)
+    return EXIT_OK
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return "" if value is None else str(value)

@@ -1,0 +1,196 @@
+"""Looking at sessions: `status`, `list`, `notices` and `watches` (SPEC §4–§6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from session_awareness.application import SessionAwareness, UnknownSessionError
+from session_awareness.application.ports import CursorRow
+from session_awareness.domain.watch import notice_text
+from session_awareness.infrastructure.cli.common import (
+    EXIT_OK,
+    counted,
+    json_option,
+    line,
+    open_store,
+    print_json,
+    row,
+    show,
+    store_options,
+    table,
+    when,
+)
+
+#: Later than any stored time: `cursors_updated_before(EVERY)` lists every cursor.
+EVERY = 2**62
+
+
+@click.command()
+@click.argument("key")
+@click.option("--changes-since", metavar="N", help="Also list the changes after state version N.")
+@click.option("--agent-id", metavar="A", help="The agent of a bare key (e.g. global).")
+@store_options
+@json_option
+def status(
+    *,
+    key: str,
+    changes_since: str | None,
+    agent_id: str | None,
+    database_url: str | None,
+    verbose: bool,
+    as_json: bool,
+) -> int:
+    """A session's stateVersion, and with --changes-since N the exact delta after N."""
+    with open_store(database_url, verbose=verbose) as svc:
+        answer = svc.session_status(key, changes_since=changes_since, agent_id=agent_id)
+    if as_json:
+        print_json(answer)
+        return EXIT_OK
+    line(f"{answer['sessionKey']}  stateVersion {answer['stateVersion']}")
+    changes = answer.get("stateChanges")
+    if changes is not None:
+        gap = "HISTORY GAP (rows were pruned)" if changes["historyGap"] else "no history gap"
+        more = ", truncated: more follow" if changes["truncated"] else ""
+        line(
+            f"changes since {changes_since}: {len(changes['events'])} events, earliest "
+            f"available #{changes['earliestAvailableSequence']}, {gap}{more}"
+        )
+        out = table(">#", "kind", "actor", "occurred at", "summary", "payload")
+        for event in changes["events"]:
+            actor = " ".join(filter(None, (event["actorType"], event.get("actorId"))))
+            payload = " ".join(f"{k}={v}" for k, v in (event.get("payload") or {}).items())
+            row(out, event["sequence"], event["kind"], actor, when(event["occurredAt"]),
+                event["summary"], payload)  # fmt: skip
+        show(out)
+    return EXIT_OK
+
+
+@click.command(name="list")
+@click.option("--agent-id", metavar="A", help="Only this agent's sessions.")
+@click.option("--kind", "kinds", multiple=True, metavar="KIND", help="Only these kinds.")
+@click.option("--search", metavar="TEXT", help="Key or label contains TEXT.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N sessions.")
+@store_options
+@json_option
+def list_sessions(
+    *,
+    agent_id: str | None,
+    kinds: tuple[str, ...],
+    search: str | None,
+    limit: int | None,
+    database_url: str | None,
+    verbose: bool,
+    as_json: bool,
+) -> int:
+    """Live sessions, most recently updated first."""
+    with open_store(database_url, verbose=verbose) as svc:
+        rows = svc.session_rows(agent_id=agent_id, kinds=kinds or None, search=search, limit=limit)
+    items: list[dict[str, Any]] = [
+        {"sessionKey": r.key, "agentId": r.agent_id, "kind": r.kind, "label": r.label,
+         "parentSessionKey": r.parent_key, "stateVersion": r.state_version,
+         "updatedAt": r.updated_at}
+        for r in rows
+    ]  # fmt: skip
+    if as_json:
+        print_json(items)
+        return EXIT_OK
+    out = table("session", "agent", "kind", "label", "parent", ">stateVersion", "updated")
+    for item in items:
+        row(out, item["sessionKey"], item["agentId"], item["kind"], item["label"],
+            item["parentSessionKey"], item["stateVersion"], when(item["updatedAt"]))  # fmt: skip
+    show(out)
+    line(counted(len(items), "session"))
+    return EXIT_OK
+
+
+@click.command()
+@click.argument("watcher")
+@click.option("--drain", is_flag=True, help="Hand the notices over and acknowledge them (R-N3).")
+@store_options
+@json_option
+def notices(
+    watcher: str, drain: bool, database_url: str | None, verbose: bool, as_json: bool
+) -> int:
+    """A watcher's pending notices, oldest first; --drain acknowledges them."""
+    with open_store(database_url, verbose=verbose) as svc:
+        known(svc, watcher)
+        if drain:
+            texts = svc.drain_notices(watcher)
+            pending = svc.read_model.cursors_of_watcher(watcher, pending_only=True)
+        else:
+            pending = svc.read_model.cursors_of_watcher(watcher, pending_only=True)
+            texts = [notice_text(c.target_key, c.acknowledged) for c in pending]
+    if as_json:
+        answer: dict[str, Any] = {"watcher": watcher, "notices": texts, "drained": drain}
+        if drain:
+            answer["pendingAfter"] = len(pending)
+        print_json(answer)
+        return EXIT_OK
+    for text in texts:
+        line(text)
+    if drain:
+        reopened = " (newer changes opened a fresh notice)" if pending else ""
+        line(f"{counted(len(texts), 'notice')} drained; {len(pending)} pending now{reopened}")
+    else:
+        line(f"{counted(len(texts), 'notice')} pending for {watcher}")
+    return EXIT_OK
+
+
+@click.command()
+@click.option("--watcher", metavar="W", help="Only the cursors W holds.")
+@click.option("--target", metavar="T", help="Only the cursors on session T.")
+@click.option("--agent-id", metavar="A", help="The agent of a bare target key.")
+@store_options
+@json_option
+def watches(
+    *,
+    watcher: str | None,
+    target: str | None,
+    agent_id: str | None,
+    database_url: str | None,
+    verbose: bool,
+    as_json: bool,
+) -> int:
+    """Cursor positions (L acknowledged, N notified, M material) and pending state."""
+    if watcher is not None and target is not None:
+        raise click.UsageError("give --watcher or --target, not both")
+    with open_store(database_url, verbose=verbose) as svc:
+        if watcher is not None:
+            known(svc, watcher)
+            cursors = svc.read_model.cursors_of_watcher(watcher, pending_only=False)
+        elif target is not None:
+            cursors = svc.read_model.cursors_on_target(svc.resolve(target, agent_id).session_id)
+        else:
+            cursors = svc.read_model.cursors_updated_before(EVERY)
+    items = [cursor_json(c) for c in cursors]
+    if as_json:
+        print_json(items)
+        return EXIT_OK
+    out = table("watcher", "target", ">L", ">N", ">M", "state", "updated")
+    for c in cursors:
+        state = f"pending: changesSince {c.acknowledged}" if c.pending else "synced"
+        row(out, c.watcher_key, c.target_key, c.acknowledged, c.notified, c.material, state,
+            when(c.updated_at))  # fmt: skip
+    show(out)
+    line(f"{counted(len(items), 'cursor')}, {sum(c.pending for c in cursors)} pending")
+    return EXIT_OK
+
+
+def known(svc: SessionAwareness, key: str) -> None:
+    """Refuse a key that names no session at all (a typo would otherwise look idle)."""
+    if not svc.read_model.sessions_with_key(key, include_deleted=True):
+        raise UnknownSessionError(key)
+
+
+def cursor_json(c: CursorRow) -> dict[str, Any]:
+    return {
+        "watcher": c.watcher_key,
+        "target": c.target_key,
+        "acknowledged": c.acknowledged,
+        "notified": c.notified,
+        "material": c.material,
+        "pending": c.pending,
+        "updatedAt": c.updated_at,
+    }

@@ -1,0 +1,151 @@
+"""Scratch read models and the live-versus-rebuilt view an audit compares (R-R2, DESIGN D4).
+
+The scratch tables are a copy of the live read-model tables' definitions (every table of
+`READ_MODEL_TABLES`), written by the same `ReadModelStore` SQL with another schema prefix.
+The comparison and the swap are SQL over both copies on one live connection, so nothing is
+held in memory but the differing rows: a `FULL JOIN` on each table's key (written as two
+`LEFT JOIN`s, which every SQLite has) with a null-safe column-by-column comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import Notification
+
+from session_awareness.application import projection as p
+from session_awareness.infrastructure.readmodel import READ_MODEL_TABLES, Dialect, ReadModelStore
+
+
+def q(name: str) -> str:
+    """A quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+class ScratchStore(ReadModelStore):
+    """The read-model SQL aimed at scratch tables; it publishes no wakes."""
+
+    def __init__(self, dialect: Dialect, *, native_ids: bool) -> None:
+        self.dialect, self.native_ids = dialect, native_ids
+
+    def param_id(self, value: UUID) -> Any:
+        return value if self.native_ids else value.hex
+
+
+def table_keys() -> dict[str, tuple[str, ...]]:
+    """Each read-model table and its key columns (its primary key, in comparison order)."""
+    return {table: tuple(order.split(", ")) for table, order in READ_MODEL_TABLES.items()}
+
+
+class EventLog:
+    """Reads of the library's events table: by position, and by stream for a history."""
+
+    def __init__(self, live: Any, id_column: str) -> None:
+        self.live, self.id_column = live, id_column
+        self.table = live.dialect.schema_prefix + q(live.events_table_name)
+
+    def select(self, c: Any, where: str, params: Sequence[Any], limit: int) -> list[Notification]:
+        ident = self.id_column
+        c.execute(
+            self.live.sql(
+                f"SELECT {ident} AS id, originator_id, originator_version, topic, state "
+                f"FROM {self.table} WHERE {where.format(id=ident)} ORDER BY {ident} LIMIT ?"
+            ),
+            (*params, limit),
+        )
+        convert = getattr(self.live, "convert_originator_id", lambda value: value)
+        return [
+            Notification(
+                id=row["id"],
+                originator_id=convert(row["originator_id"]),
+                originator_version=row["originator_version"],
+                topic=row["topic"],
+                state=bytes(row["state"]),
+            )
+            for row in c.fetchall()
+        ]
+
+    def last_id(self, c: Any) -> int:
+        c.execute(f"SELECT COALESCE(MAX({self.id_column}), 0) AS last FROM {self.table}")
+        return int(c.fetchone()["last"])
+
+
+class View:
+    """The `AuditView` port: live and scratch tables on one live transaction `c`."""
+
+    def __init__(
+        self, c: Any, log: EventLog, scratch: ScratchStore, live_prefix: str, distinct: str
+    ) -> None:
+        self.c, self.log, self.scratch = c, log, scratch
+        self.live_prefix, self.scratch_prefix = live_prefix, scratch.dialect.schema_prefix
+        self.distinct = distinct  # the null-safe "differs" operator
+        self.last_id = log.last_id(c)
+
+    def notifications(self, after: int, limit: int) -> Sequence[Notification]:
+        return self.log.select(self.c, "{id} > ? AND {id} <= ?", (after, self.last_id), limit)
+
+    def apply(self, changes: Sequence[p.RowChange]) -> None:
+        self.scratch.apply_changes(self.c, changes)
+
+    def tables(self) -> dict[str, tuple[str, ...]]:
+        return table_keys()
+
+    def columns(self, table: str) -> list[str]:
+        self.c.execute(f"SELECT * FROM {self.scratch_prefix}{q(table)} LIMIT 0")
+        return [column[0] for column in self.c.description]
+
+    def row_counts(self, table: str) -> tuple[int, int]:
+        self.c.execute(
+            f"SELECT (SELECT COUNT(*) FROM {self.live_prefix}{q(table)}) AS live, "
+            f"(SELECT COUNT(*) FROM {self.scratch_prefix}{q(table)}) AS rebuilt"
+        )
+        row = self.c.fetchone()
+        return int(row["live"]), int(row["rebuilt"])
+
+    def differences(
+        self, table: str
+    ) -> Iterator[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+        keys, columns = table_keys()[table], self.columns(table)
+        self.c.execute(self._diff_sql(table, keys, columns))
+        first = keys[0]
+        for row in self.c:
+            values = dict(row)
+            live = {c: _neutral(values[f"l_{c}"]) for c in columns}
+            rebuilt = {c: _neutral(values[f"r_{c}"]) for c in columns}
+            yield (
+                None if values[f"l_{first}"] is None else live,
+                None if values[f"r_{first}"] is None else rebuilt,
+            )
+
+    def _diff_sql(self, table: str, keys: tuple[str, ...], columns: list[str]) -> str:
+        live, scratch = self.live_prefix + q(table), self.scratch_prefix + q(table)
+        select = ", ".join(
+            [f"l.{q(c)} AS {q('l_' + c)}" for c in columns]
+            + [f"r.{q(c)} AS {q('r_' + c)}" for c in columns]
+        )
+        on = " AND ".join(f"l.{q(k)} = r.{q(k)}" for k in keys)
+        values = [c for c in columns if c not in keys]
+        changed = " OR ".join(f"l.{q(c)} {self.distinct} r.{q(c)}" for c in values) or "1 = 0"
+        order = ", ".join(f"COALESCE({q('l_' + k)}, {q('r_' + k)})" for k in keys)
+        first = q(keys[0])
+        return (
+            f"SELECT * FROM (SELECT {select} FROM {live} l LEFT JOIN {scratch} r ON {on} "
+            f"WHERE r.{first} IS NULL OR {changed} "
+            f"UNION ALL SELECT {select} FROM {scratch} r LEFT JOIN {live} l ON {on} "
+            f"WHERE l.{first} IS NULL) d ORDER BY {order}"
+        )
+
+    def replace_live(self) -> None:
+        for table in table_keys():
+            columns = ", ".join(q(c) for c in self.columns(table))
+            self.c.execute(f"DELETE FROM {self.live_prefix}{q(table)}")
+            self.c.execute(
+                f"INSERT INTO {self.live_prefix}{q(table)} ({columns}) "
+                f"SELECT {columns} FROM {self.scratch_prefix}{q(table)}"
+            )
+
+
+def _neutral(value: Any) -> Any:
+    return value.hex if isinstance(value, UUID) else value

@@ -1,0 +1,262 @@
+"""The operator CLI's operations commands: output, `--json` and exit codes (DESIGN D8)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import structlog.testing
+
+from session_awareness.application import open_service
+from session_awareness.infrastructure.cli import main
+from session_awareness.infrastructure.cli.common import open_store
+from tests.conftest import FakeClock
+from tests.contract.helpers import CHILD, MANAGER, PEER
+from tests.ops.helpers import cursor_id, mixed_workload, tamper
+
+Capture = pytest.CaptureFixture[str]
+
+
+@pytest.fixture
+def store_url(database_url: str) -> str:
+    """A store on each backend after a mixed workload that began 70 days ago, so retention
+    has work left for `prune` (the CLI runs on the real clock)."""
+    clock = FakeClock(datetime.now(UTC) - timedelta(days=70))
+    with structlog.testing.capture_logs():
+        svc = open_service(database_url, clock=clock)
+        try:
+            mixed_workload(svc, clock)
+            svc.record_goal_changed(CHILD, summary="goal updated", actor_type="human")
+        finally:
+            svc.close()
+    return database_url
+
+
+def run(capsys: Capture, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+class TestAuditCommand:
+    def test_a_clean_store_prints_the_table_summary_and_exits_0(
+        self, store_url: str, capsys: Capture
+    ) -> None:
+        """R-R2: one row per read-model table, the replay rate, and the verdict."""
+        code, out, err = run(capsys, "audit", "--database-url", store_url)
+        assert (code, err) == (0, "")
+        assert out.startswith("replayed ")
+        assert "events/s" in out.splitlines()[0]
+        assert "session_state_events" in out
+        assert out.rstrip().endswith("clean: the live read models are exactly what the event "
+                                     "store implies")  # fmt: skip
+
+    def test_a_tampered_store_exits_1_and_names_the_row(
+        self, store_url: str, capsys: Capture
+    ) -> None:
+        """R-R2: differences exit 1; the table shows the table, problem, key and values;
+        `--rebuild` repairs them and the next audit exits 0."""
+        with open_store(store_url, verbose=False) as svc:  # no startup prune
+            tamper(svc, "UPDATE {s}session_watch_cursors SET material = 99 WHERE watch_id = ?",
+                   cursor_id(MANAGER, CHILD))  # fmt: skip
+        code, out, _ = run(capsys, "audit", "--database-url", store_url)
+        assert code == 1
+        [line] = [line for line in out.splitlines() if "material: 99 → " in line]
+        assert "session_watch_cursors" in line
+        assert "changed" in line
+        assert "NOT CLEAN: 1 differing row, 0 broken rules" in out
+        code, out, _ = run(capsys, "audit", "--rebuild", "--json", "--database-url", store_url)
+        report = json.loads(out)
+        assert (code, report["rebuilt"], report["differenceCount"]) == (1, True, 1)
+        assert report["differences"][0]["columns"]["material"]["live"] == 99
+        assert run(capsys, "audit", "--database-url", store_url)[0] == 0
+
+
+class TestHistoryCommand:
+    def test_history_prints_one_line_per_entry_with_cursor_positions(
+        self, store_url: str, capsys: Capture
+    ) -> None:
+        """DESIGN D8: signals, pruned marks and L N M of each cursor transition."""
+        code, out, _ = run(capsys, "history", CHILD, "--database-url", store_url)
+        assert code == 0
+        assert "[pruned from changesSince]" in out
+        assert "L 2 N 3 M 3: drained; reopened, notice changesSince 2" in out
+        assert "removed: reset" in out
+        assert out.rstrip().splitlines()[-1].startswith(f"{len(out.splitlines()) - 3} entries")
+
+    def test_history_json_is_the_service_answer(self, store_url: str, capsys: Capture) -> None:
+        """`--json` prints the entries of `svc.history` as they are."""
+        code, out, _ = run(capsys, "history", CHILD, "--json", "--database-url", store_url)
+        entries = json.loads(out)
+        assert code == 0
+        assert entries[0]["event"] == "opened"
+        assert [e["sequence"] for e in entries if e["event"] == "signal"] == [1, 2, 3, 4, 5, 6]
+
+    def test_history_of_a_missing_session_exits_2_with_one_line(
+        self, store_url: str, capsys: Capture
+    ) -> None:
+        """R-S4: an unknown key is bad input, in the SPEC's words."""
+        code, out, err = run(capsys, "history", "agent:main:nobody", "--database-url", store_url)
+        assert (code, out, err) == (2, "", "error: Unknown sessionKey: agent:main:nobody\n")
+
+
+class TestSessionCommands:
+    def test_list_prints_the_live_sessions_and_their_count(
+        self, store_url: str, capsys: Capture
+    ) -> None:
+        """R-T1: one row per live session; `--json` has the same rows."""
+        code, out, _ = run(capsys, "list", "--database-url", store_url)
+        assert code == 0
+        assert out.rstrip().endswith("4 sessions")
+        code, out, _ = run(capsys, "list", "--json", "--kind", "subagent", "--database-url",
+                           store_url)  # fmt: skip
+        assert sorted(item["sessionKey"] for item in json.loads(out)) == sorted(
+            [CHILD, "agent:main:subagent:other"]
+        )
+
+    def test_status_prints_the_head_and_the_delta_as_a_table(
+        self, store_url: str, capsys: Capture
+    ) -> None:
+        """R-S1, R-S3: stateVersion, the rows after N, and whether history was pruned."""
+        code, out, _ = run(capsys, "status", CHILD, "--changes-since", "0", "--database-url",
+                           store_url)  # fmt: skip
+        lines = out.splitlines()
+        assert code == 0
+        assert lines[0] == f"{CHILD}  stateVersion 6"
+        assert "HISTORY GAP" in lines[1]
+        assert "goal updated" in out
+
+    def test_notices_lists_pending_ones_and_drain_acknowledges_them(
+        self, store_url: str, capsys: Capture
+    ) -> None:
+        """R-N1, R-N3: the pending notice prints as its text; --drain acknowledges it and,
+        since newer material exists, one fresh notice opens from the new L."""
+        code, out, _ = run(capsys, "notices", MANAGER, "--database-url", store_url)
+        assert code == 0
+        assert f'session_status sessionKey "{CHILD}" changesSince 3.' in out
+        code, out, _ = run(capsys, "notices", MANAGER, "--drain", "--json", "--database-url",
+                           store_url)  # fmt: skip
+        assert json.loads(out)["drained"] is True
+        assert json.loads(out)["pendingAfter"] == 1
+        code, out, _ = run(capsys, "notices", MANAGER, "--json", "--database-url", store_url)
+        [text] = json.loads(out)["notices"]
+        assert text.endswith("changesSince 5.")
+
+    def test_watches_show_positions_by_watcher_or_target_but_not_both(
+        self, store_url: str, capsys: Capture
+    ) -> None:
+        """§4: L N M and pending state per cursor; --watcher and --target exclude each other."""
+        code, out, _ = run(capsys, "watches", "--database-url", store_url)
+        assert code == 0
+        assert "pending: changesSince 3" in out
+        code, out, _ = run(capsys, "watches", "--target", CHILD, "--json", "--database-url",
+                           store_url)  # fmt: skip
+        [row] = json.loads(out)
+        assert (row["watcher"], row["acknowledged"], row["notified"]) == (MANAGER, 3, 5)
+        code, out, err = run(capsys, "watches", "--watcher", MANAGER, "--target", CHILD,
+                             "--database-url", store_url)  # fmt: skip
+        assert (code, out) == (2, "")
+        assert err.startswith("error: give --watcher or --target, not both")
+        assert err.count("\n") == 1
+
+
+class TestPruneCommand:
+    def test_a_dry_run_reports_what_prune_then_removes(
+        self, store_url: str, capsys: Capture
+    ) -> None:
+        """R-R1: --dry-run changes nothing and reports exactly what the real prune removes."""
+        _, out, _ = run(capsys, "prune", "--dry-run", "--json", "--database-url", store_url)
+        planned = json.loads(out)
+        assert planned["dryRun"] is True
+        assert planned["removedRows"] > 0
+        _, again, _ = run(capsys, "prune", "--dry-run", "--json", "--database-url", store_url)
+        assert json.loads(again) == planned
+        code, out, _ = run(capsys, "prune", "--json", "--database-url", store_url)
+        assert code == 0
+        assert {**json.loads(out), "dryRun": True} == planned
+        _, out, _ = run(capsys, "prune", "--database-url", store_url)
+        assert out.startswith("removed 0 rows from 0 sessions")
+
+
+class TestBadInput:
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ["audit"],
+            ["history", CHILD],
+            ["list"],
+            ["notices", MANAGER],
+            ["prune"],
+            ["watches"],
+            ["status", CHILD],
+        ],
+    )
+    def test_an_unusable_database_url_gives_one_line_and_exit_2(
+        self, argv: list[str], capsys: Capture
+    ) -> None:
+        """Bad URLs are bad input: one `error:` line, no traceback, nothing on stdout."""
+        code, out, err = run(capsys, *argv, "--database-url", "mysql://db/sessions")
+        assert (code, out) == (2, "")
+        assert err.startswith("error: unsupported database URL")
+        assert err.count("\n") == 1
+
+    def test_an_unreachable_postgresql_server_gives_one_line_and_exit_2(
+        self, capsys: Capture
+    ) -> None:
+        """A database that does not answer is one line naming the URL without its password."""
+        url = "postgresql://ops:secret@127.0.0.1:9/sessions?connect_timeout=1"
+        code, out, err = run(capsys, "audit", "--database-url", url)
+        assert (code, out) == (2, "")
+        assert err.startswith("error: cannot open postgresql://ops:***@127.0.0.1:9/sessions")
+        assert "secret" not in err
+        assert err.count("\n") == 1
+
+    def test_a_missing_sqlite_file_is_not_created(self, tmp_path: Path, capsys: Capture) -> None:
+        """An audit of a mistyped path says so and leaves no empty database behind."""
+        missing = tmp_path / "missing.db"
+        code, _, err = run(capsys, "audit", "--database-url", f"sqlite:///{missing}")
+        assert code == 2
+        assert err.startswith(f"error: no database at {missing}")
+        assert not missing.exists()
+
+    def test_an_unknown_option_gives_one_line_with_a_pointer_to_help(self, capsys: Capture) -> None:
+        """Bad arguments: one line naming the problem and where help is."""
+        code, out, err = run(capsys, "audit", "--rebuilt")
+        assert (code, out) == (2, "")
+        assert err.startswith("error: No such option '--rebuilt'. Did you mean '--rebuild'?")
+        assert err.rstrip().endswith("(see session-awareness audit --help)")
+        assert err.count("\n") == 1
+
+
+class TestUpstreamCommands:
+    def test_adopt_links_a_transcript_and_scan_reports_the_link(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        """R-U1, R-U2: `adopt` prints the link; `upstream scan` prints one outcome per
+        watched link (none yet: nobody watches the adopted session)."""
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        with structlog.testing.capture_logs(), open_service(url) as svc:
+            svc.open_session(MANAGER)
+        transcript = tmp_path / "thread.jsonl"
+        transcript.write_text("")
+        code, out, _ = run(capsys, "adopt", PEER, "--claude-transcript", str(transcript),
+                           "--json", "--database-url", url)  # fmt: skip
+        assert code == 0
+        assert json.loads(out)["adopted"] is True
+        code, out, _ = run(capsys, "upstream", "scan", "--database-url", url)
+        assert code == 0
+        assert out.rstrip().endswith("0 upstream links scanned")
+
+    def test_adopting_a_missing_transcript_is_bad_input(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        """R-U1: a transcript that is not there is one line and exit 2."""
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        with structlog.testing.capture_logs(), open_service(url) as svc:
+            svc.open_session(MANAGER)
+        code, _, err = run(capsys, "adopt", PEER, "--claude-transcript",
+                           str(tmp_path / "gone.jsonl"), "--database-url", url)  # fmt: skip
+        assert code == 2
+        assert err.startswith("error: claudeTranscript: no transcript file at")
