@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
+
+from session_awareness.domain.upstream import UpstreamLink
+
+if TYPE_CHECKING:
+    from eventsourcing.persistence import Notification
+
+    from session_awareness.application.projection import RowChange
 
 #: The service clock: returns an aware UTC datetime. Producer timestamps never replace it.
 Clock = Callable[[], datetime]
@@ -106,6 +114,17 @@ class PrunePlan:
     rows: int
 
 
+@dataclass(frozen=True, slots=True)
+class UpstreamLinkRow:
+    """An adopted session's upstream link, with the session it belongs to (R-U1)."""
+
+    session_id: UUID
+    agent_id: str
+    session_key: str
+    link: UpstreamLink
+    updated_at: int
+
+
 class ReadModel(Protocol):
     """The queries the service asks of its read models (implemented by the recorders)."""
 
@@ -149,3 +168,63 @@ class ReadModel(Protocol):
     def prune_plan(self, *, recorded_before: int, keep_rows: int) -> list[PrunePlan]:
         """Per session, what retention removes: rows older than the cutoff, then all but the
         newest `keep_rows` rows; always a per-session prefix, so the watermark is exact."""
+
+    def upstream_links(self, *, watched_only: bool = False) -> list[UpstreamLinkRow]:
+        """Live sessions' upstream links by agent and key; with `watched_only`, only those
+        whose session has at least one watcher's cursor (R-U2)."""
+
+    def upstream_link(self, session_id: UUID) -> UpstreamLinkRow | None: ...
+
+
+# -- audits (R-R2): replay into scratch read models and compare them with the live ones ------
+
+
+class ReplayTarget(Protocol):
+    """Where an audit reads stored events from and writes the replayed row changes to."""
+
+    def notifications(self, after: int, limit: int) -> Sequence[Notification]:
+        """Stored events with notification id > `after`, in order, at most `limit`."""
+
+    def apply(self, changes: Sequence[RowChange]) -> None:
+        """Write row changes to the scratch read models."""
+
+
+class AuditView(ReplayTarget, Protocol):
+    """The live read models and the scratch copy in one transaction on the live store, which
+    holds still meanwhile: a snapshot for an audit, the writers' lock for a rebuild."""
+
+    #: The newest notification id the view sees; `notifications` stops there.
+    last_id: int
+
+    def tables(self) -> dict[str, tuple[str, ...]]:
+        """Each read-model table and its key columns."""
+
+    def row_counts(self, table: str) -> tuple[int, int]:
+        """(live rows, rebuilt rows)."""
+
+    def differences(
+        self, table: str
+    ) -> Iterator[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+        """(live row, rebuilt row) for every key whose rows differ, a side None when that
+        copy lacks the key; values backend-neutral (ids as hex); in key order."""
+
+    def replace_live(self) -> None:
+        """Make the live read models a copy of the scratch ones (committed with the view)."""
+
+
+class Scratch(ReplayTarget, Protocol):
+    """A throwaway copy of the read-model tables (a temp database or a temp schema)."""
+
+    def against_live(self, *, lock: bool) -> AbstractContextManager[AuditView]: ...
+
+
+class AuditStore(Protocol):
+    """What an audit and a session's history need from the store, beyond `ReadModel`."""
+
+    def last_notification_id(self) -> int: ...
+
+    def scratch(self) -> AbstractContextManager[Scratch]:
+        """Empty scratch read models, dropped on exit."""
+
+    def streams(self, originator_ids: Collection[UUID]) -> Sequence[Notification]:
+        """Every stored event of these aggregates, in recording (notification) order."""

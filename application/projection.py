@@ -120,6 +120,37 @@ class CursorRemoved:
     watch_id: UUID
 
 
+@dataclass(frozen=True, slots=True)
+class UpstreamLinkSet:
+    """An adopted session's upstream link row, written whole (R-U1)."""
+
+    session_id: UUID
+    catalog_id: str
+    host_id: str
+    thread_id: str
+    upstream_kind: str
+    upstream_ref: str
+    marker: str | None
+    position: str | None
+    generation: int
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamLinkAdvanced:
+    """The link's scan marker moved; a position, when given, replaces the last one (R-U3)."""
+
+    session_id: UUID
+    marker: str | None
+    position: str | None
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamLinkRemoved:
+    session_id: UUID
+
+
 RowChange = (
     SessionOpened
     | SessionReopened
@@ -131,6 +162,9 @@ RowChange = (
     | CursorStarted
     | CursorMoved
     | CursorRemoved
+    | UpstreamLinkSet
+    | UpstreamLinkAdvanced
+    | UpstreamLinkRemoved
 )
 
 
@@ -202,7 +236,48 @@ def _(event: Session.HistoryPruned, position: int) -> list[RowChange]:
 
 @_rows.register
 def _(event: Session.Deleted, position: int) -> list[RowChange]:
-    return [SessionDeleted(event.originator_id, event.watermark, to_ms(event.timestamp))]
+    return [
+        SessionDeleted(event.originator_id, event.watermark, to_ms(event.timestamp)),
+        UpstreamLinkRemoved(event.originator_id),
+    ]
+
+
+@_rows.register
+def _(event: Session.UpstreamLinked, position: int) -> list[RowChange]:
+    at = to_ms(event.timestamp)
+    return [
+        UpstreamLinkSet(
+            event.originator_id,
+            event.catalog_id,
+            event.host_id,
+            event.thread_id,
+            event.upstream_kind,
+            event.upstream_ref,
+            event.marker,
+            event.position,
+            event.generation,
+            at,
+        ),
+        SessionTouched(event.originator_id, at),
+    ]
+
+
+@_rows.register
+def _(event: Session.UpstreamAdvanced, position: int) -> list[RowChange]:
+    """Scan bookkeeping: the link row moves, the session's `updatedAt` does not."""
+    return [
+        UpstreamLinkAdvanced(
+            event.originator_id, event.marker, event.position, to_ms(event.timestamp)
+        )
+    ]
+
+
+@_rows.register
+def _(event: Session.UpstreamUnlinked, position: int) -> list[RowChange]:
+    return [
+        UpstreamLinkRemoved(event.originator_id),
+        SessionTouched(event.originator_id, to_ms(event.timestamp)),
+    ]
 
 
 @_rows.register

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -22,6 +23,12 @@ from session_awareness.application.ports import (
 from session_awareness.application.producers import Producers
 from session_awareness.application.queries import Queries
 from session_awareness.application.upstream import Upstream
+from session_awareness.application.upstream.ports import (
+    OwnUserTexts,
+    RunActivity,
+    Scheduler,
+    UpstreamProvider,
+)
 from session_awareness.application.watching import Watching
 
 if TYPE_CHECKING:
@@ -94,6 +101,7 @@ class SessionAwareness(Producers, Upstream, Watching, Queries, Audit):
         }
 
     def close(self) -> None:
+        self.stop_upstream_monitor()
         if self._listener is not None:
             self._listener.stop()
             self._listener = None
@@ -110,9 +118,16 @@ def open_service(
     visibility: str = "tree",
     dispatcher: Dispatcher | None = None,
     signal_backlog: int = 1000,
+    upstream_providers: Mapping[str, UpstreamProvider] | None = None,
+    is_run_active: RunActivity | None = None,
+    own_user_texts: OwnUserTexts | None = None,
+    upstream_scheduler: Scheduler | None = None,
+    upstream_timeout: float = 45.0,
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
-    `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it."""
+    `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it.
+    Upstream monitoring (SPEC §8) is set up with providers by catalog id and the host's
+    ports; the host starts it with `start_upstream_monitor()`."""
     if visibility not in VISIBILITIES:
         raise ConfigurationError(f"visibility must be one of {', '.join(VISIBILITIES)}")
     for name, value in (("retention_days", retention_days), ("retention_rows", retention_rows)):
@@ -135,6 +150,17 @@ def open_service(
     except Exception as error:
         raise ConfigurationError(f"cannot open {redact(url)}: {error}") from error
     service.visibility, service.dispatcher = visibility, dispatcher
+    try:
+        service.configure_upstream(
+            providers=upstream_providers,
+            is_run_active=is_run_active,
+            own_user_texts=own_user_texts,
+            scheduler=upstream_scheduler,
+            timeout=upstream_timeout,
+        )
+    except Exception:
+        service.close()
+        raise
     try:
         service.start()
     except Exception:

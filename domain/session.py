@@ -20,6 +20,12 @@ from session_awareness.domain.signals import (
     SignalKind,
     one_line,
 )
+from session_awareness.domain.upstream import (
+    UpstreamChangedError,
+    UpstreamLink,
+    UpstreamSource,
+    check_marker,
+)
 
 SESSION_KINDS = frozenset({"main", "group", "cron", "hook", "node", "subagent", "other"})
 T = "session_awareness:Session"
@@ -153,7 +159,56 @@ class Session(Aggregate):
         def apply(self, aggregate: Session) -> None:
             aggregate.deleted = True
             aggregate.watchers.clear()
+            aggregate.upstream = None  # the link goes with the session (R-W6)
             aggregate.pruned_watermark = max(aggregate.pruned_watermark, self.watermark)
+
+    class UpstreamLinked(Event):
+        """The session was linked to an upstream source, or its link refreshed (R-U1)."""
+
+        TOPIC = f"{T}.UpstreamLinked"
+        catalog_id: str
+        host_id: str
+        thread_id: str
+        upstream_kind: str
+        upstream_ref: str
+        marker: str | None
+        position: str | None
+        generation: int
+
+        @property
+        def source(self) -> UpstreamSource:
+            return UpstreamSource(
+                self.catalog_id, self.host_id, self.thread_id, self.upstream_kind, self.upstream_ref
+            )
+
+        def apply(self, aggregate: Session) -> None:
+            aggregate.upstream = UpstreamLink(
+                self.source, self.generation, self.marker, self.position
+            )
+            aggregate.link_generation = self.generation
+
+    class UpstreamAdvanced(Event):
+        """The monitor read the upstream up to `marker` (R-U3)."""
+
+        TOPIC = f"{T}.UpstreamAdvanced"
+        marker: str | None
+        position: str | None
+
+        def apply(self, aggregate: Session) -> None:
+            link = aggregate.upstream
+            if link is not None:
+                aggregate.upstream = UpstreamLink(
+                    link.source, link.generation, self.marker, self.position or link.position
+                )
+
+    class UpstreamUnlinked(Event):
+        """The upstream link was removed (`missing`: its source disappeared, R-U4)."""
+
+        TOPIC = f"{T}.UpstreamUnlinked"
+        reason: str
+
+        def apply(self, aggregate: Session) -> None:
+            aggregate.upstream = None
 
     SIGNAL_CLASSES: ClassVar[dict[SignalKind, type[Session.Signal]]]
 
@@ -170,6 +225,8 @@ class Session(Aggregate):
         self.deleted = False
         self.watchers: dict[str, bool] = {}
         self.seen: dict[str, int] = {}
+        self.upstream: UpstreamLink | None = None
+        self.link_generation = 0
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -274,6 +331,52 @@ class Session(Aggregate):
     def remove_watcher(self, watcher: str, *, at: datetime) -> None:
         if watcher in self.watchers:
             self.trigger_event(self.WatcherRemoved, timestamp=at, watcher=watcher)
+
+    # -- the upstream link (SPEC §8) -------------------------------------------------------
+
+    def link_upstream(self, source: UpstreamSource, *, marker: str | None, at: datetime) -> None:
+        """Link (or refresh the link to) `source`: the same source keeps its marker, a changed
+        source starts from `marker` (R-U1). Every linking is a new generation (R-U4)."""
+        self.check_open()
+        marker = check_marker(marker)
+        position = None
+        if self.upstream is not None and self.upstream.source == source:
+            marker, position = self.upstream.marker, self.upstream.position
+        self.trigger_event(
+            self.UpstreamLinked,
+            timestamp=at,
+            catalog_id=source.catalog_id,
+            host_id=source.host_id,
+            thread_id=source.thread_id,
+            upstream_kind=source.upstream_kind,
+            upstream_ref=source.upstream_ref,
+            marker=marker,
+            position=position,
+            generation=self.link_generation + 1,
+        )
+
+    def advance_upstream(
+        self, expected: UpstreamLink, *, marker: str | None, position: str | None, at: datetime
+    ) -> None:
+        """Move the scan marker of the link a scan read; nothing when it does not move."""
+        self.check_upstream(expected)
+        marker, position = check_marker(marker), check_marker(position, "position")
+        if marker != expected.marker or (position and position != expected.position):
+            self.trigger_event(
+                self.UpstreamAdvanced, timestamp=at, marker=marker, position=position
+            )
+
+    def unlink_upstream(self, expected: UpstreamLink, *, reason: str, at: datetime) -> None:
+        """Remove the link a scan read (R-U4)."""
+        self.check_upstream(expected)
+        self.trigger_event(self.UpstreamUnlinked, timestamp=at, reason=reason)
+
+    def check_upstream(self, expected: UpstreamLink) -> None:
+        """Refuse to write over a link that is not the one a scan read (refreshed, advanced,
+        removed, or the session deleted meanwhile)."""
+        self.check_open()
+        if self.upstream != expected:
+            raise UpstreamChangedError(f"the upstream link of {self.key!r} changed")
 
     def check_open(self) -> None:
         if self.deleted:

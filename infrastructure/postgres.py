@@ -55,6 +55,11 @@ READ_MODEL_DDL = [
     "ON {s}session_watch_cursors (target_id)",
     "CREATE INDEX IF NOT EXISTS session_watch_cursors_updated "
     "ON {s}session_watch_cursors (updated_at)",
+    """CREATE TABLE IF NOT EXISTS {s}session_upstream_links (
+        session_id uuid PRIMARY KEY, catalog_id text NOT NULL, host_id text NOT NULL,
+        thread_id text NOT NULL, upstream_kind text NOT NULL, upstream_ref text NOT NULL,
+        marker text, last_position text, generation bigint NOT NULL,
+        linked_at bigint NOT NULL, updated_at bigint NOT NULL)""",
 ]
 #: How long a backend pid that published a wake counts as ours (its notifications are skipped).
 OWN_BACKEND_MEMORY = 60.0

@@ -22,7 +22,9 @@ from session_awareness.application.ports import (
     PrunePlan,
     SessionRow,
     SessionState,
+    UpstreamLinkRow,
 )
+from session_awareness.domain.upstream import UpstreamLink, UpstreamSource
 
 #: Read-model tables and the order an audit compares their rows in.
 READ_MODEL_TABLES = {
@@ -30,6 +32,7 @@ READ_MODEL_TABLES = {
     "session_state_heads": "session_id",
     "session_state_events": "session_id, sequence",
     "session_watch_cursors": "watch_id",
+    "session_upstream_links": "session_id",
 }
 
 _SESSION = (
@@ -42,6 +45,13 @@ _CURSOR = (
     "SELECT watch_id, watcher_key, target_id, target_key, acknowledged, notified, material, "
     "notice_order, updated_at FROM {s}session_watch_cursors WHERE "
 )
+_LINK = (
+    "SELECT l.session_id, r.agent_id, r.session_key, l.catalog_id, l.host_id, l.thread_id, "
+    "l.upstream_kind, l.upstream_ref, l.marker, l.last_position, l.generation, l.updated_at "
+    "FROM {s}session_upstream_links l JOIN {s}session_registry r "
+    "ON r.session_id = l.session_id WHERE r.deleted = 0"
+)
+_WATCHED = " AND EXISTS (SELECT 1 FROM {s}session_watch_cursors c WHERE c.target_id = l.session_id)"
 _PRUNE_PLAN = """
     WITH cutoff AS (
         SELECT position FROM {s}session_state_events ORDER BY position DESC LIMIT 1 OFFSET ?),
@@ -100,6 +110,12 @@ class ReadModelStore:
                 self.exec(c, f"DELETE FROM {{s}}{table}")
             for changes in pages:
                 self.apply_changes(c, changes)
+
+    def audit_store(self) -> Any:
+        """The application's `AuditStore` port over this store (infrastructure/audit_store.py)."""
+        from session_awareness.infrastructure.audit_store import audit_store  # noqa: PLC0415 -- it imports this module
+
+        return audit_store(self)
 
     def read_model_rows(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every read-model row, table by table, in key order and in backend-neutral values
@@ -239,6 +255,40 @@ class ReadModelStore:
             (self.param_id(change.watch_id),),
         )
 
+    @_apply.register
+    def _(self, change: p.UpstreamLinkSet, c: Any) -> None:
+        self.exec(
+            c,
+            "INSERT INTO {s}session_upstream_links (session_id, catalog_id, host_id, thread_id, "
+            "upstream_kind, upstream_ref, marker, last_position, generation, linked_at, "
+            "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO "
+            "UPDATE SET catalog_id = excluded.catalog_id, host_id = excluded.host_id, "
+            "thread_id = excluded.thread_id, upstream_kind = excluded.upstream_kind, "
+            "upstream_ref = excluded.upstream_ref, marker = excluded.marker, "
+            "last_position = excluded.last_position, generation = excluded.generation, "
+            "linked_at = excluded.linked_at, updated_at = excluded.updated_at",
+            (self.param_id(change.session_id), change.catalog_id, change.host_id,
+             change.thread_id, change.upstream_kind, change.upstream_ref, change.marker,
+             change.position, change.generation, change.at, change.at),
+        )  # fmt: skip
+
+    @_apply.register
+    def _(self, change: p.UpstreamLinkAdvanced, c: Any) -> None:
+        self.exec(
+            c,
+            "UPDATE {s}session_upstream_links SET marker = ?, "
+            "last_position = COALESCE(?, last_position), updated_at = ? WHERE session_id = ?",
+            (change.marker, change.position, change.at, self.param_id(change.session_id)),
+        )
+
+    @_apply.register
+    def _(self, change: p.UpstreamLinkRemoved, c: Any) -> None:
+        self.exec(
+            c,
+            "DELETE FROM {s}session_upstream_links WHERE session_id = ?",
+            (self.param_id(change.session_id),),
+        )
+
     # -- queries (the ReadModel port) ------------------------------------------------------
 
     def sessions_with_key(self, key: str, *, include_deleted: bool = False) -> list[SessionRow]:
@@ -366,6 +416,14 @@ class ReadModelStore:
         )
         return [row["watcher_key"] for row in rows]
 
+    def upstream_links(self, *, watched_only: bool = False) -> list[UpstreamLinkRow]:
+        sql = _LINK + (_WATCHED if watched_only else "") + " ORDER BY r.agent_id, r.session_key"
+        return [_link(r) for r in self.fetch(sql)]
+
+    def upstream_link(self, session_id: UUID) -> UpstreamLinkRow | None:
+        rows = self.fetch(_LINK + " AND l.session_id = ?", (self.param_id(session_id),))
+        return _link(rows[0]) if rows else None
+
     def prune_plan(self, *, recorded_before: int, keep_rows: int) -> list[PrunePlan]:
         rows = self.fetch(_PRUNE_PLAN, (keep_rows, recorded_before))
         return [PrunePlan(_uuid(r["session_id"]), r["watermark"], r["row_count"]) for r in rows]
@@ -398,6 +456,16 @@ def _cursor(r: Any) -> CursorRow:
         _uuid(r["watch_id"]), r["watcher_key"], _uuid(r["target_id"]), r["target_key"],
         r["acknowledged"], r["notified"], r["material"], r["notice_order"], r["updated_at"],
     )  # fmt: skip
+
+
+def _link(r: Any) -> UpstreamLinkRow:
+    source = UpstreamSource(
+        r["catalog_id"], r["host_id"], r["thread_id"], r["upstream_kind"], r["upstream_ref"]
+    )
+    link = UpstreamLink(source, r["generation"], r["marker"], r["last_position"])
+    return UpstreamLinkRow(
+        _uuid(r["session_id"]), r["agent_id"], r["session_key"], link, r["updated_at"]
+    )
 
 
 def _dump(payload: dict[str, Any] | None) -> str | None:

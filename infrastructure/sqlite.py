@@ -42,6 +42,11 @@ READ_MODEL_DDL = [
     "CREATE INDEX IF NOT EXISTS session_watch_cursors_target ON session_watch_cursors (target_id)",
     "CREATE INDEX IF NOT EXISTS session_watch_cursors_updated "
     "ON session_watch_cursors (updated_at)",
+    """CREATE TABLE IF NOT EXISTS session_upstream_links (
+        session_id TEXT PRIMARY KEY, catalog_id TEXT NOT NULL, host_id TEXT NOT NULL,
+        thread_id TEXT NOT NULL, upstream_kind TEXT NOT NULL, upstream_ref TEXT NOT NULL,
+        marker TEXT, last_position TEXT, generation INTEGER NOT NULL,
+        linked_at INTEGER NOT NULL, updated_at INTEGER NOT NULL)""",
 ]
 
 

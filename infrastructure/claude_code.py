@@ -1,0 +1,171 @@
+"""The upstream provider for local Claude Code transcripts (SPEC R-U3, R-U5, DESIGN D7).
+
+A transcript is `~/.claude/projects/<project>/<session-uuid>.jsonl`, one JSON object a line.
+The marker is a byte offset just past a complete line. A scan reads at most 1 MiB from it and
+classifies only complete lines; a single line larger than that blocks the link (no byte is
+ever skipped unread) and is logged once. A missing file is `missing`; any other read error is
+"nothing this time".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+from uuid import UUID
+
+import structlog
+
+from session_awareness.application.upstream.ports import (
+    UpstreamActivity,
+    UpstreamMissing,
+    UpstreamProbe,
+    UpstreamResult,
+    normalise_text,
+)
+
+log = structlog.get_logger("session_awareness")
+
+CATALOG_ID = "claude-code"
+HOST_ID = "local"
+UPSTREAM_KIND = "local-transcript"
+MAX_SCAN_BYTES = 1 << 20  # R-R3, R-U5
+_BACKWARD_BLOCK = 1 << 16
+#: Rows that are user-typed in form only: a compaction summary and an inter-session message.
+NOT_HUMAN_PREFIXES = (
+    "This session is being continued from a previous conversation",
+    "[Inter-session message",
+)
+
+
+class ClaudeCodeTranscripts:
+    """Counts new human turns in local Claude Code transcripts, from each link's marker."""
+
+    catalog_id = CATALOG_ID
+
+    def __init__(self, *, max_bytes: int = MAX_SCAN_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._reported: set[tuple[str, int]] = set()  # (path, offset) of lines too large
+
+    def scan(self, probes: Sequence[UpstreamProbe]) -> Mapping[UUID, UpstreamResult | None]:
+        return {probe.session_id: self.scan_one(probe) for probe in probes}
+
+    def scan_one(self, probe: UpstreamProbe) -> UpstreamResult | None:
+        path = probe.source.upstream_ref
+        try:
+            with Path(path).open("rb") as file:
+                size = os.fstat(file.fileno()).st_size
+                offset = _offset(probe.marker)
+                if offset is None or offset > size:
+                    if offset is not None:
+                        log.warning(
+                            "claude_transcript_rebased", path=path, marker=offset, size=size
+                        )
+                    # Not based yet (or the file shrank): start after its last complete line.
+                    return UpstreamActivity(0, str(complete_end(file, size)))
+                file.seek(offset)
+                chunk = file.read(min(self.max_bytes, size - offset))
+        except FileNotFoundError:
+            return UpstreamMissing()
+        except OSError as error:
+            log.warning("claude_transcript_read_failed", path=path, error=repr(error))
+            return None
+        end = chunk.rfind(b"\n") + 1
+        if end == 0:
+            if len(chunk) >= self.max_bytes:
+                self._too_large(path, offset)
+                return None
+            return UpstreamActivity(0, probe.marker)  # a line still being written
+        return count_turns(chunk[:end], offset, probe.own_user_texts)
+
+    def _too_large(self, path: str, offset: int) -> None:
+        if (path, offset) not in self._reported:
+            self._reported.add((path, offset))
+            log.error(
+                "claude_transcript_line_too_large", path=path, offset=offset, cap=self.max_bytes
+            )
+
+
+def count_turns(lines: bytes, offset: int, own_texts: frozenset[str]) -> UpstreamActivity:
+    """The human turns in complete `lines` read from `offset`; the marker moves past them."""
+    turns, newest, position = 0, None, None
+    start = offset
+    for line in lines.splitlines(keepends=True):
+        row = _row(line)
+        text = human_text(row) if row is not None else None
+        if row is not None and text is not None and text not in own_texts:
+            turns += 1
+            newest, uuid = row.get("timestamp"), row.get("uuid")
+            position = uuid if isinstance(uuid, str) and uuid else f"offset:{start}"
+        start += len(line)
+    return UpstreamActivity(turns, str(offset + len(lines)), _epoch_ms(newest), position)
+
+
+def human_text(row: Mapping[str, Any]) -> str | None:
+    """The normalised text of a row a human typed, else None: a `user` row whose content is
+    text (a string or `text` blocks, no `tool_result`), not meta, not a sidechain, not a
+    compaction continuation and not an inter-session message."""
+    if row.get("type") != "user" or row.get("isMeta") or row.get("isSidechain"):
+        return None
+    if row.get("isCompactSummary"):
+        return None
+    message = row.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):
+        blocks = [b for b in content if isinstance(b, dict)]
+        if any(b.get("type") == "tool_result" for b in blocks):
+            return None
+        texts = [b.get("text") for b in blocks if b.get("type") == "text"]
+        content = " ".join(t for t in texts if isinstance(t, str))
+    if not isinstance(content, str):
+        return None
+    text = normalise_text(content)
+    if not text or text.startswith(NOT_HUMAN_PREFIXES):
+        return None
+    return text
+
+
+def complete_end(file: IO[bytes], size: int) -> int:
+    """The offset just past the last complete line of the first `size` bytes."""
+    end = size
+    while end > 0:
+        start = max(0, end - _BACKWARD_BLOCK)
+        file.seek(start)
+        newline = file.read(end - start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
+def transcript_baseline(path: Path) -> str:
+    """The marker of a transcript as it is now: new turns are those written after it."""
+    with path.open("rb") as file:
+        return str(complete_end(file, os.fstat(file.fileno()).st_size))
+
+
+def _offset(marker: str | None) -> int | None:
+    if marker is None or not marker.isdigit():
+        return None
+    return int(marker)
+
+
+def _row(line: bytes) -> dict[str, Any] | None:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) else None
+
+
+def _epoch_ms(timestamp: object) -> int | None:
+    if not isinstance(timestamp, str):
+        return None
+    try:
+        at = datetime.fromisoformat(timestamp)
+    except ValueError:
+        return None
+    return int(at.timestamp() * 1000) if at.tzinfo is not None else None
