@@ -1,0 +1,125 @@
+"""A held-open append: one transaction stays uncommitted while later appends arrive
+(issue 8.3; SPEC R-L4, R-N2, R-S1, DESIGN D4).
+
+Later appends, on the same session or on others, wait for it: the store serialises writers
+(PostgreSQL's table lock, SQLite's single writer), which is what keeps recording positions
+in commit order. Meanwhile no reader sees past it; once it commits it appears and notifies;
+once it rolls back nothing stalls and no sequence is skipped.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+import pytest
+
+from session_awareness.application import SessionAwareness, open_service
+from tests.conftest import RecordingWaker
+from tests.contract.helpers import CHILD, MANAGER, OTHER, cursor, notice, spawn
+from tests.reliability.helpers import DEADLINE, all_events, assert_audit_clean, wait_until
+
+#: How long a waiting writer is given to (wrongly) overtake the held one.
+OVERTAKE_WINDOW = 0.5
+
+
+class HeldAppend:
+    """Makes the next append of one service stop inside its transaction, after its events
+    and read-model rows are written, until released to commit or to roll back."""
+
+    def __init__(self, svc: SessionAwareness, backend: str) -> None:
+        self.recorder: Any = svc.recorder
+        self.backend = backend
+        self.original = self.recorder.apply_changes
+        self.held, self.released = threading.Event(), threading.Event()
+        self.roll_back = False
+        self.recorder.apply_changes = self._apply
+
+    def _apply(self, c: Any, changes: Any) -> None:
+        self.original(c, changes)
+        if self.held.is_set():
+            return
+        self.held.set()
+        assert self.released.wait(DEADLINE)
+        if self.roll_back:
+            if self.backend == "postgresql":
+                c.execute("SELECT 1 / 0")  # the server aborts the transaction
+            else:
+                raise RuntimeError("rolled back on purpose")
+
+    def release(self, *, roll_back: bool) -> None:
+        self.roll_back = roll_back
+        self.released.set()
+
+
+@pytest.fixture
+def services(database_url: str) -> Iterator[Callable[..., SessionAwareness]]:
+    """Services on one database, as separate processes would open them."""
+    opened: list[SessionAwareness] = []
+
+    def open_one(**options: Any) -> SessionAwareness:
+        opened.append(open_service(database_url, **options))
+        return opened[-1]
+
+    yield open_one
+    for svc in opened:
+        svc.close()
+
+
+def waiting_on_locks(svc: SessionAwareness) -> int:
+    """How many PostgreSQL backends wait for a lock right now."""
+    kwargs = dict(svc.recorder.datastore.pool.kwargs)  # type: ignore[attr-defined]
+    kwargs.pop("row_factory", None)
+    with psycopg.connect(**kwargs) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+
+class TestHeldOpenAppend:
+    @pytest.mark.parametrize("outcome", ["commit", "roll back"])
+    def test_nothing_passes_over_an_uncommitted_append(
+        self, services: Callable[..., SessionAwareness], database_url: str, outcome: str
+    ) -> None:
+        """R-L4, R-N2, R-S1: while one append is uncommitted, appends on its session and on
+        another wait, and no head, cursor, notice or changesSince moves past it; committed
+        it appears and notifies, rolled back the next append takes its sequence."""
+        backend = "postgresql" if database_url.startswith("postgresql") else "sqlite"
+        waker = RecordingWaker()
+        holder_svc, other, reader = services(waker=waker), services(), services()
+        spawn(reader)  # CHILD 1, the manager's cursor at 1
+        spawn(reader, child=OTHER, run="run-2")  # OTHER 1
+        holder = HeldAppend(holder_svc, backend)
+        with ThreadPoolExecutor(3) as pool:
+            held: Future[Any] = pool.submit(
+                holder_svc.record_goal_changed, CHILD, summary="goal updated"
+            )
+            try:
+                assert holder.held.wait(DEADLINE)
+                same = pool.submit(other.record_goal_changed, CHILD, summary="goal cleared")
+                elsewhere = pool.submit(reader.record_goal_changed, OTHER, summary="goal created")
+                if backend == "postgresql":
+                    assert wait_until(lambda: waiting_on_locks(reader) >= 2)
+                threading.Event().wait(OVERTAKE_WINDOW)  # a chance to overtake: must not be taken
+                assert not same.done() and not elsewhere.done()
+                assert reader.session_status(CHILD, changes_since=1)["stateChanges"]["events"] == []
+                assert reader.session_status(CHILD)["stateVersion"] == 1
+                assert reader.pending_notices(MANAGER) == []
+                assert cursor(reader, MANAGER, CHILD) == (1, 1, 1)
+            finally:
+                holder.release(roll_back=outcome == "roll back")
+            results = [f.result(timeout=DEADLINE) for f in (held, same, elsewhere)]
+        if outcome == "commit":
+            assert results == [2, 3, 2]
+            assert cursor(reader, MANAGER, CHILD) == (1, 2, 3)
+            assert set(waker.woken) == {MANAGER}  # woken here; on PostgreSQL also via NOTIFY
+        else:
+            assert results == [None, 2, 2]
+            assert cursor(reader, MANAGER, CHILD) == (1, 2, 2)
+        assert [e["sequence"] for e in all_events(reader, CHILD)] == list(range(1, results[1] + 1))
+        assert sorted(reader.pending_notices(MANAGER)) == [notice(CHILD, 1), notice(OTHER, 1)]
+        assert_audit_clean(reader)

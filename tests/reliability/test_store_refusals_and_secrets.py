@@ -1,0 +1,187 @@
+"""What the store refuses leaves no trace; credentials never reach a log line or an error
+(issue 8.6; SPEC R-L4, R-L8, R-R2, R-S1, R-S4)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from session_awareness.application import (
+    ConfigurationError,
+    InvalidChangesSinceError,
+    SessionAwareness,
+    SessionAwarenessError,
+    open_service,
+)
+from tests.contract.helpers import CHILD, MANAGER, spawn
+from tests.pgcluster import PostgresCluster
+from tests.reliability.helpers import all_events, assert_audit_clean
+
+PARTIAL_COMMIT = (
+    "PostgreSQL commits a transaction whose inline projection failed: eventsourcing's "
+    "PostgresApplicationRecorder.insert_events catches every exception raised inside its "
+    "pipeline block into `exc` and re-raises it only after `conn.transaction()` has exited "
+    "normally, i.e. after COMMIT; infrastructure/postgres.py:100-114 runs the projection and "
+    "the read-model SQL inside that block, so a client-side failure (a Python error, or "
+    "psycopg's DataError for a NUL) stores the events without (all) their rows."
+)
+
+
+@pytest.fixture
+def own(database_url: str) -> Iterator[SessionAwareness]:
+    """A service closed whatever happens: these tests end with their own audit."""
+    service = open_service(database_url)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+def xfail_on_postgresql(request: pytest.FixtureRequest, url: str, reason: str) -> None:
+    if url.startswith("postgresql"):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+
+
+class TestRefusedWrites:
+    def test_a_failing_projection_rolls_the_events_back_too(
+        self, own: SessionAwareness, database_url: str, request: pytest.FixtureRequest
+    ) -> None:
+        """R-R2, DESIGN D4: events and rows commit together or not at all; a failure while
+        writing the rows leaves the event store and the read models as they were."""
+        xfail_on_postgresql(request, database_url, PARTIAL_COMMIT)
+        spawn(own)
+        recorder: Any = own.recorder
+        apply_changes = recorder.apply_changes
+
+        def fail_after_the_first_row(c: Any, changes: Any) -> None:
+            for number, change in enumerate(changes):
+                if number == 1:
+                    raise RuntimeError("a projection bug")
+                apply_changes(c, [change])
+
+        recorder.apply_changes = fail_after_the_first_row
+        assert own.record_goal_changed(CHILD, summary="goal updated") is None
+        recorder.apply_changes = apply_changes
+        assert own.record_goal_changed(CHILD, summary="goal cleared") == 2
+        assert [event["sequence"] for event in all_events(own, CHILD)] == [1, 2]
+        assert_audit_clean(own)
+
+    def test_a_nul_character_never_makes_changes_since_skip_a_sequence(
+        self, own: SessionAwareness, database_url: str, request: pytest.FixtureRequest
+    ) -> None:
+        """R-L4, R-S1: a producer field the store cannot hold is refused (or stored), never
+        half-recorded: the next signal's sequence follows the last one changesSince shows."""
+        xfail_on_postgresql(request, database_url, PARTIAL_COMMIT)
+        spawn(own)
+        own.record_human_direct_message(CHILD, channel="tele\x00gram")
+        own.record_goal_changed(CHILD, summary="goal updated")
+        sequences = [event["sequence"] for event in all_events(own, CHILD)]
+        assert sequences == list(range(1, len(sequences) + 1))
+        assert_audit_clean(own)
+
+    def test_a_label_the_store_cannot_hold_is_a_typed_error_and_no_lost_session(
+        self, own: SessionAwareness, database_url: str, request: pytest.FixtureRequest
+    ) -> None:
+        """R-K3, R-T1: open_session answers a typed error or opens the session; it never
+        leaves a session that no query can find and no later open can repair."""
+        xfail_on_postgresql(
+            request,
+            database_url,
+            "open_session with a NUL in the label raises psycopg's DataError (untyped: "
+            "lifecycle.py:36 checks the label with one_line, which keeps NUL) and, by the "
+            "partial commit, stores the Opened event without its registry row: the key is "
+            "then unknown to every query and a later open_session does nothing.",
+        )
+        key = "agent:main:labelled"
+        with contextlib.suppress(SessionAwarenessError):
+            own.open_session(key, label="bad\x00label")
+        own.open_session(key, label="good")
+        assert key in {row["sessionKey"] for row in own.sessions_list()}
+        assert_audit_clean(own)
+
+    @pytest.mark.parametrize("field", ["search", "label", "agentId"])
+    def test_a_nul_character_in_a_list_filter_is_a_typed_answer(
+        self, own: SessionAwareness, database_url: str, request: pytest.FixtureRequest, field: str
+    ) -> None:
+        """R-T1: a filter the store cannot compare is refused as invalid input or matches
+        nothing; never an internal error."""
+        xfail_on_postgresql(
+            request,
+            database_url,
+            "tools/inputs.py lets NUL through `search`, `label` and `agentId`; PostgreSQL "
+            "refuses NUL in a bound text parameter (DataError) and tools/service.py:76-80 "
+            "turns it into internal_error. Refuse control characters in these fields.",
+        )
+        own.open_session(MANAGER)
+        answer = own.tools.call("sessions_list", {field: "a\x00b"}, caller=MANAGER)
+        assert answer in ({"sessions": [], "visibility": "tree"},) or (
+            answer["error"]["code"] == "invalid_input"
+        )
+
+
+class TestChangesSinceDigits:
+    @pytest.mark.xfail(
+        strict=True,
+        reason="status.py:27 refuses digit strings longer than 16 characters before reading "
+        "their value, so a zero-padded version such as '00000000000000001' (= 1) is refused, "
+        "although R-S4 and the exported schema (pattern ^[0-9]+$) accept it. Strip leading "
+        "zeros before the length check.",
+    )
+    def test_a_zero_padded_string_of_digits_is_a_valid_version(self, svc: SessionAwareness) -> None:
+        """R-S4: `changesSince` is an integer or a string of digits, up to 2^53 − 1."""
+        spawn(svc)
+        status = svc.session_status(CHILD, changes_since="0" * 16 + "1")
+        assert status["stateChanges"]["events"] == []
+        with pytest.raises(InvalidChangesSinceError):
+            svc.session_status(CHILD, changes_since="9007199254740992")
+
+
+SECRET = "Sup3r:S3cr%40t"  # noqa: S105 -- a made-up password with URL metacharacters, as written in a URL
+
+
+class TestCredentials:
+    @pytest.mark.parametrize(
+        "url",
+        [
+            f"postgresql://sa:{SECRET}@127.0.0.1:1/db?connect_timeout=1",
+            f"postgresql://:{SECRET}@127.0.0.1:1/db?connect_timeout=1",
+            f"postgresql://sa:{SECRET}@127.0.0.1:notaport/db",
+            f"postgresql://sa:{SECRET}@127.0.0.1:1/db?sslmode=disable",
+            f"mysql://sa:{SECRET}@127.0.0.1/db",
+            pytest.param(
+                f"sqlite://sa:{SECRET}@host/sessions.db",
+                marks=pytest.mark.xfail(
+                    strict=True,
+                    reason="service.py:149-154 puts the raw URL in the 'SQLite URLs have no "
+                    "host' error; every other message goes through redact().",
+                ),
+            ),
+        ],
+    )
+    def test_a_password_in_a_url_is_redacted_in_errors_and_logs(
+        self, url: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A database password never appears in an error message or a log line."""
+        caplog.set_level(logging.DEBUG)
+        with capture_logs() as logs, pytest.raises(ConfigurationError) as raised:
+            open_service(url)
+        assert "S3cr" not in str(raised.value)
+        assert "S3cr" not in repr(logs) + caplog.text
+
+    def test_a_working_service_never_logs_its_password(
+        self, postgres: PostgresCluster, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Opening, recording, listening, failing queries and closing log no credential."""
+        caplog.set_level(logging.DEBUG)
+        with capture_logs() as logs, open_service(f"{postgres.url}?schema=secrets") as svc:
+            spawn(svc)
+            svc.record_goal_changed(CHILD, summary="goal updated")
+            svc.tools.call("sessions_list", {}, caller=MANAGER)
+            svc.tools.call("session_status", {"sessionKey": "agent:main:nobody"}, caller=MANAGER)
+            health = repr(svc.health())
+        assert postgres.password not in repr(logs) + caplog.text + health
