@@ -8,6 +8,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -25,6 +26,9 @@ class Delivery:
     agent_id: str | None
     request: SignalRequest
     spawn: SessionRef | None = None  # the child's ref, for a spawn edge
+    #: The first event of an earlier attempt whose commit could not be confirmed: if it is in
+    #: the store, the signal was recorded and is not recorded again.
+    unconfirmed: Any = None
 
     @property
     def kind(self) -> str:
@@ -50,7 +54,6 @@ class SignalBacklog:
                 self.drop(self._items.popleft(), "backlog full")
             self._items.append(item)
             self.kept += 1
-            self.rest()
         log.warning("signal_backlog_kept", session_key=item.key, kind=item.kind, size=len(self))
 
     def first(self) -> Delivery | None:
@@ -63,6 +66,10 @@ class SignalBacklog:
             self.flushed += 1
         log.info("signal_backlog_flushed", session_key=item.key, kind=item.kind, sequence=sequence)
 
+    def replace_first(self, item: Delivery) -> None:
+        with self.lock:
+            self._items[0] = item
+
     def drop_first(self, reason: str) -> None:
         with self.lock:
             self.drop(self._items.popleft(), reason)
@@ -72,7 +79,8 @@ class SignalBacklog:
         log.error("signal_backlog_dropped", session_key=item.key, kind=item.kind, reason=reason)
 
     def rest(self) -> None:
-        """The store just failed: do not try it again for a moment; keep new signals."""
+        """The store just failed an attempt: do not try it again for a moment (new signals are
+        kept meanwhile); only a failed attempt rests, never a keep."""
         self._rest_until = time.monotonic() + self.rest_seconds
 
     def resting(self) -> bool:

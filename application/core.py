@@ -23,7 +23,13 @@ from session_awareness.application.errors import (
 )
 from session_awareness.application.ports import Clock, ReadModel, Waker
 from session_awareness.application.unit_of_work import UnitOfWork
-from session_awareness.domain.keys import SessionRef, agent_of, is_subagent
+from session_awareness.domain.keys import (
+    InvalidKeyError,
+    SessionRef,
+    agent_of,
+    check_key,
+    is_subagent,
+)
 
 log = structlog.get_logger("session_awareness")
 R = TypeVar("R")
@@ -106,10 +112,19 @@ class ServiceCore(Application[UUID]):
             started = time.monotonic()
             try:
                 result = attempt(uow)
-                uow.commit()
+                uow.save()
             except STORE_ERRORS as error:
-                if reconnected or time.monotonic() - started > FAST_FAILURE:
-                    raise StoreUnavailableError(str(error)) from error
+                # The answer may be lost after the commit landed: read it back first.
+                landed = uow.landed()
+                if landed:
+                    log.warning("command_commit_answer_lost", error=str(error))
+                    uow.committed()
+                    return result
+                fast = time.monotonic() - started <= FAST_FAILURE
+                if landed is None or reconnected or not fast:
+                    raise StoreUnavailableError(
+                        str(error), unconfirmed=uow.first_event if landed is None else None
+                    ) from error
                 reconnected = True
             except RecordConflictError:
                 if number == MAX_ATTEMPTS:
@@ -118,6 +133,7 @@ class ServiceCore(Application[UUID]):
                 # Jittered, growing back-off, so a slow attempt is not starved by fast ones.
                 time.sleep(random.uniform(0, min(0.002 * 1.5**number, 0.05)))  # noqa: S311 -- jitter, not crypto
             else:
+                uow.committed()
                 return result
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -139,7 +155,13 @@ class ServiceCore(Application[UUID]):
     def resolve(self, key: str, agent_id: str | None = None) -> SessionRef:
         """The ref a key names: qualified keys name their agent; a bare key needs the agent id
         unless exactly one agent has it (R-K1, R-W3). Raises when nothing live matches."""
-        qualified = agent_of(key) if isinstance(key, str) else None
+        try:
+            check_key(key)
+            if agent_id is not None:
+                SessionRef(agent_id, key)
+        except InvalidKeyError:
+            raise UnknownSessionError(str(key)) from None
+        qualified = agent_of(key)
         if qualified is not None:
             if agent_id is not None and agent_id != qualified:
                 raise UnknownSessionError(key)

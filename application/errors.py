@@ -47,6 +47,8 @@ class ConfigurationError(SessionAwarenessError, ValueError):
 class StoreUnavailableError(SessionAwarenessError):
     """The session store cannot be reached (database down, pool exhausted, timed out)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, unconfirmed: object = None) -> None:
         super().__init__(f"session store unavailable: {reason}")
         self.reason = reason
+        #: The first event of a save whose commit could not be confirmed either way.
+        self.unconfirmed = unconfirmed

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from session_awareness.application.core import ServiceCore, log
 from session_awareness.application.errors import InvalidArgumentError, UnknownSessionError
 from session_awareness.application.ports import CursorRow
 from session_awareness.application.projection import to_ms
 from session_awareness.application.unit_of_work import UnitOfWork
-from session_awareness.domain.keys import InvalidKeyError, SessionRef, is_agent_qualified
+from session_awareness.domain.keys import InvalidKeyError, SessionRef, check_key, is_agent_qualified
 from session_awareness.domain.session import SESSION_KINDS, Session
 from session_awareness.domain.signals import InvalidSignalError, one_line
 from session_awareness.domain.watch import RemovalReason, Watch
@@ -31,13 +32,10 @@ class Lifecycle(ServiceCore):
         parent: str | None = None,
     ) -> None:
         """Open a session, or a deleted one's key again; opening an open session does nothing."""
-        try:
-            ref = SessionRef.of(key, agent_id)
-            label = one_line(label) or None if label is not None else None
-        except (InvalidKeyError, InvalidSignalError) as error:
-            raise InvalidArgumentError(
-                "sessionKey" if "key" in str(error) else "label", str(error)
-            ) from None
+        ref = _checked("sessionKey", lambda: SessionRef.of(key, agent_id))
+        label = _checked("label", lambda: one_line(label) or None if label is not None else None)
+        if parent is not None:
+            _checked("parent", lambda: check_key(parent))
         if kind not in SESSION_KINDS:
             raise InvalidArgumentError("kind", f"must be one of {', '.join(sorted(SESSION_KINDS))}")
 
@@ -166,3 +164,14 @@ class Lifecycle(ServiceCore):
     def _is_gone(self, watcher: str) -> bool:
         rows = self.read_model.sessions_with_key(watcher, include_deleted=True)
         return bool(rows) and all(row.deleted for row in rows)
+
+
+T = TypeVar("T")
+
+
+def _checked(field: str, check: Callable[[], T]) -> T:
+    """Run a domain check; a refusal becomes a typed error naming the field."""
+    try:
+        return check()
+    except (InvalidKeyError, InvalidSignalError) as error:
+        raise InvalidArgumentError(field, str(error)) from None

@@ -4,6 +4,7 @@ into the caller (R-L8); notify-eligible kinds move the watchers' cursors (R-W4, 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from typing import cast
@@ -18,7 +19,7 @@ from session_awareness.application.errors import (
 )
 from session_awareness.application.lifecycle import Lifecycle
 from session_awareness.application.signals import SignalRequest
-from session_awareness.application.unit_of_work import StaleReadError, UnitOfWork
+from session_awareness.application.unit_of_work import StaleReadError, UnitOfWork, event_landed
 from session_awareness.domain.keys import SessionRef, agent_of, is_agent_qualified, is_subagent
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Via, Watch
@@ -159,7 +160,8 @@ class Producers(Lifecycle):
             log.error(
                 "signal_record_failed", session_key=item.key, kind=item.kind, error=str(error)
             )
-            self.backlog.keep(item)
+            self.backlog.keep(replace(item, unconfirmed=error.unconfirmed))
+            self.backlog.rest()
             return None
         except (UnknownSessionError, AmbiguousSessionError) as error:
             log.info("signal_skipped", session_key=item.key, kind=item.kind, reason=str(error))
@@ -191,9 +193,18 @@ class Producers(Lifecycle):
             if self.backlog.resting():
                 return len(self.backlog) == 0
             while (item := self.backlog.first()) is not None:
+                landed = event_landed(self, item.unconfirmed)
+                if landed is None:
+                    self.backlog.rest()
+                    return False
+                if landed:  # its commit had landed after all: recorded once, not twice
+                    self.backlog.flushed_first(getattr(item.unconfirmed, "sequence", None))
+                    continue
                 try:
                     sequence = self._record_delivery(item)
-                except StoreUnavailableError:
+                except StoreUnavailableError as error:
+                    if error.unconfirmed is not None:
+                        self.backlog.replace_first(replace(item, unconfirmed=error.unconfirmed))
                     self.backlog.rest()
                     return False
                 except Exception as error:  # noqa: BLE001 -- a kept signal that cannot land

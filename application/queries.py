@@ -11,6 +11,7 @@ from session_awareness.application.errors import InvalidArgumentError, UnknownSe
 from session_awareness.application.ports import SessionRow
 from session_awareness.application.projection import to_ms
 from session_awareness.application.status import PAGE_SIZE, parse_changes_since, status_json
+from session_awareness.domain.signals import has_control
 
 
 class Queries(ServiceCore):
@@ -69,6 +70,9 @@ class Queries(ServiceCore):
     ) -> list[SessionRow]:
         """The registry rows behind `sessions_list`, for hosts and the session tools; `keys`
         restricts them (e.g. to what a caller may see)."""
+        for field, text in (("agentId", agent_id), ("label", label), ("search", search)):
+            if text is not None and (not isinstance(text, str) or has_control(text)):
+                raise InvalidArgumentError(field, "must be text without control characters")
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
         ):

@@ -176,7 +176,7 @@ def environment_for(url: str) -> dict[str, str]:
         if parts.netloc:
             raise ConfigurationError(
                 "SQLite URLs have no host: use sqlite:///relative.db or sqlite:////abs.db, "
-                f"got {url}"
+                f"got {redact(url)}"
             )
         path = unquote(parts.path)[1:] if parts.path.startswith("/") else ""
         if not path:

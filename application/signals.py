@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from session_awareness.application.projection import to_ms
+from session_awareness.domain.keys import check_key
 from session_awareness.domain.signals import (
     CHILD_SPAWNED_SUMMARY,
     COMPACTED_SUMMARY,
@@ -113,6 +114,7 @@ def goal_changed(
 
 
 def child_spawned(*, parent: str, run_id: str, now: datetime) -> SignalRequest:
+    check_key(parent)  # the parent becomes a watcher key and a stored actor id
     run = _ident(run_id, "run_id")
     return SignalRequest(
         SignalKind.CHILD_SPAWNED,

@@ -24,8 +24,11 @@ def parse_changes_since(value: object) -> int:
         if not math.isfinite(value) or not value.is_integer():
             raise InvalidChangesSinceError
         number = int(value)
-    elif isinstance(value, str) and len(value) <= 16 and _DIGITS.fullmatch(value):
-        number = int(value)  # 2^53 − 1 has 16 digits; longer strings are out of range anyway
+    elif isinstance(value, str) and _DIGITS.fullmatch(value):
+        digits = value.lstrip("0") or "0"
+        if len(digits) > 16:  # 2^53 − 1 has 16 digits; never parse a huge string
+            raise InvalidChangesSinceError
+        number = int(digits)
     else:
         raise InvalidChangesSinceError
     if not 0 <= number <= MAX_SAFE_INTEGER:

@@ -13,7 +13,7 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import RecordConflictError
+from eventsourcing.persistence import InterfaceError, OperationalError, RecordConflictError
 
 from session_awareness.domain.keys import SessionRef, watch_id
 from session_awareness.domain.session import Session
@@ -35,6 +35,7 @@ class UnitOfWork:
         self._app = app
         self._loaded: dict[UUID, Aggregate | None] = {}
         self._after_commit: list[Callable[[], object]] = []
+        self.first_event: Any = None
 
     def get(self, aggregate_id: UUID) -> Any:
         if aggregate_id not in self._loaded:
@@ -64,11 +65,38 @@ class UnitOfWork:
         """Run `action` once this attempt's save has committed (wakes, logs)."""
         self._after_commit.append(action)
 
-    def commit(self) -> None:
-        """Save every aggregate with pending events in one atomic save, then run the
-        after-commit actions."""
+    def save(self) -> None:
+        """Save every aggregate with pending events in one atomic save."""
         changed = [a for a in self._loaded.values() if a is not None and a.pending_events]
         if changed:
+            self.first_event = changed[0].pending_events[0]
             self._app.save(*changed)
+
+    def committed(self) -> None:
+        """Run the after-commit actions (wakes, logs)."""
         for action in self._after_commit:
             action()
+
+    def commit(self) -> None:
+        self.save()
+        self.committed()
+
+    def landed(self) -> bool | None:
+        """After a save whose answer was lost: did it commit? Read back its first event (every
+        event of a save commits or none does). None when the store cannot be asked."""
+        return event_landed(self._app, self.first_event)
+
+
+def event_landed(app: Application[UUID], event: Any) -> bool | None:
+    """Whether this very event is in the store (same stream, version and state); None when the
+    store cannot be asked."""
+    if event is None:
+        return False
+    expected = app.mapper.to_stored_event(event)
+    try:
+        stored = app.recorder.select_events(
+            event.originator_id, gt=event.originator_version - 1, lte=event.originator_version
+        )
+    except (OperationalError, InterfaceError):
+        return None
+    return bool(stored) and stored[0].state == expected.state

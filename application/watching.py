@@ -7,7 +7,12 @@ from typing import cast
 from session_awareness.application.core import ServiceCore, log
 from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
 from session_awareness.application.unit_of_work import UnitOfWork
-from session_awareness.domain.keys import SessionRef, is_agent_qualified
+from session_awareness.domain.keys import (
+    InvalidKeyError,
+    SessionRef,
+    check_key,
+    is_agent_qualified,
+)
 from session_awareness.domain.watch import RemovalReason, Via, Watch, notice_text
 
 
@@ -61,7 +66,12 @@ class Watching(ServiceCore):
         self, watcher: str, target: str, target_agent_id: str | None
     ) -> SessionRef | None:
         """The target's ref, or None (logged) when R-W3 refuses the pair."""
-        if not isinstance(watcher, str) or not is_agent_qualified(watcher):
+        try:
+            check_key(watcher)
+        except InvalidKeyError:
+            self._refused(watcher, target, "invalid_watcher_key")
+            return None
+        if not is_agent_qualified(watcher):
             self._refused(watcher, target, "watcher_not_agent_qualified")
             return None
         try:

@@ -49,7 +49,14 @@ class SessionRef:
 
     def __post_init__(self) -> None:
         check_key(self.key)
-        if not self.agent_id or self.agent_id != self.agent_id.strip() or ":" in self.agent_id:
+        if (
+            not isinstance(self.agent_id, str)
+            or not self.agent_id
+            or len(self.agent_id) > MAX_KEY_LENGTH
+            or any(
+                ch == ":" or ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in self.agent_id
+            )
+        ):
             raise InvalidKeyError(f"invalid agent id: {self.agent_id!r}")
         qualified = agent_of(self.key)
         if qualified is not None and qualified != self.agent_id:

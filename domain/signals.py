@@ -69,13 +69,21 @@ _GOAL_STATUS = re.compile(r"[A-Za-z0-9_\- ]{1,40}")
 
 
 def one_line(text: str, *, limit: int = MAX_LABEL_LENGTH) -> str:
-    """Collapse every run of whitespace (newlines included) to one space and bound the length."""
+    """Collapse every run of whitespace (newlines included) to one space and bound the length;
+    any other control character (NUL included) is refused."""
     if not isinstance(text, str):
         raise InvalidSignalError(f"expected text, got {type(text).__name__}")
     collapsed = " ".join(text.split())
     if len(collapsed) > limit:
         raise InvalidSignalError(f"text longer than {limit} characters")
+    if has_control(collapsed):
+        raise InvalidSignalError("text holds a control character")
     return collapsed
+
+
+def has_control(text: str) -> bool:
+    """Whether the text holds a C0 control character or DEL (NUL included)."""
+    return any(ord(ch) < 32 or ord(ch) == 127 for ch in text)
 
 
 def human_message_summary(channel: str | None) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import (
     PostgresAggregateRecorder,
@@ -97,26 +98,48 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
 
     # The library retries connection errors ten times; we fail fast and let the service's
     # bounded retry and its signal backlog decide (SPEC R-L8).
-    insert_events = PostgresApplicationRecorder.insert_events.__wrapped__  # type: ignore[attr-defined]
     select_events = PostgresAggregateRecorder.select_events.__wrapped__  # type: ignore[attr-defined]
     select_notifications = PostgresApplicationRecorder.select_notifications.__wrapped__  # type: ignore[attr-defined]
     max_notification_id = PostgresApplicationRecorder.max_notification_id.__wrapped__  # type: ignore[attr-defined]
 
-    def _fetch_ids_after_insert_events(
+    def insert_events(
         self,
-        curs: Cursor[Any],
         stored_events: Sequence[StoredEvent],
         *,
         projected_events: Sequence[Any] = (),
         **kwargs: Any,
     ) -> Sequence[int] | None:
-        notification_ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-        if projected_events:
-            if notification_ids is None:
-                raise RuntimeError("the event store returned no notification ids")
-            positions = list(zip(notification_ids, projected_events, strict=True))
-            self.apply_changes(curs, p.project(positions))
+        """The library's insert (table lock, NOTIFY, insert), then the projection's rows, in
+        one transaction. Unlike the library's own method, any failure — the insert's or the
+        projection's, client- or server-side — rolls the whole transaction back."""
+        failure: Exception | None = None
+        notification_ids: Sequence[int] | None = None
+        with self.datastore.get_connection() as conn:
+            with conn.pipeline() as pipeline, conn.transaction():
+                with conn.cursor() as curs:
+                    self._insert_events(curs, stored_events, **kwargs)
+                if stored_events:
+                    with conn.cursor() as curs:
+                        try:
+                            self._insert_stored_events(curs, stored_events, **kwargs)
+                            pipeline.sync()
+                            notification_ids = self._fetch_ids_after_insert_events(
+                                curs, stored_events, **kwargs
+                            )
+                            self._project(curs, notification_ids, projected_events)
+                            pipeline.sync()  # surface the rows' errors before COMMIT
+                        except Exception as error:  # noqa: BLE001 -- re-raised after rollback
+                            failure = error
+                            raise psycopg.Rollback from None
+            if failure is not None:
+                raise failure  # inside get_connection(), which maps psycopg's errors
         return notification_ids
+
+    def _project(self, curs: Cursor[Any], ids: Sequence[int] | None, events: Sequence[Any]) -> None:
+        if events:
+            if ids is None:
+                raise RuntimeError("the event store returned no notification ids")
+            self.apply_changes(curs, p.project(list(zip(ids, events, strict=True))))
 
     def notice_opened(self, c: Any, watch_id: UUID) -> None:
         """Publish a wake for the cursor's watcher; delivered to every listener on commit."""

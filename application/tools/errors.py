@@ -24,6 +24,7 @@ NOT_RECORDED = "not_recorded"
 INTERNAL_ERROR = "internal_error"
 SERVICE_ERROR = "service_error"
 INVALID_CALLER = "invalid_caller"
+CONFLICT = "conflict"
 
 
 class ToolError(SessionAwarenessError):

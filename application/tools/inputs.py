@@ -17,7 +17,12 @@ from pydantic_core import PydanticCustomError
 
 from session_awareness.application.status import parse_changes_since
 from session_awareness.domain.keys import MAX_KEY_LENGTH, check_key, is_thread_scoped
-from session_awareness.domain.signals import MAX_LABEL_LENGTH, MAX_SAFE_INTEGER, one_line
+from session_awareness.domain.signals import (
+    MAX_LABEL_LENGTH,
+    MAX_SAFE_INTEGER,
+    has_control,
+    one_line,
+)
 
 #: Error types our validators raise; the reported message comes from `RULES` (or, for a
 #: thread-scoped target, from `THREAD_SCOPED_RULE`), never from pydantic's wording.
@@ -48,6 +53,12 @@ def _single_line(value: str) -> str:
     return value
 
 
+def _no_control(value: str) -> str:
+    if has_control(value):
+        raise PydanticCustomError(INVALID, "holds a control character")
+    return value
+
+
 def _changes_since(value: object) -> int:
     try:
         return parse_changes_since(value)
@@ -61,7 +72,9 @@ SessionKey = Annotated[
     AfterValidator(_session_key),
 ]
 SendTargetKey = Annotated[SessionKey, AfterValidator(_send_target)]
-AgentId = Annotated[str, Field(min_length=1, max_length=MAX_KEY_LENGTH, pattern=r"^[^:\s]+$")]
+AgentId = Annotated[
+    str, Field(min_length=1, max_length=MAX_KEY_LENGTH, pattern=r"^[^:\s\x00-\x1f\x7f]+$")
+]
 Label = Annotated[
     str, Field(min_length=1, max_length=MAX_LABEL_LENGTH), AfterValidator(_single_line)
 ]
@@ -72,7 +85,7 @@ ChangesSince = Annotated[
         {
             "anyOf": [
                 {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER},
-                {"type": "string", "pattern": "^[0-9]+$"},
+                {"type": "string", "pattern": "^0*[0-9]{1,16}$"},
             ],
             "description": "Return the events after this state version (an integer, or a "
             "string of digits).",
@@ -102,7 +115,7 @@ class SessionsListInput(ToolInput):
     )
     label: Label | None = Field(default=None, alias="label", description="Exact label.")
     agent_id: AgentId | None = Field(default=None, alias="agentId", description="Exact agent id.")
-    search: str | None = Field(
+    search: Annotated[str, AfterValidator(_no_control)] | None = Field(
         default=None,
         alias="search",
         min_length=1,
@@ -178,7 +191,7 @@ RULES: dict[str, str] = {
     "label": f"label {_LINE}",
     "runId": f"runId {_LINE}",
     "agentId": "agentId must be an agent id (1 to 512 characters, no ':' and no whitespace)",
-    "search": "search must be a string of 1 to 512 characters",
+    "search": "search must be a string of 1 to 512 characters, without control characters",
     "activeMinutes": (
         f"activeMinutes must be a positive number of minutes, at most {MAX_ACTIVE_MINUTES}"
     ),

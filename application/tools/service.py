@@ -15,8 +15,10 @@ import structlog
 from pydantic import ValidationError
 
 from session_awareness.application.errors import SessionAwarenessError
+from session_awareness.application.ports import SessionRow as RegistryRow
 from session_awareness.application.tools.catalog import TOOLS
 from session_awareness.application.tools.errors import (
+    CONFLICT,
     INTERNAL_ERROR,
     INVALID_CALLER,
     INVALID_INPUT,
@@ -138,6 +140,15 @@ class SessionTools:
             raise ToolError(INVALID_INPUT, "a session cannot spawn itself", "childSessionKey")
         agent = agent_of(child) or agent_of(caller)
         with _service_errors("childSessionKey"):
+            existing = self.svc.session_rows(keys=[child], agent_id=agent)
+            if existing and not _may_claim(existing[0], caller):
+                # Claiming another parent's session would re-parent it into the caller's
+                # tree, with its history (R-T2): refused, whatever the caller may see.
+                raise ToolError(
+                    CONFLICT,
+                    "childSessionKey names a session the caller did not spawn",
+                    "childSessionKey",
+                )
             if given.label is not None:  # a child this call opens gets the label
                 kind = "subagent" if is_subagent(child) else "other"
                 self.svc.open_session(
@@ -156,6 +167,14 @@ class SessionTools:
         except InvalidKeyError:
             raise ToolError(INVALID_CALLER, "the caller must be a session key") from None
         return Visibility.of(self.svc, self.svc.visibility, caller)
+
+
+def _may_claim(child: RegistryRow, caller: str) -> bool:
+    """A spawn edge may name a child already spawned by the caller, or a parentless session of
+    the caller's own agent (the host opened it first)."""
+    if child.parent_key is None:
+        return child.agent_id == agent_of(caller)
+    return child.parent_key == caller
 
 
 @contextmanager

@@ -96,13 +96,6 @@ class TestAmbiguousCommit:
             (other, 1, 1, 1),
         }
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="R-L8: a producer whose commit landed reports None ('nothing recorded'). "
-        "core.py:107-113 `_retrying` runs a fresh attempt after a store error at commit (or "
-        "producers.py:158-163 keeps the delivery for the backlog); the fresh attempt finds the "
-        "dedupe key seen and returns None, so the caller never learns the sequence.",
-    )
     def test_an_idempotent_producer_reports_the_sequence_it_recorded(
         self, svc: SessionAwareness, proxy: CommitDroppingProxy
     ) -> None:
@@ -112,13 +105,6 @@ class TestAmbiguousCommit:
         )
         assert got == 2
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="a goal change (no idempotency key) is recorded twice: core.py:107-113 "
-        "`_retrying` re-runs the attempt after a fast store error at commit, and a slow one "
-        "goes to the backlog (producers.py:158-163) whose flush records it again; nothing tells "
-        "the retry that the first commit landed.",
-    )
     def test_a_goal_change_is_recorded_once_when_its_commit_answer_is_lost(
         self, svc: SessionAwareness, proxy: CommitDroppingProxy
     ) -> None:
@@ -129,14 +115,6 @@ class TestAmbiguousCommit:
         assert wait_until(svc.flush_signals)
         assert kinds(svc) == [(1, "child_spawned"), (2, "goal_changed")]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="R-N3: the drained notice is lost. watching.py:88-107 acknowledges in the "
-        "commit whose answer is lost; `_retrying` (core.py:107-113) then raises "
-        "StoreUnavailableError or re-runs the attempt, which finds the pair already "
-        "acknowledged and hands over only the reopened notice (changesSince 2), so event 2 "
-        "is never reconciled.",
-    )
     def test_a_drain_whose_commit_answer_is_lost_still_hands_the_notice_over(
         self, svc: SessionAwareness, proxy: CommitDroppingProxy
     ) -> None:

@@ -65,13 +65,6 @@ class TestSessionKeysOnEntry:
             }
         assert rows(svc) == before
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="keys given as a parent or a watcher are not checked: lifecycle.py:33-40 "
-        "(open_session checks `key` but stores `parent` as given), signals.py:115-125 "
-        "(child_spawned keeps `parent` as actor and watcher), and watching.py:75 lets "
-        "InvalidKeyError (not a SessionAwarenessError) escape from watch().",
-    )
     @pytest.mark.parametrize("key", ['agent:main:x"y', "agent:main:x\ny"], ids=repr)
     def test_a_bad_parent_or_watcher_key_is_refused_and_nothing_is_stored(
         self, svc: SessionAwareness, key: str
@@ -165,13 +158,6 @@ class TestVisibility:
                 )
                 assert neutral(seen, label) == neutral(ghost, "nobody")
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="sessions_spawn adopts any existing session: tools/service.py:133-151 records "
-        "the spawn on the child without checking who may claim it, and ChildSpawned "
-        "reparents it (domain/session.py:99-101, ChildSpawned.apply sets parent_key = actor), so "
-        "another agent's session joins the caller's tree with its whole history.",
-    )
     def test_spawning_a_session_outside_your_view_reveals_nothing(
         self, open_svc: ServiceFactory, clock: FakeClock
     ) -> None:

@@ -24,15 +24,6 @@ def own_cluster() -> Iterator[PostgresCluster]:
 
 
 class TestRecoveryUnderLoad:
-    @pytest.mark.xfail(
-        strict=True,
-        reason="the backlog never leaves its rest while producers keep calling: "
-        "backlog.py:53 `keep()` re-arms the one-second rest for every kept signal, and "
-        "producers.py:151-155 keeps a signal without trying the store while resting, so "
-        "with a call more often than once a second the store is never tried again and "
-        "every signal is kept (and, past the capacity, dropped) until traffic pauses. "
-        "Rest only after a failed store attempt, not on every keep.",
-    )
     def test_recording_resumes_while_producers_keep_calling(
         self, own_cluster: PostgresCluster
     ) -> None:

@@ -22,15 +22,6 @@ from tests.contract.helpers import CHILD, MANAGER, spawn
 from tests.pgcluster import PostgresCluster
 from tests.reliability.helpers import all_events, assert_audit_clean
 
-PARTIAL_COMMIT = (
-    "PostgreSQL commits a transaction whose inline projection failed: eventsourcing's "
-    "PostgresApplicationRecorder.insert_events catches every exception raised inside its "
-    "pipeline block into `exc` and re-raises it only after `conn.transaction()` has exited "
-    "normally, i.e. after COMMIT; infrastructure/postgres.py:100-114 runs the projection and "
-    "the read-model SQL inside that block, so a client-side failure (a Python error, or "
-    "psycopg's DataError for a NUL) stores the events without (all) their rows."
-)
-
 
 @pytest.fixture
 def own(database_url: str) -> Iterator[SessionAwareness]:
@@ -42,18 +33,12 @@ def own(database_url: str) -> Iterator[SessionAwareness]:
         service.close()
 
 
-def xfail_on_postgresql(request: pytest.FixtureRequest, url: str, reason: str) -> None:
-    if url.startswith("postgresql"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
-
 class TestRefusedWrites:
     def test_a_failing_projection_rolls_the_events_back_too(
         self, own: SessionAwareness, database_url: str, request: pytest.FixtureRequest
     ) -> None:
         """R-R2, DESIGN D4: events and rows commit together or not at all; a failure while
         writing the rows leaves the event store and the read models as they were."""
-        xfail_on_postgresql(request, database_url, PARTIAL_COMMIT)
         spawn(own)
         recorder: Any = own.recorder
         apply_changes = recorder.apply_changes
@@ -76,7 +61,6 @@ class TestRefusedWrites:
     ) -> None:
         """R-L4, R-S1: a producer field the store cannot hold is refused (or stored), never
         half-recorded: the next signal's sequence follows the last one changesSince shows."""
-        xfail_on_postgresql(request, database_url, PARTIAL_COMMIT)
         spawn(own)
         own.record_human_direct_message(CHILD, channel="tele\x00gram")
         own.record_goal_changed(CHILD, summary="goal updated")
@@ -89,14 +73,6 @@ class TestRefusedWrites:
     ) -> None:
         """R-K3, R-T1: open_session answers a typed error or opens the session; it never
         leaves a session that no query can find and no later open can repair."""
-        xfail_on_postgresql(
-            request,
-            database_url,
-            "open_session with a NUL in the label raises psycopg's DataError (untyped: "
-            "lifecycle.py:36 checks the label with one_line, which keeps NUL) and, by the "
-            "partial commit, stores the Opened event without its registry row: the key is "
-            "then unknown to every query and a later open_session does nothing.",
-        )
         key = "agent:main:labelled"
         with contextlib.suppress(SessionAwarenessError):
             own.open_session(key, label="bad\x00label")
@@ -110,13 +86,6 @@ class TestRefusedWrites:
     ) -> None:
         """R-T1: a filter the store cannot compare is refused as invalid input or matches
         nothing; never an internal error."""
-        xfail_on_postgresql(
-            request,
-            database_url,
-            "tools/inputs.py lets NUL through `search`, `label` and `agentId`; PostgreSQL "
-            "refuses NUL in a bound text parameter (DataError) and tools/service.py:76-80 "
-            "turns it into internal_error. Refuse control characters in these fields.",
-        )
         own.open_session(MANAGER)
         answer = own.tools.call("sessions_list", {field: "a\x00b"}, caller=MANAGER)
         assert answer in ({"sessions": [], "visibility": "tree"},) or (
@@ -125,13 +94,6 @@ class TestRefusedWrites:
 
 
 class TestChangesSinceDigits:
-    @pytest.mark.xfail(
-        strict=True,
-        reason="status.py:27 refuses digit strings longer than 16 characters before reading "
-        "their value, so a zero-padded version such as '00000000000000001' (= 1) is refused, "
-        "although R-S4 and the exported schema (pattern ^[0-9]+$) accept it. Strip leading "
-        "zeros before the length check.",
-    )
     def test_a_zero_padded_string_of_digits_is_a_valid_version(self, svc: SessionAwareness) -> None:
         """R-S4: `changesSince` is an integer or a string of digits, up to 2^53 − 1."""
         spawn(svc)
@@ -153,14 +115,7 @@ class TestCredentials:
             f"postgresql://sa:{SECRET}@127.0.0.1:notaport/db",
             f"postgresql://sa:{SECRET}@127.0.0.1:1/db?sslmode=disable",
             f"mysql://sa:{SECRET}@127.0.0.1/db",
-            pytest.param(
-                f"sqlite://sa:{SECRET}@host/sessions.db",
-                marks=pytest.mark.xfail(
-                    strict=True,
-                    reason="service.py:149-154 puts the raw URL in the 'SQLite URLs have no "
-                    "host' error; every other message goes through redact().",
-                ),
-            ),
+            f"sqlite://sa:{SECRET}@host/sessions.db",
         ],
     )
     def test_a_password_in_a_url_is_redacted_in_errors_and_logs(

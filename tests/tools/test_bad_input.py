@@ -84,7 +84,9 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     (
         "sessions_list",
         {"search": ""},
-        invalid("search", "search must be a string of 1 to 512 characters"),
+        invalid(
+            "search", "search must be a string of 1 to 512 characters, without control characters"
+        ),
     ),
     (
         "sessions_list",
