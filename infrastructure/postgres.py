@@ -115,22 +115,25 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
         failure: Exception | None = None
         notification_ids: Sequence[int] | None = None
         with self.datastore.get_connection() as conn:
-            with conn.pipeline() as pipeline, conn.transaction():
-                with conn.cursor() as curs:
-                    self._insert_events(curs, stored_events, **kwargs)
-                if stored_events:
+            try:
+                with conn.pipeline() as pipeline, conn.transaction():
                     with conn.cursor() as curs:
-                        try:
-                            self._insert_stored_events(curs, stored_events, **kwargs)
-                            pipeline.sync()
-                            notification_ids = self._fetch_ids_after_insert_events(
-                                curs, stored_events, **kwargs
-                            )
-                            self._project(curs, notification_ids, projected_events)
-                            pipeline.sync()  # surface the rows' errors before COMMIT
-                        except Exception as error:  # noqa: BLE001 -- re-raised after rollback
-                            failure = error
-                            raise psycopg.Rollback from None
+                        self._insert_events(curs, stored_events, **kwargs)
+                    if stored_events:
+                        with conn.cursor() as curs:
+                            try:
+                                self._insert_stored_events(curs, stored_events, **kwargs)
+                                pipeline.sync()
+                                notification_ids = self._fetch_ids_after_insert_events(
+                                    curs, stored_events, **kwargs
+                                )
+                                self._project(curs, notification_ids, projected_events)
+                                pipeline.sync()  # surface the rows' errors before COMMIT
+                            except Exception as error:  # noqa: BLE001 -- re-raised below
+                                failure = error
+                                raise psycopg.Rollback from None
+            except psycopg.Rollback:
+                pass  # escapes the block when the connection died before it could roll back
             if failure is not None:
                 raise failure  # inside get_connection(), which maps psycopg's errors
         return notification_ids
