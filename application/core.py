@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 from uuid import UUID
 
 import structlog
-from eventsourcing.application import Application
+from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import InterfaceError, OperationalError, RecordConflictError
 
 from session_awareness.application.backlog import SignalBacklog
@@ -96,6 +96,20 @@ class ServiceCore(Application[UUID]):
         super().close()
 
     # -- saving with the projection ---------------------------------------------------------
+
+    def save(self, *aggregates: Any, **kwargs: Any) -> Any:
+        """`Application.save` for aggregates, without the library's runtime-checkable
+        Protocol `isinstance` checks (6-9 µs each on Python 3.11, two per aggregate;
+        bench/PROPOSALS.md, P3)."""
+        processing_event: ProcessingEvent[UUID] = ProcessingEvent()
+        for aggregate in aggregates:
+            processing_event.events.extend(aggregate.collect_events())
+            processing_event.aggregates[aggregate.id] = aggregate
+        processing_event.saved_kwargs.update(kwargs)
+        recordings = self._record(processing_event)
+        self._take_snapshots(processing_event)
+        self._notify(recordings)
+        return recordings
 
     def _record(self, processing_event: Any) -> Any:
         # The inline projection needs the domain events beside the stored ones (DESIGN D4).

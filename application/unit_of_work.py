@@ -7,7 +7,7 @@ in one atomic save (DESIGN D3).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
 
@@ -30,6 +30,13 @@ class StaleReadError(RecordConflictError):
     the reads; like a lost race, the attempt runs again on fresh state."""
 
 
+def _mutate(aggregate: Any, events: Iterable[Any]) -> Any:
+    """The library's `project_aggregate` without its per-event Protocol `isinstance` assert."""
+    for event in events:
+        aggregate = event.mutate(aggregate)
+    return aggregate
+
+
 class UnitOfWork:
     def __init__(self, app: Application[UUID]) -> None:
         self._app = app
@@ -40,7 +47,9 @@ class UnitOfWork:
     def get(self, aggregate_id: UUID) -> Any:
         if aggregate_id not in self._loaded:
             try:
-                self._loaded[aggregate_id] = self._app.repository.get(aggregate_id)
+                self._loaded[aggregate_id] = self._app.repository.get(
+                    aggregate_id, projector_func=_mutate
+                )
             except AggregateNotFoundError:
                 self._loaded[aggregate_id] = None
         return self._loaded[aggregate_id]

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from eventsourcing.domain import Aggregate
 
+from session_awareness.domain.copying import copy_state
 from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.signals import (
     MAX_SUMMARY_LENGTH,
@@ -211,6 +212,13 @@ class Session(Aggregate):
             aggregate.upstream = None
 
     SIGNAL_CLASSES: ClassVar[dict[SignalKind, type[Session.Signal]]]
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Session:
+        """The repository hands out a copy of each cached aggregate (so a failed save never
+        corrupts the cache). Containers are copied one level deep, everything else shared:
+        every value kept in them is immutable. `copy.deepcopy` walked each of a long session's
+        idempotency keys on every load (bench/PROPOSALS.md, P4)."""
+        return copy_state(self)
 
     def __init__(
         self, agent_id: str, key: str, kind: str, label: str | None, parent_key: str | None
