@@ -27,41 +27,6 @@ from session_awareness.application import projection as p
 from session_awareness.infrastructure.pg_listener import WakeListener
 from session_awareness.infrastructure.readmodel import Dialect, ReadModelStore
 
-READ_MODEL_DDL = [
-    """CREATE TABLE IF NOT EXISTS {s}session_registry (
-        session_id uuid PRIMARY KEY, agent_id text NOT NULL, session_key text NOT NULL,
-        kind text NOT NULL, label text, parent_key text, opened_at bigint NOT NULL,
-        updated_at bigint NOT NULL, deleted smallint NOT NULL DEFAULT 0)""",
-    "CREATE INDEX IF NOT EXISTS session_registry_key ON {s}session_registry (session_key)",
-    "CREATE INDEX IF NOT EXISTS session_registry_parent ON {s}session_registry (parent_key)",
-    """CREATE TABLE IF NOT EXISTS {s}session_state_heads (
-        session_id uuid PRIMARY KEY, state_version bigint NOT NULL,
-        pruned_watermark bigint NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS {s}session_state_events (
-        session_id uuid NOT NULL, sequence bigint NOT NULL, position bigint NOT NULL,
-        kind text NOT NULL, actor_type text NOT NULL, actor_id text, run_id text,
-        occurred_at bigint NOT NULL, summary text NOT NULL, payload text,
-        recorded_at bigint NOT NULL, PRIMARY KEY (session_id, sequence))""",
-    "CREATE INDEX IF NOT EXISTS session_state_events_position "
-    "ON {s}session_state_events (position)",
-    "CREATE INDEX IF NOT EXISTS session_state_events_recorded "
-    "ON {s}session_state_events (recorded_at)",
-    """CREATE TABLE IF NOT EXISTS {s}session_watch_cursors (
-        watch_id uuid PRIMARY KEY, watcher_key text NOT NULL, target_id uuid NOT NULL,
-        target_key text NOT NULL, acknowledged bigint NOT NULL, notified bigint NOT NULL,
-        material bigint NOT NULL, notice_order bigint, updated_at bigint NOT NULL)""",
-    "CREATE INDEX IF NOT EXISTS session_watch_cursors_watcher "
-    "ON {s}session_watch_cursors (watcher_key)",
-    "CREATE INDEX IF NOT EXISTS session_watch_cursors_target "
-    "ON {s}session_watch_cursors (target_id)",
-    "CREATE INDEX IF NOT EXISTS session_watch_cursors_updated "
-    "ON {s}session_watch_cursors (updated_at)",
-    """CREATE TABLE IF NOT EXISTS {s}session_upstream_links (
-        session_id uuid PRIMARY KEY, catalog_id text NOT NULL, host_id text NOT NULL,
-        thread_id text NOT NULL, upstream_kind text NOT NULL, upstream_ref text NOT NULL,
-        marker text, last_position text, generation bigint NOT NULL,
-        linked_at bigint NOT NULL, updated_at bigint NOT NULL)""",
-]
 #: How long a backend pid that published a wake counts as ours (its notifications are skipped).
 OWN_BACKEND_MEMORY = 60.0
 _SCHEMA_LOCK = 0x5E5510A5  # advisory lock serialising concurrent first-use table creation
@@ -75,10 +40,11 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
         schema = self.datastore.schema
         quoted = '"' + schema.replace('"', '""') + '".'
         self.dialect = Dialect(
-            schema_prefix=quoted, placeholder="%s", greatest="GREATEST", strpos="strpos"
-        )
+            schema_prefix=quoted, placeholder="%s", greatest="GREATEST", strpos="strpos",
+            id_type="uuid", int_type="bigint", text_type="text",
+        )  # fmt: skip
         self.wake_channel = f"session_awareness_{schema}"[:63]
-        self.sql_create_statements.extend(SQL(self.sql(ddl)) for ddl in READ_MODEL_DDL)  # type: ignore[arg-type]
+        self.sql_create_statements.extend(SQL(ddl) for ddl in self.read_model_ddl())  # type: ignore[arg-type]
         self._own_backends: dict[int, float] = {}
 
     def param_id(self, value: UUID) -> Any:

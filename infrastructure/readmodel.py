@@ -35,6 +35,44 @@ READ_MODEL_TABLES = {
     "session_upstream_links": "session_id",
 }
 
+#: The read-model tables, written once: `{id}`, `{int}` and `{text}` are the backend's column
+#: types, `{s}` its schema prefix, `{keyed}` what follows a table with a composite key.
+READ_MODEL_DDL = [
+    """CREATE TABLE IF NOT EXISTS {s}session_registry (
+        session_id {id} PRIMARY KEY, agent_id {text} NOT NULL, session_key {text} NOT NULL,
+        kind {text} NOT NULL, label {text}, parent_key {text}, opened_at {int} NOT NULL,
+        updated_at {int} NOT NULL, deleted {int} NOT NULL DEFAULT 0)""",
+    "CREATE INDEX IF NOT EXISTS session_registry_key ON {s}session_registry (session_key)",
+    "CREATE INDEX IF NOT EXISTS session_registry_parent ON {s}session_registry (parent_key)",
+    """CREATE TABLE IF NOT EXISTS {s}session_state_heads (
+        session_id {id} PRIMARY KEY, state_version {int} NOT NULL,
+        pruned_watermark {int} NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS {s}session_state_events (
+        session_id {id} NOT NULL, sequence {int} NOT NULL, position {int} NOT NULL,
+        kind {text} NOT NULL, actor_type {text} NOT NULL, actor_id {text}, run_id {text},
+        occurred_at {int} NOT NULL, summary {text} NOT NULL, payload {text},
+        recorded_at {int} NOT NULL, PRIMARY KEY (session_id, sequence)){keyed}""",
+    "CREATE INDEX IF NOT EXISTS session_state_events_position "
+    "ON {s}session_state_events (position)",
+    "CREATE INDEX IF NOT EXISTS session_state_events_recorded "
+    "ON {s}session_state_events (recorded_at)",
+    """CREATE TABLE IF NOT EXISTS {s}session_watch_cursors (
+        watch_id {id} PRIMARY KEY, watcher_key {text} NOT NULL, target_id {id} NOT NULL,
+        target_key {text} NOT NULL, acknowledged {int} NOT NULL, notified {int} NOT NULL,
+        material {int} NOT NULL, notice_order {int}, updated_at {int} NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS session_watch_cursors_watcher "
+    "ON {s}session_watch_cursors (watcher_key)",
+    "CREATE INDEX IF NOT EXISTS session_watch_cursors_target "
+    "ON {s}session_watch_cursors (target_id)",
+    "CREATE INDEX IF NOT EXISTS session_watch_cursors_updated "
+    "ON {s}session_watch_cursors (updated_at)",
+    """CREATE TABLE IF NOT EXISTS {s}session_upstream_links (
+        session_id {id} PRIMARY KEY, catalog_id {text} NOT NULL, host_id {text} NOT NULL,
+        thread_id {text} NOT NULL, upstream_kind {text} NOT NULL, upstream_ref {text} NOT NULL,
+        marker {text}, last_position {text}, generation {int} NOT NULL,
+        linked_at {int} NOT NULL, updated_at {int} NOT NULL)""",
+]
+
 _SESSION = (
     "SELECT r.session_id, r.agent_id, r.session_key, r.kind, r.label, r.parent_key, "
     "r.updated_at, COALESCE(h.state_version, 0) AS state_version, r.deleted "
@@ -71,6 +109,10 @@ class Dialect:
     placeholder: str  # "?" or "%s"
     greatest: str  # "MAX" or "GREATEST"
     strpos: str  # "instr" or "strpos"
+    id_type: str = "TEXT"  # hex on SQLite; "uuid" on PostgreSQL
+    int_type: str = "INTEGER"  # "bigint" on PostgreSQL
+    text_type: str = "TEXT"
+    keyed: str = ""  # " WITHOUT ROWID" on SQLite
 
 
 class ReadModelStore:
@@ -82,8 +124,15 @@ class ReadModelStore:
     @cache  # noqa: B019 -- a handful of fixed templates per recorder, kept for its lifetime
     def sql(self, template: str) -> str:
         d = self.dialect
-        text = template.format(s=d.schema_prefix, greatest=d.greatest, strpos=d.strpos)
+        text = template.format(
+            s=d.schema_prefix, greatest=d.greatest, strpos=d.strpos, id=d.id_type,
+            int=d.int_type, text=d.text_type, keyed=d.keyed,
+        )  # fmt: skip
         return text.replace("?", d.placeholder)
+
+    def read_model_ddl(self) -> list[str]:
+        """This backend's statements creating the read-model tables and indexes."""
+        return [self.sql(template) for template in READ_MODEL_DDL]
 
     def param_id(self, value: UUID) -> Any:
         """How an aggregate id is bound: hex text on SQLite, a uuid on PostgreSQL."""
