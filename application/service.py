@@ -137,7 +137,7 @@ def open_service(
     # A cache of aggregates, fast-forwarded from the store on every load: an attempt reads only
     # the events it has not seen, so records cost the same on long sessions and a lost race
     # is retried quickly.
-    settings = {"AGGREGATE_CACHE_MAXSIZE": "1000", **environment_for(url)}
+    settings = {"AGGREGATE_CACHE_MAXSIZE": "20000", **environment_for(url)}
     env = {_PREFIX + k: v for k, v in settings.items()}
     try:
         service = SessionAwareness(
