@@ -39,6 +39,8 @@ class WakeListener:
         self._skip = skip
         self._poll = poll_interval
         self._stop = threading.Event()
+        self._stopping = threading.RLock()
+        self._pipe_closed = False
         self._stop_pipe = os.pipe()  # written on stop, so the listener never waits a poll out
         self._thread: threading.Thread | None = None
         self.connected = threading.Event()
@@ -51,14 +53,27 @@ class WakeListener:
         self._thread.start()
 
     def stop(self) -> None:
-        if self._stop.is_set():
-            return
-        self._stop.set()
-        os.write(self._stop_pipe[1], b"x")
-        if self._thread is not None:
+        with self._stopping:
+            if self._stop.is_set():
+                return
+            # Wake the listener first, then tell it to stop: it closes the pipe only after
+            # seeing the stop, so this write never meets a closed descriptor.
+            if not self._pipe_closed:
+                os.write(self._stop_pipe[1], b"x")
+            self._stop.set()
+        if self._thread is None:
+            self._close_pipe()
+        # A service collected by the garbage collector may be closed from this very thread;
+        # the thread closes the pipe itself when it ends.
+        elif self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
-        for fd in self._stop_pipe:
-            os.close(fd)
+
+    def _close_pipe(self) -> None:
+        with self._stopping:
+            if not self._pipe_closed:
+                self._pipe_closed = True
+                for fd in self._stop_pipe:
+                    os.close(fd)
 
     def wait_connected(self, timeout: float) -> bool:
         return self.connected.wait(timeout)
@@ -68,6 +83,12 @@ class WakeListener:
         return "connected" if self.connected.is_set() else "reconnecting"
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self._close_pipe()
+
+    def _serve(self) -> None:
         backoff, first = 0.05, True
         while not self._stop.is_set():
             try:
