@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -110,3 +111,13 @@ def assert_rebuild_matches(service: SessionAwareness) -> None:
 @pytest.fixture
 def svc(open_svc: ServiceFactory) -> SessionAwareness:
     return open_svc()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30) -> bool:
+    """Poll `condition` until it holds or the deadline passes; the one wait the suite uses."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,21 +9,11 @@ import pytest
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.domain.keys import SessionRef
-from tests.conftest import RecordingWaker
+from tests.conftest import RecordingWaker, wait_until
 from tests.contract.helpers import CHILD, MANAGER, notice, spawn
 from tests.postgres.conftest import Worker
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30) -> bool:
-    """Poll `condition` until it holds or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 class TestConcurrentAppends:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import tempfile
-import time
 import uuid
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from psycopg import sql
 
 from session_awareness.application import SessionAwareness
 from tests.conftest import assert_rebuild_matches
+from tests.conftest import wait_until as shared_wait_until
 from tests.pgcluster import PostgresCluster
 
 #: Generous on purpose: a deadline bounds a hang, it does not measure speed.
@@ -55,14 +55,7 @@ def assert_audit_clean(svc: SessionAwareness) -> None:
     assert_rebuild_matches(svc)
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = DEADLINE) -> bool:
-    """Poll `condition` until it holds or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
+wait_until = partial(shared_wait_until, timeout=DEADLINE)
 
 
 def all_events(svc: SessionAwareness, key: str) -> list[dict[str, Any]]:
