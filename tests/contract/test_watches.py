@@ -162,7 +162,7 @@ class TestCleanup:
     def test_resetting_the_watcher_removes_its_cursors_and_keeps_the_targets_history(
         self, svc: SessionAwareness
     ) -> None:
-        """R-W6: resetting W removes every cursor held by W; T's history is kept."""
+        """R-C1, R-W6: resetting W removes every cursor held by W; T's history is kept."""
         spawn(svc)
         svc.record_human_direct_message(CHILD, channel="telegram")
         svc.reset_session(MANAGER)
@@ -180,7 +180,7 @@ class TestCleanup:
     def test_deleting_a_session_removes_its_cursors_both_ways_and_its_rows(
         self, svc: SessionAwareness
     ) -> None:
-        """R-W6: deleting removes cursors where it is watcher or target, and its log rows."""
+        """R-C2, R-W6: deleting removes cursors where it is watcher or target, and its rows."""
         spawn(svc)
         svc.open_session(OTHER)
         svc.watch(CHILD, OTHER)
