@@ -15,6 +15,7 @@ import structlog
 from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import InterfaceError, OperationalError, RecordConflictError
 
+from session_awareness.application.aggregate_cache import AggregateCache, NotificationLog
 from session_awareness.application.backlog import SignalBacklog
 from session_awareness.application.errors import (
     AmbiguousSessionError,
@@ -38,6 +39,10 @@ MAX_ATTEMPTS = 100
 STORE_ERRORS = (OperationalError, InterfaceError)
 #: A connection error faster than this is a stale pooled connection, worth one more try.
 FAST_FAILURE = 0.5
+
+
+#: Aggregates kept in memory between commands (sessions and cursors; ~1-2 KB each).
+CACHED_AGGREGATES = 20_000
 
 
 class GuardedReadModel:
@@ -85,6 +90,7 @@ class ServiceCore(Application[UUID]):
         self.waker = waker
         self.retention = retention or Retention()
         self.read_model = cast(ReadModel, GuardedReadModel(self.recorder))
+        self.aggregates = AggregateCache(cast(NotificationLog, self.recorder), CACHED_AGGREGATES)
         self.backlog = SignalBacklog(signal_backlog)
         self._next_prune: datetime | None = None
 

@@ -134,10 +134,8 @@ def open_service(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
     url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
-    # A cache of aggregates, fast-forwarded from the store on every load: an attempt reads only
-    # the events it has not seen, so records cost the same on long sessions and a lost race
-    # is retried quickly.
-    settings = {"AGGREGATE_CACHE_MAXSIZE": "20000", **environment_for(url)}
+    # No library cache: the service keeps its own (application/aggregate_cache.py).
+    settings = environment_for(url)
     env = {_PREFIX + k: v for k, v in settings.items()}
     try:
         service = SessionAwareness(

@@ -15,6 +15,7 @@ from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import InterfaceError, OperationalError, RecordConflictError
 
+from session_awareness.application.aggregate_cache import AggregateCache
 from session_awareness.domain.keys import SessionRef, watch_id
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Watch
@@ -40,19 +41,42 @@ def _mutate(aggregate: Any, events: Iterable[Any]) -> Any:
 class UnitOfWork:
     def __init__(self, app: Application[UUID]) -> None:
         self._app = app
+        self._cache: AggregateCache | None = getattr(app, "aggregates", None)
+        self._seen_at: int | None = None  # the cache's log position when this attempt looked
         self._loaded: dict[UUID, Aggregate | None] = {}
         self._after_commit: list[Callable[[], object]] = []
+        self._saved: tuple[list[Aggregate], dict[UUID, int]] | None = None
         self.first_event: Any = None
 
     def get(self, aggregate_id: UUID) -> Any:
         if aggregate_id not in self._loaded:
-            try:
-                self._loaded[aggregate_id] = self._app.repository.get(
-                    aggregate_id, projector_func=_mutate
-                )
-            except AggregateNotFoundError:
-                self._loaded[aggregate_id] = None
+            self._loaded[aggregate_id] = self._load(aggregate_id)
         return self._loaded[aggregate_id]
+
+    def _load(self, aggregate_id: UUID) -> Aggregate | None:
+        cache = self._cache
+        if cache is not None:
+            if self._seen_at is None:
+                self._seen_at = cache.look()  # once per attempt, before any read
+            hit = cache.get(aggregate_id, self._fast_forward)
+            if hit is not None:
+                aggregate, forwarded = hit
+                if forwarded:
+                    cache.loaded(aggregate, self._seen_at)
+                return cast(Aggregate, aggregate)
+        try:
+            loaded = self._app.repository.get(aggregate_id, projector_func=_mutate)
+        except AggregateNotFoundError:
+            return None
+        if cache is not None and self._seen_at is not None:
+            cache.loaded(loaded, self._seen_at)
+        return cast(Aggregate, loaded)
+
+    def _fast_forward(self, aggregate: Any) -> Any:
+        """Apply the stored events after the copy's version (another writer's)."""
+        return _mutate(
+            aggregate, self._app.repository.event_store.get(aggregate.id, gt=aggregate.version)
+        )
 
     def add(self, aggregate: A) -> A:
         """Track a newly created aggregate so `commit()` saves it."""
@@ -79,10 +103,21 @@ class UnitOfWork:
         changed = [a for a in self._loaded.values() if a is not None and a.pending_events]
         if changed:
             self.first_event = changed[0].pending_events[0]
-            self._app.save(*changed)
+            recordings = self._app.save(*changed)
+            positions: dict[UUID, int] = {}
+            for recording in recordings or ():
+                originator_id = recording.domain_event.originator_id
+                positions[originator_id] = max(
+                    recording.notification.id, positions.get(originator_id, 0)
+                )
+            self._saved = (changed, positions)
 
     def committed(self) -> None:
-        """Run the after-commit actions (wakes, logs)."""
+        """Keep the saved aggregates in the cache, then run the after-commit actions (wakes,
+        logs). A save whose answer was lost is not kept: its events are in the store and the
+        cache's next look at the log marks the older copies stale."""
+        if self._cache is not None and self._saved is not None:
+            self._cache.saved(*self._saved)
         for action in self._after_commit:
             action()
 

@@ -68,6 +68,23 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
     select_notifications = PostgresApplicationRecorder.select_notifications.__wrapped__  # type: ignore[attr-defined]
     max_notification_id = PostgresApplicationRecorder.max_notification_id.__wrapped__  # type: ignore[attr-defined]
 
+    def originators_after(self, position: int, limit: int) -> list[tuple[int, UUID, int]]:
+        """The notification log after `position`, without the events' state (the aggregate
+        cache's look); one statement on an autocommit connection, prepared."""
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(
+                SQL(
+                    "SELECT notification_id, originator_id, originator_version FROM {} "
+                    "WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+                ).format(Identifier(self.datastore.schema, self.events_table_name)),
+                (position, limit),
+                prepare=True,
+            ).fetchall()
+        return [
+            (row["notification_id"], row["originator_id"], row["originator_version"])
+            for row in rows
+        ]
+
     def insert_events(
         self,
         stored_events: Sequence[StoredEvent],

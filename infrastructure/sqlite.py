@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
@@ -26,6 +27,17 @@ class SQLiteReadModelRecorder(ReadModelStore, SQLiteApplicationRecorder):
 
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name)
+
+    def originators_after(self, position: int, limit: int) -> list[tuple[int, UUID, int]]:
+        """The notification log after `position`, without the events' state (the aggregate
+        cache's look); one statement, no explicit transaction."""
+        with self.datastore.get_connection(commit=False) as conn, conn.cursor() as c:
+            c.execute(
+                f"SELECT rowid, originator_id, originator_version FROM {self.events_table_name} "  # noqa: S608 -- the library's table name
+                "WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (position, limit),
+            )
+            return [(row[0], UUID(row[1]), row[2]) for row in c.fetchall()]
 
     def construct_create_table_statements(self) -> list[str]:
         return [*super().construct_create_table_statements(), *self.read_model_ddl()]

@@ -1,0 +1,137 @@
+"""Aggregates as this process last saw them, kept fresh by reading the notification log.
+
+The library's cache fast-forwards every cached aggregate on every load: one `SELECT` of the
+events after the cached version, per aggregate, per command (two or more per record). This
+cache instead asks the store once per attempt which aggregates anyone changed since it last
+looked (`originators_after`: notification id, originator id and version, no state) and marks
+only those stale; a stale aggregate is fast-forwarded when it is next loaded. A single
+writer thus loads its aggregates without a query, and several writers pay one query per
+attempt plus one per aggregate another writer actually changed.
+
+Why reading the log is exact: every event gets its notification id under the event table's
+lock (PostgreSQL) or the database's single write lock (SQLite), so ids become visible in
+order; once the log shows id `n`, every event with a smaller id is visible too. An aggregate
+is put back only when no look at the log can have passed one of its newer events:
+- after a save, when the log position is still below the save's own notification id;
+- after a load or fast-forward, when the position has not moved since before its read.
+Otherwise it is dropped (the next load reads it from the store).
+Optimistic concurrency still guards every write: a command that decided on a copy that went
+stale meanwhile loses the race on save and runs again (DESIGN D3), after the next look at the
+log has marked the aggregate stale.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from copy import deepcopy
+from typing import Any, Protocol
+from uuid import UUID
+
+#: Notifications read per look at the log; a longer gap empties the cache instead.
+LOOK_LIMIT = 500
+
+
+class NotificationLog(Protocol):
+    def originators_after(self, position: int, limit: int) -> Sequence[tuple[int, UUID, int]]:
+        """`(notification id, originator id, originator version)` after `position`, in order."""
+
+    def max_notification_id(self) -> int | None: ...
+
+
+class AggregateCache:
+    """A bounded, thread-safe map of aggregate id → the latest copy this process has seen.
+
+    Copies go out (`get`), never the cached object, so a command's changes reach the cache
+    only through `saved`."""
+
+    def __init__(self, log: NotificationLog, maxsize: int) -> None:
+        self._log = log
+        self._maxsize = maxsize
+        self._items: OrderedDict[UUID, Any] = OrderedDict()
+        self._stale: set[UUID] = set()
+        self._lock = threading.Lock()
+        self.position: int | None = None  # None: not looked yet (the cache is empty)
+
+    def look(self) -> int:
+        """Read the log since the last look, mark what others changed as stale, and return
+        the new position (what a later `loaded` must still see)."""
+        with self._lock:
+            if self.position is None:
+                self.position = self._log.max_notification_id() or 0
+                return self.position
+            while True:
+                found = self._log.originators_after(self.position, LOOK_LIMIT)
+                for _, originator_id, version in found:
+                    cached = self._items.get(originator_id)
+                    if cached is not None and cached.version < version:
+                        self._stale.add(originator_id)
+                if found:
+                    self.position = found[-1][0]
+                if len(found) < LOOK_LIMIT:
+                    return self.position
+                # A long gap: forgetting everything is cheaper than reading all of it.
+                self._items.clear()
+                self._stale.clear()
+                self.position = self._log.max_notification_id() or self.position
+
+    def get(
+        self, aggregate_id: UUID, fast_forward: Callable[[Any], Any]
+    ) -> tuple[Any, bool] | None:
+        """A copy of the cached aggregate, fast-forwarded when stale, and whether it was; None
+        when it is not cached."""
+        with self._lock:
+            cached = self._items.get(aggregate_id)
+            if cached is None:
+                return None
+            self._items.move_to_end(aggregate_id)
+            stale = aggregate_id in self._stale
+        copy = deepcopy(cached)
+        return (fast_forward(copy), True) if stale else (copy, False)
+
+    def loaded(self, aggregate: Any, seen_at: int) -> None:
+        """Keep an aggregate read from the store after the look at `seen_at`."""
+        with self._lock:
+            if self.position == seen_at:
+                self._put(aggregate.id, deepcopy(aggregate))
+            else:
+                self._drop(aggregate.id)
+
+    def saved(self, aggregates: Iterable[Any], notification_ids: dict[UUID, int]) -> None:
+        """Keep the aggregates of a committed save (not copied: the command is over);
+        `notification_ids` holds each one's last notification id."""
+        with self._lock:
+            for aggregate in aggregates:
+                at = notification_ids.get(aggregate.id)
+                if at is not None and self.position is not None and self.position < at:
+                    self._put(aggregate.id, aggregate)
+                else:
+                    self._drop(aggregate.id)
+
+    def forget(self, aggregate_ids: Iterable[UUID]) -> None:
+        """Drop aggregates whose fate is unknown (a lost race, an unconfirmed commit)."""
+        with self._lock:
+            for aggregate_id in aggregate_ids:
+                self._drop(aggregate_id)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._stale.clear()
+            self.position = None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def _put(self, aggregate_id: UUID, aggregate: Any) -> None:
+        self._items[aggregate_id] = aggregate
+        self._items.move_to_end(aggregate_id)
+        self._stale.discard(aggregate_id)
+        while len(self._items) > self._maxsize:
+            evicted, _ = self._items.popitem(last=False)
+            self._stale.discard(evicted)
+
+    def _drop(self, aggregate_id: UUID) -> None:
+        self._items.pop(aggregate_id, None)
+        self._stale.discard(aggregate_id)

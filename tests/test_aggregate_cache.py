@@ -1,0 +1,124 @@
+"""The aggregate cache's rules, against a notification log in memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from uuid import UUID, uuid4
+
+from session_awareness.application.aggregate_cache import LOOK_LIMIT, AggregateCache
+
+
+@dataclass
+class Item:
+    id: UUID
+    version: int
+    history: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Log:
+    rows: list[tuple[int, UUID, int]] = field(default_factory=list)
+    looks: int = 0
+
+    def append(self, originator_id: UUID, version: int) -> int:
+        self.rows.append((len(self.rows) + 1, originator_id, version))
+        return len(self.rows)
+
+    def originators_after(self, position: int, limit: int) -> list[tuple[int, UUID, int]]:
+        self.looks += 1
+        return self.rows[position : position + limit]
+
+    def max_notification_id(self) -> int | None:
+        return len(self.rows) or None
+
+
+def forward_to(version: int):  # type: ignore[no-untyped-def]
+    def forward(item: Item) -> Item:
+        item.history.append(item.version)
+        item.version = version
+        return item
+
+    return forward
+
+
+def cached(cache: AggregateCache, item_id: UUID) -> Item | None:
+    hit = cache.get(item_id, forward_to(-1))
+    return None if hit is None else hit[0]
+
+
+def test_a_saved_aggregate_is_served_as_a_copy_without_reading_the_store() -> None:
+    log, item = Log(), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    cache.saved([item], {item.id: log.append(item.id, 1)})
+    copy = cached(cache, item.id)
+    assert copy == item and copy is not item
+
+
+def test_an_aggregate_another_writer_changed_is_fast_forwarded_on_its_next_get() -> None:
+    log, item = Log(), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    cache.saved([item], {item.id: log.append(item.id, 1)})
+    log.append(item.id, 2)  # another writer
+    cache.look()
+    hit = cache.get(item.id, forward_to(2))
+    assert hit is not None and hit[1] is True and hit[0].version == 2
+
+
+def test_the_writers_own_events_do_not_make_its_copies_stale() -> None:
+    log, item = Log(), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    cache.saved([item], {item.id: log.append(item.id, 1)})
+    cache.look()
+    hit = cache.get(item.id, forward_to(-1))
+    assert hit is not None and hit[1] is False
+
+
+def test_a_save_the_log_position_has_passed_is_not_kept() -> None:
+    """Another thread looked past this save: a newer event of the aggregate may be behind."""
+    log, item = Log(), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    at = log.append(item.id, 1)
+    log.append(item.id, 2)  # another writer, seen by another thread's look
+    cache.look()
+    cache.saved([item], {item.id: at})
+    assert cached(cache, item.id) is None
+
+
+def test_a_load_is_kept_only_if_no_look_happened_since_it_began() -> None:
+    log, item = Log(), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    seen_at = cache.look()
+    cache.loaded(item, seen_at)
+    assert cached(cache, item.id) == item
+    other = Item(uuid4(), 1)
+    log.append(other.id, 1)
+    cache.look()
+    cache.loaded(other, seen_at)
+    assert cached(cache, other.id) is None
+
+
+def test_a_long_gap_in_the_log_empties_the_cache() -> None:
+    log, item = Log(), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    cache.saved([item], {item.id: log.append(item.id, 1)})
+    for _ in range(LOOK_LIMIT + 1):
+        log.append(uuid4(), 1)
+    assert cache.look() == len(log.rows)
+    assert cached(cache, item.id) is None
+
+
+def test_the_least_recently_used_aggregate_is_evicted_first() -> None:
+    log = Log()
+    cache = AggregateCache(log, maxsize=2)
+    cache.look()
+    items = [Item(uuid4(), 1) for _ in range(3)]
+    cache.saved(items[:2], {i.id: log.append(i.id, 1) for i in items[:2]})
+    cached(cache, items[0].id)  # now the most recently used
+    cache.saved(items[2:], {items[2].id: log.append(items[2].id, 1)})
+    assert cached(cache, items[1].id) is None
+    assert cached(cache, items[0].id) is not None and cached(cache, items[2].id) is not None
