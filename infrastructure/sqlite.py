@@ -27,6 +27,15 @@ class SQLiteReadModelRecorder(ReadModelStore, SQLiteApplicationRecorder):
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name)
 
+    def fetch_tuples(self, template: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.datastore.get_connection(commit=False) as conn:
+            cursor = conn.cursor().sqlite_cursor
+            cursor.row_factory = None  # tuples, not `sqlite3.Row`
+            try:
+                return cursor.execute(self.sql(template), params).fetchall()
+            finally:
+                cursor.close()
+
     def construct_create_table_statements(self) -> list[str]:
         return [*super().construct_create_table_statements(), *self.read_model_ddl()]
 
