@@ -39,6 +39,8 @@ MAX_ATTEMPTS = 100
 STORE_ERRORS = (OperationalError, InterfaceError)
 #: A connection error faster than this is a stale pooled connection, worth one more try.
 FAST_FAILURE = 0.5
+#: How many resolved (key, agent id) pairs `resolve_id` keeps before starting afresh.
+RESOLVED_BOUND = 4096
 
 
 #: Aggregates kept in memory between commands (sessions and cursors; ~1-2 KB each).
@@ -60,6 +62,7 @@ class GuardedReadModel:
             except STORE_ERRORS as error:
                 raise StoreUnavailableError(str(error)) from error
 
+        setattr(self, name, guarded)  # bound once: later lookups skip __getattr__
         return guarded
 
 
@@ -92,6 +95,7 @@ class ServiceCore(Application[UUID]):
         self.read_model = cast(ReadModel, GuardedReadModel(self.recorder))
         self.aggregates = AggregateCache(cast(NotificationLog, self.recorder), CACHED_AGGREGATES)
         self.backlog = SignalBacklog(signal_backlog)
+        self._resolved: dict[tuple[str, str | None], tuple[SessionRef, UUID]] = {}
         self._next_prune: datetime | None = None
 
     closed = False
@@ -99,6 +103,9 @@ class ServiceCore(Application[UUID]):
     def close(self) -> None:
         """Release the database connections; the service cannot be used afterwards."""
         self.closed = True
+        close_readers = getattr(self.recorder, "close_readers", None)
+        if close_readers is not None:  # SQLite's per-thread reading connections
+            close_readers()
         super().close()
 
     # -- saving with the projection ---------------------------------------------------------
@@ -171,6 +178,22 @@ class ServiceCore(Application[UUID]):
         return woken
 
     # -- resolving keys ----------------------------------------------------------------------
+
+    def resolve_id(self, key: str, agent_id: str | None = None) -> tuple[SessionRef, UUID]:
+        """`resolve` and the session id (a uuid5). Memoised where the answer is a pure
+        function of the arguments (the key names its agent, or the agent id is given), so it
+        holds across delete and reopen: whether the session is live is the read model's to
+        say. A bare key without an agent id is looked up every time."""
+        try:
+            return self._resolved[key, agent_id]
+        except (KeyError, TypeError):  # TypeError: an unhashable key, refused by resolve
+            ref = self.resolve(key, agent_id)
+        found = (ref, ref.session_id)
+        if agent_id is not None or agent_of(key) is not None:
+            if len(self._resolved) >= RESOLVED_BOUND:
+                self._resolved.clear()
+            self._resolved[key, agent_id] = found
+        return found
 
     def resolve(self, key: str, agent_id: str | None = None) -> SessionRef:
         """The ref a key names: qualified keys name their agent; a bare key needs the agent id

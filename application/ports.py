@@ -69,16 +69,10 @@ class Head:
     pruned_watermark: int
 
 
-@dataclass(frozen=True, slots=True)
-class ChangeRow:
-    sequence: int
-    kind: str
-    actor_type: str
-    actor_id: str | None
-    run_id: str | None
-    occurred_at: int
-    summary: str
-    payload: dict[str, Any] | None
+#: One retained `changesSince` row as the read model returns it: (sequence, kind, actor_type,
+#: actor_id, run_id, occurred_at, summary, payload as stored JSON text). A plain tuple: a
+#: 200-event page builds no per-row object beyond the response's own (bench `changes`).
+ChangeRow = tuple[int, str, str, str | None, str | None, int, str, str | None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,8 @@ class Queries(ServiceCore):
     ) -> dict[str, Any]:
         """`{sessionKey, stateVersion, stateChanges?}`; never advances a cursor (R-S1)."""
         since = None if changes_since is None else parse_changes_since(changes_since)
-        ref = self.resolve(key, agent_id)
-        state = self.read_model.session_state(ref.session_id, after=since, limit=PAGE_SIZE + 1)
+        ref, session_id = self.resolve_id(key, agent_id)
+        state = self.read_model.session_state(session_id, after=since, limit=PAGE_SIZE + 1)
         if state is None:
             raise UnknownSessionError(key)
         return status_json(ref.key, state, since)

@@ -46,34 +46,15 @@ def _pg_notify_and_lock() -> None:
     PostgresReadModelRecorder._lock_table = lock_table  # type: ignore[method-assign]
 
 
-_STATE = (
-    "SELECT h.state_version, h.pruned_watermark, m.earliest, e.sequence, e.kind, e.actor_type, "
-    "e.actor_id, e.run_id, e.occurred_at, e.summary, e.payload "
-    "FROM {s}session_registry r JOIN {s}session_state_heads h ON h.session_id = r.session_id "
-    "CROSS JOIN (SELECT MIN(sequence) AS earliest FROM {s}session_state_events "
-    " WHERE session_id = ?) m "
-    "LEFT JOIN {s}session_state_events e ON e.session_id = r.session_id "
-    "AND e.sequence > ? AND e.sequence <= h.state_version "
-    "WHERE r.session_id = ? AND r.deleted = 0 ORDER BY e.sequence LIMIT ?"
-)
-
-
-_NO_PAGE = 2**62  # `changes_since` larger than any sequence: the head row only
-
-
 def _one_statement_status() -> None:
     """P5: every read-model query is one statement, so run it without BEGIN/ROLLBACK (two
-    round trips fewer on PostgreSQL); and on PostgreSQL `session_state` as one statement
-    (head, page and earliest retained sequence in one snapshot): one round trip, not five."""
-    from session_awareness.application.ports import Head, SessionState  # noqa: PLC0415
+    round trips fewer on PostgreSQL). (Its other half, `session_state` in one statement, is
+    in the product since branch perf-changes.)"""
     from session_awareness.infrastructure import readmodel  # noqa: PLC0415
     from session_awareness.infrastructure.postgres import PostgresReadModelRecorder  # noqa: PLC0415
     from session_awareness.infrastructure.sqlite import SQLiteReadModelRecorder  # noqa: PLC0415
 
-    original_state, original_fetch = (
-        readmodel.ReadModelStore.session_state,
-        readmodel.ReadModelStore.fetch,
-    )
+    original_fetch = readmodel.ReadModelStore.fetch
 
     def pg_fetch(self: Any, template: str, params: Any = ()) -> list[Any]:
         if not active("one-statement-status"):
@@ -90,26 +71,6 @@ def _one_statement_status() -> None:
             c.execute(self.sql(template), params)
             return list(c.fetchall())
 
-    def session_state(
-        self: Any, session_id: UUID, *, after: int | None, limit: int
-    ) -> SessionState | None:
-        if not active("one-statement-status") or isinstance(self, SQLiteReadModelRecorder):
-            # In-process SQLite has no round trips to save, and sorting the joined page
-            # costs more than the two extra statements (measured: x0.87 on a 200-event page).
-            return original_state(self, session_id, after=after, limit=limit)
-        since = _NO_PAGE if after is None else after
-        sid = self.param_id(session_id)
-        rows = self.fetch(_STATE, (sid, since, sid, max(limit, 1)))
-        if not rows:
-            return None
-        first = rows[0]
-        head = Head(first["state_version"], first["pruned_watermark"])
-        if after is None:
-            return SessionState(head, [], None)
-        changes = [readmodel._change(r) for r in rows if r["sequence"] is not None]
-        return SessionState(head, changes, first["earliest"])
-
-    readmodel.ReadModelStore.session_state = session_state  # type: ignore[method-assign]
     PostgresReadModelRecorder.fetch = pg_fetch  # type: ignore[method-assign]
     SQLiteReadModelRecorder.fetch = sqlite_fetch  # type: ignore[method-assign]
 

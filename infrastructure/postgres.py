@@ -21,6 +21,7 @@ from eventsourcing.postgres import (
     PostgresDatastore,
 )
 from psycopg import Cursor
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
 from session_awareness.application import projection as p
@@ -49,6 +50,13 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
 
     def param_id(self, value: UUID) -> Any:
         return value
+
+    def fetch_tuples(self, template: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        # The pool's connections are in autocommit mode: one statement, one round trip,
+        # prepared on each connection at its first use.
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as c:
+            c.execute(self.sql(template), params, prepare=True)
+            return c.fetchall()
 
     def create_table(self) -> None:
         """Create the schema and tables on first use; concurrent first uses take turns."""

@@ -16,7 +16,6 @@ from uuid import UUID
 
 from session_awareness.application import projection as p
 from session_awareness.application.ports import (
-    ChangeRow,
     CursorRow,
     Head,
     PrunePlan,
@@ -90,6 +89,21 @@ _LINK = (
     "ON r.session_id = l.session_id WHERE r.deleted = 0"
 )
 _WATCHED = " AND EXISTS (SELECT 1 FROM {s}session_watch_cursors c WHERE c.target_id = l.session_id)"
+#: `session_state` in one statement: the page columns (a `ChangeRow`), then the head, the
+#: pruned watermark and the earliest retained sequence on every row. The head row LEFT JOINs
+#: the page, so a session without matching rows still gives one row (its page columns NULL);
+#: the page is bounded by the head of the same snapshot, so it never runs ahead of it (R-S1).
+#: The scalar subquery is uncorrelated: evaluated once.
+_STATE = (
+    "SELECT e.sequence, e.kind, e.actor_type, e.actor_id, e.run_id, e.occurred_at, e.summary, "
+    "e.payload, h.state_version, h.pruned_watermark, "
+    "(SELECT MIN(sequence) FROM {s}session_state_events WHERE session_id = ?) "
+    "FROM {s}session_registry r JOIN {s}session_state_heads h ON h.session_id = r.session_id "
+    "LEFT JOIN {s}session_state_events e ON e.session_id = r.session_id "
+    "AND e.sequence > ? AND e.sequence <= h.state_version "
+    "WHERE r.session_id = ? AND r.deleted = 0 ORDER BY e.sequence LIMIT ?"
+)
+_NO_PAGE = 2**62  # an `after` beyond every sequence: the head row alone
 _PRUNE_PLAN = """
     WITH cutoff AS (
         SELECT position FROM {s}session_state_events ORDER BY position DESC LIMIT 1 OFFSET ?),
@@ -145,6 +159,11 @@ class ReadModelStore:
         with self.datastore.transaction(commit=False) as c:
             c.execute(self.sql(template), params)
             return list(c.fetchall())
+
+    def fetch_tuples(self, template: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """One statement, atomic on its own, outside an explicit transaction; rows as tuples.
+        Each backend runs it its cheapest way."""
+        raise NotImplementedError
 
     # -- writing rows ----------------------------------------------------------------------
 
@@ -352,40 +371,20 @@ class ReadModelStore:
     def session_state(
         self, session_id: UUID, *, after: int | None, limit: int
     ) -> SessionState | None:
+        """Head, pruned watermark, earliest retained sequence and the page in ONE statement:
+        one snapshot without an explicit transaction (one round trip on PostgreSQL, not five),
+        and the page is bounded by the head read in that same snapshot (R-S1)."""
         sid = self.param_id(session_id)
-        with self.datastore.transaction(commit=False) as c:
-            c.execute(
-                self.sql(
-                    "SELECT h.state_version, h.pruned_watermark FROM {s}session_registry r "
-                    "JOIN {s}session_state_heads h ON h.session_id = r.session_id "
-                    "WHERE r.session_id = ? AND r.deleted = 0"
-                ),
-                (sid,),
-            )
-            found = c.fetchone()
-            if found is None:
-                return None
-            head = Head(found["state_version"], found["pruned_watermark"])
-            if after is None:
-                return SessionState(head, [], None)
-            # Bounded by the head read above, so the page never runs ahead of stateVersion.
-            c.execute(
-                self.sql(
-                    "SELECT sequence, kind, actor_type, actor_id, run_id, occurred_at, summary, "
-                    "payload FROM {s}session_state_events WHERE session_id = ? AND sequence > ? "
-                    "AND sequence <= ? ORDER BY sequence LIMIT ?"
-                ),
-                (sid, after, head.state_version, limit),
-            )
-            changes = [_change(r) for r in c.fetchall()]
-            c.execute(
-                self.sql(
-                    "SELECT MIN(sequence) AS earliest FROM {s}session_state_events "
-                    "WHERE session_id = ?"
-                ),
-                (sid,),
-            )
-            return SessionState(head, changes, c.fetchone()["earliest"])
+        since = _NO_PAGE if after is None else after
+        rows = self.fetch_tuples(_STATE, (sid, since, sid, max(limit, 1)))
+        if not rows:
+            return None
+        first = rows[0]
+        head = Head(first[8], first[9])
+        if after is None:
+            return SessionState(head, [], None)
+        changes = [row[:8] for row in rows] if first[0] is not None else []
+        return SessionState(head, changes, first[10])
 
     def list_sessions(
         self,
@@ -493,13 +492,6 @@ def _session(r: Any) -> SessionRow:
     )  # fmt: skip
 
 
-def _change(r: Any) -> ChangeRow:
-    return ChangeRow(
-        r["sequence"], r["kind"], r["actor_type"], r["actor_id"], r["run_id"],
-        r["occurred_at"], r["summary"], _load(r["payload"]),
-    )  # fmt: skip
-
-
 def _cursor(r: Any) -> CursorRow:
     return CursorRow(
         _uuid(r["watch_id"]), r["watcher_key"], _uuid(r["target_id"]), r["target_key"],
@@ -519,7 +511,3 @@ def _link(r: Any) -> UpstreamLinkRow:
 
 def _dump(payload: dict[str, Any] | None) -> str | None:
     return None if payload is None else json.dumps(payload, sort_keys=True, separators=(",", ":"))
-
-
-def _load(text: str | None) -> dict[str, Any] | None:
-    return None if text is None else dict(json.loads(text))
