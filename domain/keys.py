@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from uuid import UUID, uuid5
 
@@ -53,9 +54,7 @@ class SessionRef:
             not isinstance(self.agent_id, str)
             or not self.agent_id
             or len(self.agent_id) > MAX_KEY_LENGTH
-            or any(
-                ch == ":" or ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in self.agent_id
-            )
+            or _BAD_AGENT_CHARACTER.search(self.agent_id) is not None
         ):
             raise InvalidKeyError(f"invalid agent id: {self.agent_id!r}")
         qualified = agent_of(self.key)
@@ -82,6 +81,10 @@ def watch_id(watcher_key: str, target_id: UUID) -> UUID:
 
 
 MAX_KEY_LENGTH = 512
+#: A double quote, a C0 control character or DEL: never in a key (R-N1).
+_BAD_KEY_CHARACTER = re.compile('["\x00-\x1f\x7f]')
+#: A colon, whitespace, a C0 control character or DEL: never in an agent id.
+_BAD_AGENT_CHARACTER = re.compile(r"[:\s\x00-\x1f\x7f]")
 
 
 def check_key(key: str) -> None:
@@ -89,7 +92,7 @@ def check_key(key: str) -> None:
     quote (the notice text quotes the key, byte-stable, R-N1)."""
     if not isinstance(key, str) or not key or key != key.strip():
         raise InvalidKeyError(f"invalid session key: {key!r}")
-    if len(key) > MAX_KEY_LENGTH or any(ch == '"' or ord(ch) < 32 or ord(ch) == 127 for ch in key):
+    if len(key) > MAX_KEY_LENGTH or _BAD_KEY_CHARACTER.search(key) is not None:
         raise InvalidKeyError(f"invalid session key: {key[:60]!r}")
 
 

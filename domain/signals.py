@@ -65,6 +65,7 @@ GOAL_STATUS_PREFIX = "goal status changed to "
 MAX_SUMMARY_LENGTH = 200
 MAX_LABEL_LENGTH = 120
 MAX_SAFE_INTEGER = 2**53 - 1
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 _GOAL_STATUS = re.compile(r"[A-Za-z0-9_\- ]{1,40}")
 
 
@@ -83,7 +84,7 @@ def one_line(text: str, *, limit: int = MAX_LABEL_LENGTH) -> str:
 
 def has_control(text: str) -> bool:
     """Whether the text holds a C0 control character or DEL (NUL included)."""
-    return any(ord(ch) < 32 or ord(ch) == 127 for ch in text)
+    return _CONTROL.search(text) is not None
 
 
 def human_message_summary(channel: str | None) -> str:

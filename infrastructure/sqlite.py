@@ -21,12 +21,17 @@ from eventsourcing.persistence import (
 from eventsourcing.sqlite import (
     SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteConnectionPool,
     SQLiteCursor,
     SQLiteDatastore,
 )
 
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.readmodel import Dialect, ReadModelStore
+
+#: Prepared statements each connection keeps (the record path uses about ten).
+STATEMENT_CACHE = 64
 
 
 class SQLiteReadModelRecorder(ReadModelStore, SQLiteApplicationRecorder):
@@ -38,6 +43,7 @@ class SQLiteReadModelRecorder(ReadModelStore, SQLiteApplicationRecorder):
     )  # fmt: skip
 
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
+        datastore.pool.__class__ = _StatementCachingPool  # before it opens a connection
         super().__init__(datastore, events_table_name)
         self._reader = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -89,13 +95,12 @@ class SQLiteReadModelRecorder(ReadModelStore, SQLiteApplicationRecorder):
     def originators_after(self, position: int, limit: int) -> list[tuple[int, UUID, int]]:
         """The notification log after `position`, without the events' state (the aggregate
         cache's look); one statement, no explicit transaction."""
-        with self.datastore.get_connection(commit=False) as conn, conn.cursor() as c:
-            c.execute(
-                f"SELECT rowid, originator_id, originator_version FROM {self.events_table_name} "  # noqa: S608 -- the library's table name
-                "WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                (position, limit),
-            )
-            return [(row[0], UUID(row[1]), row[2]) for row in c.fetchall()]
+        rows = self.fetch_tuples(
+            f"SELECT rowid, originator_id, originator_version FROM {self.events_table_name} "  # noqa: S608 -- the library's table name
+            "WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (position, limit),
+        )
+        return [(row[0], UUID(row[1]), row[2]) for row in rows]
 
     def construct_create_table_statements(self) -> list[str]:
         return [*super().construct_create_table_statements(), *self.read_model_ddl()]
@@ -115,6 +120,32 @@ class SQLiteReadModelRecorder(ReadModelStore, SQLiteApplicationRecorder):
             positions = list(zip(notification_ids, projected_events, strict=True))
             self.apply_changes(c, p.project(positions))
         return notification_ids
+
+
+class _StatementCachingPool(SQLiteConnectionPool):
+    """The library's pool, with connections that keep their prepared statements.
+
+    The library opens its connections with `cached_statements=True`, a cache of one statement,
+    so a record re-prepares each of its ~8 statements every time (~85 us of CPU per record,
+    measured). Otherwise the same connection set-up: WAL on a file database, `sqlite3.Row`."""
+
+    def _create_connection(self) -> SQLiteConnection:
+        try:
+            c = sqlite3.connect(
+                database=self.db_name, uri=True, check_same_thread=False, isolation_level=None,
+                cached_statements=STATEMENT_CACHE,
+                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+            )  # fmt: skip
+        except (sqlite3.Error, TypeError) as error:
+            raise InterfaceError(error) from error
+        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+            mode = c.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode.lower() != "wal":
+                c.execute("PRAGMA journal_mode=WAL")
+                self.journal_mode_was_changed_to_wal = True
+            self.is_journal_mode_wal = True
+        c.row_factory = sqlite3.Row
+        return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
 
 
 def _library_error(error: sqlite3.Error) -> PersistenceError:

@@ -3,7 +3,7 @@
 Armed, it forwards the client's COMMIT to the server, waits for the server's CommandComplete
 for it (sent only once the commit is durable) and then drops both connections instead of
 passing it on: the transaction is committed, and the client cannot know. It reads the
-frontend protocol to find the COMMIT: a simple query ('Q') or, as psycopg's pipeline mode
+frontend protocol to find the COMMIT: a simple query ('Q') ending in it or, as psycopg's pipeline mode
 sends it, a Parse ('P') of `COMMIT`. Loopback only; every connection ends with the proxy.
 """
 
@@ -20,9 +20,10 @@ _SSL_REQUEST, _GSSENC_REQUEST = 80877103, 80877104
 
 
 def is_commit(kind: bytes, body: bytes) -> bool:
-    """Whether a frontend message runs COMMIT (simple query or a Parse of it)."""
+    """Whether a frontend message runs COMMIT: a simple query whose last statement is COMMIT
+    (the write path sends its rows and the COMMIT as one query), or a Parse of it."""
     if kind == b"Q":
-        return body.rstrip(b"\0").strip().upper() == b"COMMIT"
+        return body.rstrip(b"\0").rsplit(b";", 1)[-1].strip().upper() == b"COMMIT"
     if kind == b"P":  # Parse: statement name \0, query \0, parameter types
         _, _, rest = body.partition(b"\0")
         return rest.partition(b"\0")[0].strip().upper() == b"COMMIT"
