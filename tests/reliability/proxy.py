@@ -3,8 +3,9 @@
 Armed, it forwards the client's COMMIT to the server, waits for the server's CommandComplete
 for it (sent only once the commit is durable) and then drops both connections instead of
 passing it on: the transaction is committed, and the client cannot know. It reads the
-frontend protocol to find the COMMIT: a simple query ('Q') ending in it or, as psycopg's pipeline mode
-sends it, a Parse ('P') of `COMMIT`. Loopback only; every connection ends with the proxy.
+frontend protocol to find the COMMIT: a simple query ('Q') ending in it or, as psycopg's
+pipeline mode sends it, a Parse ('P') of `COMMIT`. Loopback only; every connection ends
+with the proxy.
 """
 
 from __future__ import annotations
