@@ -29,8 +29,10 @@ from copy import deepcopy
 from typing import Any, Protocol
 from uuid import UUID
 
-#: Notifications read per look at the log; a longer gap empties the cache instead.
-LOOK_LIMIT = 500
+#: Notifications read per page of a look at the log, and pages per look; a longer gap
+#: empties the cache instead (cheaper than reading all of it).
+LOOK_LIMIT = 1000
+LOOK_PAGES = 10
 
 
 class NotificationLog(Protocol):
@@ -61,7 +63,7 @@ class AggregateCache:
             if self.position is None:
                 self.position = self._log.max_notification_id() or 0
                 return self.position
-            while True:
+            for _ in range(LOOK_PAGES):
                 found = self._log.originators_after(self.position, LOOK_LIMIT)
                 for _, originator_id, version in found:
                     cached = self._items.get(originator_id)
@@ -71,10 +73,11 @@ class AggregateCache:
                     self.position = found[-1][0]
                 if len(found) < LOOK_LIMIT:
                     return self.position
-                # A long gap: forgetting everything is cheaper than reading all of it.
-                self._items.clear()
-                self._stale.clear()
-                self.position = self._log.max_notification_id() or self.position
+            # A long gap: forgetting everything is cheaper than reading all of it.
+            self._items.clear()
+            self._stale.clear()
+            self.position = self._log.max_notification_id() or self.position
+            return self.position
 
     def get(
         self, aggregate_id: UUID, fast_forward: Callable[[Any], Any]
@@ -98,9 +101,16 @@ class AggregateCache:
             else:
                 self._drop(aggregate.id)
 
-    def saved(self, aggregates: Iterable[Any], notification_ids: dict[UUID, int]) -> None:
+    def saved(
+        self,
+        aggregates: Iterable[Any],
+        notification_ids: dict[UUID, int],
+        ids: Sequence[int] | None = None,
+    ) -> None:
         """Keep the aggregates of a committed save (not copied: the command is over);
-        `notification_ids` holds each one's last notification id."""
+        `notification_ids` holds each one's last notification id. When the save's ids follow
+        the position directly, the log up to them is this save alone: the position moves past
+        them, so the next look does not read them back."""
         with self._lock:
             for aggregate in aggregates:
                 at = notification_ids.get(aggregate.id)
@@ -108,6 +118,12 @@ class AggregateCache:
                     self._put(aggregate.id, aggregate)
                 else:
                     self._drop(aggregate.id)
+            if (
+                self.position is not None
+                and ids
+                and sorted(ids) == list(range(self.position + 1, self.position + 1 + len(ids)))
+            ):
+                self.position += len(ids)
 
     def forget(self, aggregate_ids: Iterable[UUID]) -> None:
         """Drop aggregates whose fate is unknown (a lost race, an unconfirmed commit)."""

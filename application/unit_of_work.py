@@ -45,7 +45,7 @@ class UnitOfWork:
         self._seen_at: int | None = None  # the cache's log position when this attempt looked
         self._loaded: dict[UUID, Aggregate | None] = {}
         self._after_commit: list[Callable[[], object]] = []
-        self._saved: tuple[list[Aggregate], dict[UUID, int]] | None = None
+        self._saved: tuple[list[Aggregate], dict[UUID, int], list[int]] | None = None
         self.first_event: Any = None
 
     def get(self, aggregate_id: UUID) -> Any:
@@ -105,12 +105,12 @@ class UnitOfWork:
             self.first_event = changed[0].pending_events[0]
             recordings = self._app.save(*changed)
             positions: dict[UUID, int] = {}
+            ids: list[int] = []
             for recording in recordings or ():
-                originator_id = recording.domain_event.originator_id
-                positions[originator_id] = max(
-                    recording.notification.id, positions.get(originator_id, 0)
-                )
-            self._saved = (changed, positions)
+                originator_id, at = recording.domain_event.originator_id, recording.notification.id
+                positions[originator_id] = max(at, positions.get(originator_id, 0))
+                ids.append(at)
+            self._saved = (changed, positions, ids)
 
     def committed(self) -> None:
         """Keep the saved aggregates in the cache, then run the after-commit actions (wakes,

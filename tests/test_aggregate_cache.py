@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import UUID, uuid4
 
-from session_awareness.application.aggregate_cache import LOOK_LIMIT, AggregateCache
+from session_awareness.application.aggregate_cache import LOOK_LIMIT, LOOK_PAGES, AggregateCache
 
 
 @dataclass
@@ -102,11 +102,12 @@ def test_a_load_is_kept_only_if_no_look_happened_since_it_began() -> None:
 
 
 def test_a_long_gap_in_the_log_empties_the_cache() -> None:
+    """Reading the log page by page would cost more than loading again what is used."""
     log, item = Log(), Item(uuid4(), 1)
     cache = AggregateCache(log, maxsize=10)
     cache.look()
     cache.saved([item], {item.id: log.append(item.id, 1)})
-    for _ in range(LOOK_LIMIT + 1):
+    for _ in range(LOOK_LIMIT * LOOK_PAGES + 1):
         log.append(uuid4(), 1)
     assert cache.look() == len(log.rows)
     assert cached(cache, item.id) is None
@@ -122,3 +123,29 @@ def test_the_least_recently_used_aggregate_is_evicted_first() -> None:
     cache.saved(items[2:], {items[2].id: log.append(items[2].id, 1)})
     assert cached(cache, items[1].id) is None
     assert cached(cache, items[0].id) is not None and cached(cache, items[2].id) is not None
+
+
+def test_a_save_right_after_the_position_moves_it_past_the_saves_own_events() -> None:
+    log, item = Log(), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    ids = [log.append(item.id, 1), log.append(uuid4(), 1)]
+    cache.saved([item], {item.id: ids[0]}, ids)
+    assert cache.position == 2
+    looks = log.looks
+    assert cache.look() == 2 and log.looks == looks + 1  # one empty page, nothing read back
+
+
+def test_a_save_behind_another_writers_events_leaves_the_position_for_the_next_look() -> None:
+    log, item, other = Log(), Item(uuid4(), 1), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    cache.saved([other], {other.id: log.append(other.id, 1)}, [1])
+    log.append(other.id, 2)  # another writer
+    at = log.append(item.id, 1)
+    cache.saved([item], {item.id: at}, [at])
+    assert cache.position == 1
+    cache.look()
+    assert cache.position == 3
+    hit = cache.get(other.id, forward_to(2))
+    assert hit is not None and hit[1] is True
