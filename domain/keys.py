@@ -81,10 +81,10 @@ def watch_id(watcher_key: str, target_id: UUID) -> UUID:
 
 
 MAX_KEY_LENGTH = 512
-#: A double quote, a C0 control character or DEL: never in a key (R-N1).
-_BAD_KEY_CHARACTER = re.compile('["\x00-\x1f\x7f]')
-#: A colon, whitespace, a C0 control character or DEL: never in an agent id.
-_BAD_AGENT_CHARACTER = re.compile(r"[:\s\x00-\x1f\x7f]")
+#: A double quote, a C0 control character, DEL or a surrogate: never in a key (R-N1).
+_BAD_KEY_CHARACTER = re.compile('["\x00-\x1f\x7f\ud800-\udfff]')
+#: A colon, whitespace, a C0 control character, DEL or a surrogate: never in an agent id.
+_BAD_AGENT_CHARACTER = re.compile("[:\\s\x00-\x1f\x7f\ud800-\udfff]")
 
 
 def check_key(key: str) -> None:

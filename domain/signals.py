@@ -65,7 +65,8 @@ GOAL_STATUS_PREFIX = "goal status changed to "
 MAX_SUMMARY_LENGTH = 200
 MAX_LABEL_LENGTH = 120
 MAX_SAFE_INTEGER = 2**53 - 1
-_CONTROL = re.compile("[\x00-\x1f\x7f]")
+#: A C0 control character, DEL, or a surrogate (never text: it cannot be stored as UTF-8).
+_CONTROL = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 _GOAL_STATUS = re.compile(r"[A-Za-z0-9_\- ]{1,40}")
 
 
@@ -83,7 +84,7 @@ def one_line(text: str, *, limit: int = MAX_LABEL_LENGTH) -> str:
 
 
 def has_control(text: str) -> bool:
-    """Whether the text holds a C0 control character or DEL (NUL included)."""
+    """Whether the text holds a C0 control character or DEL (NUL included), or a surrogate."""
     return _CONTROL.search(text) is not None
 
 

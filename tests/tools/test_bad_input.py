@@ -88,6 +88,14 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             "search", "search must be a string of 1 to 512 characters, without control characters"
         ),
     ),
+    (  # a lone surrogate is not text (UTF-8 cannot hold it): found by the schema fuzzer
+        "sessions_list",
+        {"search": "\ud800"},
+        invalid(
+            "search", "search must be a string of 1 to 512 characters, without control characters"
+        ),
+    ),
+    ("sessions_list", {"label": "x\udfff"}, invalid("label", f"label {LINE_RULE}")),
     (
         "sessions_list",
         {"archived": True},
