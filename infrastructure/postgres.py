@@ -43,7 +43,7 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
         quoted = '"' + schema.replace('"', '""') + '".'
         self.dialect = Dialect(
             schema_prefix=quoted, placeholder="%s", greatest="GREATEST", strpos="strpos",
-            id_type="uuid", int_type="bigint", text_type="text",
+            id_type="uuid", int_type="bigint", text_type="text", stacked_state=True,
         )  # fmt: skip
         self.wake_channel = f"session_awareness_{schema}"[:63]
         self.sql_create_statements.extend(SQL(ddl) for ddl in self.read_model_ddl())  # type: ignore[arg-type]

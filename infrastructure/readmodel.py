@@ -94,7 +94,9 @@ _WATCHED = " AND EXISTS (SELECT 1 FROM {s}session_watch_cursors c WHERE c.target
 #: the page, so a session without matching rows still gives one row (its page columns NULL);
 #: the page is bounded by the head of the same snapshot, so it never runs ahead of it (R-S1).
 #: The scalar subquery is uncorrelated: evaluated once.
-_STATE = (
+#: `session_state` on SQLite: the head joined to every row of the page (in-process, the
+#: cheapest: 170 us for a 200-event page, against 230 us for the form below).
+_STATE_JOINED = (
     "SELECT e.sequence, e.kind, e.actor_type, e.actor_id, e.run_id, e.occurred_at, e.summary, "
     "e.payload, h.state_version, h.pruned_watermark, "
     "(SELECT MIN(sequence) FROM {s}session_state_events WHERE session_id = ?) "
@@ -102,6 +104,20 @@ _STATE = (
     "LEFT JOIN {s}session_state_events e ON e.session_id = r.session_id "
     "AND e.sequence > ? AND e.sequence <= h.state_version "
     "WHERE r.session_id = ? AND r.deleted = 0 ORDER BY e.sequence LIMIT ?"
+)
+#: `session_state` on PostgreSQL: the head row (its page columns NULL), then the page (its head
+#: columns NULL), so the head is sent once rather than with every row (231 against 268 us).
+_STATE_STACKED = (
+    "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.state_version, "
+    "h.pruned_watermark, (SELECT MIN(sequence) FROM {s}session_state_events WHERE session_id = ?) "
+    "FROM {s}session_registry r JOIN {s}session_state_heads h ON h.session_id = r.session_id "
+    "WHERE r.session_id = ? AND r.deleted = 0 "
+    "UNION ALL SELECT * FROM (SELECT e.sequence, e.kind, e.actor_type, e.actor_id, e.run_id, "
+    "e.occurred_at, e.summary, e.payload, CAST(NULL AS {int}), CAST(NULL AS {int}), "
+    "CAST(NULL AS {int}) FROM {s}session_state_events e "
+    "WHERE e.session_id = ? AND e.sequence > ? AND e.sequence <= (SELECT h.state_version "
+    "FROM {s}session_state_heads h WHERE h.session_id = ?) ORDER BY e.sequence LIMIT ?) page "
+    "ORDER BY 1 NULLS FIRST"
 )
 _NO_PAGE = 2**62  # an `after` beyond every sequence: the head row alone
 _PRUNE_PLAN = """
@@ -127,6 +143,7 @@ class Dialect:
     int_type: str = "INTEGER"  # "bigint" on PostgreSQL
     text_type: str = "TEXT"
     keyed: str = ""  # " WITHOUT ROWID" on SQLite
+    stacked_state: bool = False  # `session_state` as head row + page rows (PostgreSQL)
 
 
 class ReadModelStore:
@@ -376,15 +393,22 @@ class ReadModelStore:
         and the page is bounded by the head read in that same snapshot (R-S1)."""
         sid = self.param_id(session_id)
         since = _NO_PAGE if after is None else after
-        rows = self.fetch_tuples(_STATE, (sid, since, sid, max(limit, 1)))
-        if not rows:
-            return None
+        limit = max(limit, 1)
+        if self.dialect.stacked_state:
+            rows = self.fetch_tuples(_STATE_STACKED, (sid, sid, sid, since, sid, limit))
+            if not rows or rows[0][0] is not None:  # no head row: unknown or deleted
+                return None
+            page = rows[1:]
+        else:
+            rows = self.fetch_tuples(_STATE_JOINED, (sid, since, sid, limit))
+            if not rows:
+                return None
+            page = rows if rows[0][0] is not None else []
         first = rows[0]
         head = Head(first[8], first[9])
         if after is None:
             return SessionState(head, [], None)
-        changes = [row[:8] for row in rows] if first[0] is not None else []
-        return SessionState(head, changes, first[10])
+        return SessionState(head, [row[:8] for row in page], first[10])
 
     def list_sessions(
         self,
