@@ -51,7 +51,8 @@ class _Audit:
         return int(self.live.max_notification_id() or 0)
 
     def notifications(self, after: int, limit: int) -> Sequence[Notification]:
-        return list(self.live.select_notifications(after, limit, inclusive_of_start=False))
+        with self.live.datastore.transaction(commit=False) as c:
+            return self.log.select(c, "{id} > ?", (after,), limit)
 
     def streams(self, originator_ids: Collection[UUID]) -> Sequence[Notification]:
         ids = [self.live.param_id(i) for i in originator_ids]
@@ -102,7 +103,7 @@ class SQLiteScratch:
     def apply(self, changes: Sequence[p.RowChange]) -> None:
         c = self.conn.cursor()
         c.execute("BEGIN")
-        self.store.apply_changes(c, changes)
+        self.store.apply_changes_in_bulk(c, changes)
         c.execute("COMMIT")
 
     @contextmanager
@@ -158,7 +159,7 @@ class PostgresScratch:
 
     def apply(self, changes: Sequence[p.RowChange]) -> None:
         with self.audit.live.datastore.transaction(commit=True) as c, c.connection.pipeline():
-            self.store.apply_changes(c, changes)
+            self.store.apply_changes_in_bulk(c, changes)
 
     @contextmanager
     def against_live(self, *, lock: bool) -> Iterator[View]:

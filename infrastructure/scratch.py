@@ -10,6 +10,7 @@ held in memory but the differing rows: a `FULL JOIN` on each table's key (writte
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
@@ -39,12 +40,21 @@ def table_keys() -> dict[str, tuple[str, ...]]:
     return {table: tuple(order.split(", ")) for table, order in READ_MODEL_TABLES.items()}
 
 
+#: Aggregate ids kept decoded by an event log reader (a replay meets each one many times).
+KEEP_IDS = 100_000
+
+
+_COLUMNS = itemgetter("id", "originator_id", "originator_version", "topic", "state")
+
+
 class EventLog:
     """Reads of the library's events table: by position, and by stream for a history."""
 
     def __init__(self, live: Any, id_column: str) -> None:
         self.live, self.id_column = live, id_column
         self.table = live.dialect.schema_prefix + q(live.events_table_name)
+        self.convert = getattr(live, "convert_originator_id", lambda value: value)
+        self.ids: dict[Any, Any] = {}
 
     def select(self, c: Any, where: str, params: Sequence[Any], limit: int) -> list[Notification]:
         ident = self.id_column
@@ -55,17 +65,24 @@ class EventLog:
             ),
             (*params, limit),
         )
-        convert = getattr(self.live, "convert_originator_id", lambda value: value)
-        return [
-            Notification(
-                id=row["id"],
-                originator_id=convert(row["originator_id"]),
-                originator_version=row["originator_version"],
-                topic=row["topic"],
-                state=bytes(row["state"]),
+        ids, convert = self.ids, self.convert
+        out = []
+        for position, stored_id, version, topic, state in map(_COLUMNS, c.fetchall()):
+            originator_id = ids.get(stored_id)
+            if originator_id is None:
+                if len(ids) >= KEEP_IDS:
+                    ids.clear()
+                originator_id = ids[stored_id] = convert(stored_id)
+            out.append(
+                Notification(
+                    id=position,
+                    originator_id=originator_id,
+                    originator_version=version,
+                    topic=topic,
+                    state=bytes(state),
+                )
             )
-            for row in c.fetchall()
-        ]
+        return out
 
     def last_id(self, c: Any) -> int:
         c.execute(f"SELECT COALESCE(MAX({self.id_column}), 0) AS last FROM {self.table}")
@@ -87,7 +104,7 @@ class View:
         return self.log.select(self.c, "{id} > ? AND {id} <= ?", (after, self.last_id), limit)
 
     def apply(self, changes: Sequence[p.RowChange]) -> None:
-        self.scratch.apply_changes(self.c, changes)
+        self.scratch.apply_changes_in_bulk(self.c, changes)
 
     def tables(self) -> dict[str, tuple[str, ...]]:
         return table_keys()
