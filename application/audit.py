@@ -28,6 +28,7 @@ from session_awareness.application.history import history_entries, watchers_name
 from session_awareness.application.invariants import Invariants
 from session_awareness.application.ports import AuditStore, AuditView, ReplayTarget
 from session_awareness.application.projection import project, to_ms
+from session_awareness.application.replay import EventDecoder
 from session_awareness.domain.keys import InvalidKeyError, SessionRef, agent_of, watch_id
 
 #: Stored events per page: read, decoded, checked, projected and written together.
@@ -44,11 +45,13 @@ class _Replay:
     def __init__(self, app: ServiceCore, page_size: int, progress: Progress | None) -> None:
         self.app, self.page_size, self.progress = app, page_size, progress
         self.invariants = Invariants()
+        self.decode = EventDecoder(app.mapper)
         self.position = self.events = self.total = 0
 
     def into(self, target: ReplayTarget) -> None:
+        decode = self.decode
         while page := target.notifications(self.position, self.page_size):
-            recorded = [(n.id, self.app.mapper.to_domain_event(n)) for n in page]
+            recorded = [(n.id, decode(n)) for n in page]
             for position, event in recorded:
                 self.invariants.check(position, event)
             target.apply(project(recorded))
