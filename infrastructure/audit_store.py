@@ -1,10 +1,11 @@
 """The `AuditStore` port for each backend: scratch read models and raw event-log reads.
 
-SQLite: the scratch is a temporary database file copied from the live tables' own DDL and
+SQLite: the scratch is a temporary database file made with the live tables' own DDL and
 written on its own connection while the bulk of the log replays; for the comparison it is
 ATTACHed to a live connection inside `BEGIN` (a WAL snapshot) or `BEGIN IMMEDIATE` (the
 writers' lock, for a rebuild). PostgreSQL: the scratch is a temporary schema
-(`session_awareness_audit_<hex>`, dropped afterwards) whose tables are `LIKE` the live ones;
+(`session_awareness_audit_<hex>`, dropped afterwards) whose tables are `LIKE` the live ones
+(with their keys but not their secondary indexes: the copy is only written and read by key);
 the comparison runs in a REPEATABLE READ transaction, a rebuild under the library's own
 `LOCK TABLE … IN EXCLUSIVE MODE` on the events table, which every writer takes first.
 """
@@ -75,11 +76,12 @@ class SQLiteAudit(_Audit):
             shutil.rmtree(folder, ignore_errors=True)
 
     def schema(self) -> list[str]:
-        """The live read-model tables' and indexes' own DDL, tables first."""
+        """The live read-model tables' own DDL (their keys with them), without their
+        secondary indexes: the scratch copy is only written and read by key."""
         marks = ", ".join("?" for _ in READ_MODEL_TABLES)
         rows = self.live.fetch(
-            f"SELECT sql FROM sqlite_master WHERE tbl_name IN ({marks}) AND sql IS NOT NULL "
-            "ORDER BY type = 'index', name",
+            f"SELECT sql FROM sqlite_master WHERE tbl_name IN ({marks}) AND type = 'table' "
+            "ORDER BY name",
             list(READ_MODEL_TABLES),
         )
         return [row["sql"] for row in rows]
@@ -133,9 +135,12 @@ class PostgresAudit(_Audit):
         live_prefix = self.live.dialect.schema_prefix
         with self.live.datastore.transaction(commit=True) as c:
             c.execute(f"CREATE SCHEMA {q(schema)}")
-            for table in READ_MODEL_TABLES:
+            for table, keys in READ_MODEL_TABLES.items():
+                # Columns, defaults and constraints; of the indexes only the key: the scratch
+                # copy is only written and read by key.
                 c.execute(
-                    f"CREATE TABLE {prefix}{q(table)} (LIKE {live_prefix}{q(table)} INCLUDING ALL)"
+                    f"CREATE TABLE {prefix}{q(table)} (LIKE {live_prefix}{q(table)} "
+                    f"INCLUDING DEFAULTS INCLUDING CONSTRAINTS, PRIMARY KEY ({keys}))"
                 )
         try:
             yield PostgresScratch(self, prefix)
@@ -148,7 +153,7 @@ class PostgresAudit(_Audit):
 
 
 class PostgresScratch:
-    """Replayed rows go to the scratch schema, a page per transaction, pipelined."""
+    """Replayed rows go to the scratch schema, a page per transaction, copied and pipelined."""
 
     def __init__(self, audit: PostgresAudit, prefix: str) -> None:
         self.audit = audit
@@ -158,7 +163,7 @@ class PostgresScratch:
         return self.audit.notifications(after, limit)
 
     def apply(self, changes: Sequence[p.RowChange]) -> None:
-        with self.audit.live.datastore.transaction(commit=True) as c, c.connection.pipeline():
+        with self.audit.live.datastore.transaction(commit=True) as c:
             self.store.apply_changes_in_bulk(c, changes)
 
     @contextmanager

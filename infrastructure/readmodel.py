@@ -189,10 +189,14 @@ class ReadModelStore:
                     batches[write] = rows
                 else:
                     batch.extend(rows)
-            for write, rows in batches.items():
-                c.executemany(self.sql(write.template), rows)
+            self.write_batches(c, batches)
             layer += 1
             keyed = {key: ops for key, ops in keyed.items() if len(ops) > layer}
+
+    def write_batches(self, c: Any, batches: dict[Write, list[tuple[Any, ...]]]) -> None:
+        """Run each statement once per row given; the statements commute (different keys)."""
+        for write, rows in batches.items():
+            c.executemany(self.sql(write.template), rows)
 
     def replace_read_models(self, pages: Iterable[Sequence[p.RowChange]]) -> None:
         """Empty the read models and rebuild them from replayed pages, in one transaction."""
@@ -422,6 +426,13 @@ class Write:
     table: str
     template: str
     fold: Callable[[Row, Row], Row] | None = None
+    #: A plain `INSERT … (columns) VALUES (one ? per column)`: its rows may be copied in.
+    appends: bool = False
+
+    def copy_statement(self) -> str:
+        """`COPY table (columns) FROM STDIN`, for a write that `appends`."""
+        insert, _, _ = self.template.partition(" VALUES ")
+        return insert.replace("INSERT INTO ", "COPY ", 1) + " FROM STDIN"
 
 
 def _greatest_first(old: Row, new: Row) -> Row:
@@ -461,6 +472,7 @@ _SIGNAL = Write(
     "INSERT INTO {s}session_state_events (session_id, sequence, position, kind, actor_type, "
     "actor_id, run_id, occurred_at, summary, payload, recorded_at) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    appends=True,
 )
 _HEAD_VERSION = Write(
     "session_state_heads",

@@ -1,7 +1,9 @@
 """Scratch read models and the live-versus-rebuilt view an audit compares (R-R2, DESIGN D4).
 
 The scratch tables are a copy of the live read-model tables' definitions (every table of
-`READ_MODEL_TABLES`), written by the same `ReadModelStore` SQL with another schema prefix.
+`READ_MODEL_TABLES`, with its key but without its secondary indexes: the copy is only
+written and read by key), written by the same `ReadModelStore` SQL with another schema
+prefix.
 The comparison and the swap are SQL over both copies on one live connection, so nothing is
 held in memory but the differing rows: a `FULL JOIN` on each table's key (written as two
 `LEFT JOIN`s, which every SQLite has) with a null-safe column-by-column comparison.
@@ -14,10 +16,17 @@ from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from eventsourcing.persistence import Notification
+from psycopg.rows import tuple_row
 
 from session_awareness.application import projection as p
-from session_awareness.infrastructure.readmodel import READ_MODEL_TABLES, Dialect, ReadModelStore
+from session_awareness.infrastructure.readmodel import (
+    READ_MODEL_TABLES,
+    Dialect,
+    ReadModelStore,
+    Write,
+)
 
 
 def q(name: str) -> str:
@@ -34,6 +43,25 @@ class ScratchStore(ReadModelStore):
     def param_id(self, value: UUID) -> Any:
         return value if self.native_ids else value.hex
 
+    def write_batches(self, c: Any, batches: dict[Write, list[tuple[Any, ...]]]) -> None:
+        """On PostgreSQL, rows that are only appended are copied in (`COPY`, one stream per
+        statement, far cheaper than an `INSERT` per row) and the other statements are sent
+        pipelined; COPY cannot run inside a pipeline, and these batches commute."""
+        if self.dialect.placeholder != "%s":
+            super().write_batches(c, batches)
+            return
+        rest = {}
+        for write, rows in batches.items():
+            if write.appends:
+                with c.copy(self.sql(write.copy_statement())) as copy:
+                    for row in rows:
+                        copy.write_row(row)
+            else:
+                rest[write] = rows
+        if rest:
+            with c.connection.pipeline():
+                super().write_batches(c, rest)
+
 
 def table_keys() -> dict[str, tuple[str, ...]]:
     """Each read-model table and its key columns (its primary key, in comparison order)."""
@@ -44,7 +72,7 @@ def table_keys() -> dict[str, tuple[str, ...]]:
 KEEP_IDS = 100_000
 
 
-_COLUMNS = itemgetter("id", "originator_id", "originator_version", "topic", "state")
+_COLUMNS = itemgetter(0, 1, 2, 3, 4)  # id, originator_id, originator_version, topic, state
 
 
 class EventLog:
@@ -53,21 +81,35 @@ class EventLog:
     def __init__(self, live: Any, id_column: str) -> None:
         self.live, self.id_column = live, id_column
         self.table = live.dialect.schema_prefix + q(live.events_table_name)
-        self.convert = getattr(live, "convert_originator_id", lambda value: value)
+        if live.dialect.placeholder == "%s":
+            # PostgreSQL: ids come as text and are decoded here, once each (psycopg would
+            # build a UUID for every row).
+            self.originator, self.convert = "originator_id::text", UUID
+        else:
+            self.originator = "originator_id"
+            self.convert = getattr(live, "convert_originator_id", lambda value: value)
         self.ids: dict[Any, Any] = {}
 
     def select(self, c: Any, where: str, params: Sequence[Any], limit: int) -> list[Notification]:
         ident = self.id_column
-        c.execute(
-            self.live.sql(
-                f"SELECT {ident} AS id, originator_id, originator_version, topic, state "
-                f"FROM {self.table} WHERE {where.format(id=ident)} ORDER BY {ident} LIMIT ?"
-            ),
-            (*params, limit),
+        sql = self.live.sql(
+            f"SELECT {ident} AS id, {self.originator} AS originator_id, originator_version, "
+            f"topic, state FROM {self.table} WHERE {where.format(id=ident)} "
+            f"ORDER BY {ident} LIMIT ?"
         )
+        if isinstance(c, psycopg.Cursor):  # rows as tuples, not a dict each
+            factory, c.row_factory = c.row_factory, tuple_row
+            try:
+                c.execute(sql, (*params, limit))
+                rows = c.fetchall()
+            finally:
+                c.row_factory = factory
+        else:
+            c.execute(sql, (*params, limit))
+            rows = c.fetchall()
         ids, convert = self.ids, self.convert
         out = []
-        for position, stored_id, version, topic, state in map(_COLUMNS, c.fetchall()):
+        for position, stored_id, version, topic, state in map(_COLUMNS, rows):
             originator_id = ids.get(stored_id)
             if originator_id is None:
                 if len(ids) >= KEEP_IDS:
