@@ -31,7 +31,8 @@ from session_awareness.application.projection import project, to_ms
 from session_awareness.application.replay import EventDecoder
 from session_awareness.domain.keys import InvalidKeyError, SessionRef, agent_of, watch_id
 
-#: Stored events per page: read, decoded, checked, projected and written together.
+#: Stored events per page (at most; a store may read fewer at a time): read, decoded,
+#: checked, projected and written together.
 AUDIT_PAGE_SIZE = 1000
 #: Differences kept in a report; the per-table counts stay exact.
 KEEP_DIFFERENCES = 1000

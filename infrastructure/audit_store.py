@@ -32,6 +32,10 @@ from session_awareness.infrastructure.scratch import EventLog, ScratchStore, Vie
 log = structlog.get_logger("session_awareness")
 SCRATCH_SCHEMA_PREFIX = "session_awareness_audit_"
 _ATTACHED = "session_awareness_audit"
+#: At most this many events per page on SQLite, where a page costs no round trip: a
+#: replay of 1,000,000 events ran at ~88,000 events/s in pages of 200 and ~70,000-77,000
+#: in pages of 1,000 (each stage's objects of a small page stay in the CPU caches).
+SQLITE_PAGE = 200
 
 
 def audit_store(live: Any) -> Any:
@@ -100,7 +104,7 @@ class SQLiteScratch:
         self.store = ScratchStore(Dialect("", "?", "MAX", "instr"), native_ids=False)
 
     def notifications(self, after: int, limit: int) -> Sequence[Notification]:
-        return self.audit.notifications(after, limit)
+        return self.audit.notifications(after, min(limit, SQLITE_PAGE))
 
     def apply(self, changes: Sequence[p.RowChange]) -> None:
         c = self.conn.cursor()
