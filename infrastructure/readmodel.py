@@ -404,8 +404,12 @@ def _link(r: Any) -> UpstreamLinkRow:
     )
 
 
+#: `json.dumps(…, sort_keys=True, separators=(",", ":"))`, without building an encoder per call.
+_PAYLOAD_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def _dump(payload: dict[str, Any] | None) -> str | None:
-    return None if payload is None else json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return None if payload is None else _PAYLOAD_JSON.encode(payload)
 
 
 def _load(text: str | None) -> dict[str, Any] | None:

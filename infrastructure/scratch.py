@@ -115,20 +115,28 @@ class EventLog:
                 if len(ids) >= KEEP_IDS:
                     ids.clear()
                 originator_id = ids[stored_id] = convert(stored_id)
-            out.append(
-                Notification(
-                    id=position,
-                    originator_id=originator_id,
-                    originator_version=version,
-                    topic=topic,
-                    state=bytes(state),
-                )
-            )
+            out.append(_notification(position, originator_id, version, topic, bytes(state)))
         return out
 
     def last_id(self, c: Any) -> int:
         c.execute(f"SELECT COALESCE(MAX({self.id_column}), 0) AS last FROM {self.table}")
         return int(c.fetchone()["last"])
+
+
+def _notification(
+    position: int, originator_id: Any, version: int, topic: str, state: bytes
+) -> Notification:
+    """A `Notification` equal to the one its constructor makes, made the way the library's
+    mapper makes events: the frozen dataclass's `__init__` costs a `__setattr__` per field,
+    a third of reading a row."""
+    notification = object.__new__(Notification)
+    object.__setattr__(
+        notification,
+        "__dict__",
+        {"originator_id": originator_id, "originator_version": version, "topic": topic,
+         "state": state, "id": position},
+    )  # fmt: skip
+    return notification
 
 
 class View:

@@ -197,3 +197,18 @@ def test_a_compressed_store_decodes_and_another_mapper_is_used_as_it_is(
     assert not other.fast
     assert same(other(stored(app.mapper, event)), event)
     assert Counting.calls == 1
+
+
+def test_the_audit_reads_the_notifications_the_library_reads(
+    svc: SessionAwareness, clock: FakeClock
+) -> None:
+    """The audit's own event-log reads (ids decoded once each, rows built directly) give
+    notifications equal to the library's `select_notifications`, page after page."""
+    mixed_workload(svc, clock)
+    store = svc._audit_store()
+    theirs = list(svc.recorder.select_notifications(1, 10_000))
+    ours = [*store.notifications(0, 7), *store.notifications(7, 10_000)]
+    assert len(theirs) > 30
+    assert ours == theirs
+    assert [type(n) for n in ours] == [type(n) for n in theirs]
+    assert all(type(n.originator_id) is uuid.UUID and type(n.state) is bytes for n in ours)
