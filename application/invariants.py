@@ -9,6 +9,7 @@ cursor on a target is announced in that target's watcher index, which `history` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -45,6 +46,7 @@ class Invariants:
         self.found: list[Violation] = []
         self.count = 0
         self.keep = keep
+        self.rules: dict[type, Callable[[int, Any], None] | None] = {}
 
     def violate(self, rule: str, position: int, detail: str) -> None:
         self.count += 1
@@ -52,19 +54,30 @@ class Invariants:
             self.found.append(Violation(rule, position, detail))
 
     def check(self, position: int, event: Any) -> None:
-        if isinstance(event, Session.Signal):
-            self._signal(position, event)
-        elif isinstance(event, Session.HistoryPruned | Session.Deleted):
-            self._watermark(position, event)
-        elif isinstance(event, Session.WatcherAdded):
-            self.announced.add((event.originator_id, event.watcher))
-        elif isinstance(event, Watch.Started | Watch.Restarted):
-            self._started(position, event)
-        elif isinstance(event, Watch.Moved):
-            self._moved(position, event)
-        elif (
-            isinstance(event, Watch.Removed) and self.cursors.pop(event.originator_id, None) is None
-        ):
+        try:
+            rule = self.rules[type(event)]
+        except KeyError:
+            rule = self.rules[type(event)] = self._rule(type(event))
+        if rule is not None:
+            rule(position, event)
+
+    def _rule(self, cls: type) -> Callable[[int, Any], None] | None:
+        """The check an event class gets (the first that matches), looked up once per class."""
+        rules: list[tuple[Any, Callable[[int, Any], None]]] = [
+            (Session.Signal, self._signal),
+            (Session.HistoryPruned | Session.Deleted, self._watermark),
+            (Session.WatcherAdded, self._announced),
+            (Watch.Started | Watch.Restarted, self._started),
+            (Watch.Moved, self._moved),
+            (Watch.Removed, self._removed),
+        ]
+        return next((rule for kinds, rule in rules if issubclass(cls, kinds)), None)
+
+    def _announced(self, position: int, event: Session.WatcherAdded) -> None:
+        self.announced.add((event.originator_id, event.watcher))
+
+    def _removed(self, position: int, event: Watch.Removed) -> None:
+        if self.cursors.pop(event.originator_id, None) is None:
             self.violate("R-W6", position, f"cursor {event.originator_id.hex} removed twice")
 
     def finish(self) -> list[Violation]:

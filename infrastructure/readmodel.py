@@ -8,9 +8,9 @@ prefix), `{greatest}` and `{strpos}` — that each backend fills in (`Dialect`).
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache, singledispatchmethod
+from functools import cache
 from typing import Any
 from uuid import UUID
 
@@ -185,8 +185,54 @@ class ReadModelStore:
     # -- writing rows ----------------------------------------------------------------------
 
     def apply_changes(self, c: Any, changes: Iterable[p.RowChange]) -> None:
+        """Write row changes one statement at a time, in order: the inline path."""
+        sql = self.sql
         for change in changes:
-            self._apply(change, c)
+            for write, _, params in _WRITES[type(change)](self, change):
+                c.execute(sql(write.template), params)
+            if type(change) is p.CursorMoved and change.notice_order is not None:
+                self.notice_opened(c, change.watch_id)
+
+    def apply_changes_in_bulk(self, c: Any, changes: Iterable[p.RowChange]) -> None:
+        """Write row changes with the end state of `apply_changes`, in a few `executemany`s:
+        a rebuild's pages. Every statement touches the rows of one key of one table (a
+        session's, a cursor's), so statements on different keys commute: each key's writes
+        keep their order, consecutive writes of one foldable statement to one key become one
+        (the head's `GREATEST` of several sequences, a cursor's last positions), and the
+        n-th writes of every key go together, one `executemany` per statement. It publishes
+        no wakes: a rebuild opens no notice."""
+        keyed: dict[tuple[str, Any], list[tuple[Write, list[tuple[Any, ...]]]]] = {}
+        for change in changes:
+            for write, key, params in _WRITES[type(change)](self, change):
+                ops = keyed.get((write.table, key))
+                if ops is None:
+                    keyed[write.table, key] = [(write, [params])]
+                    continue
+                last, rows = ops[-1]
+                if last is not write:
+                    ops.append((write, [params]))
+                elif write.fold is None:
+                    rows.append(params)
+                else:
+                    rows[-1] = write.fold(rows[-1], params)
+        layer = 0
+        while keyed:
+            batches: dict[Write, list[tuple[Any, ...]]] = {}
+            for ops in keyed.values():
+                write, rows = ops[layer]
+                batch = batches.get(write)
+                if batch is None:
+                    batches[write] = rows
+                else:
+                    batch.extend(rows)
+            self.write_batches(c, batches)
+            layer += 1
+            keyed = {key: ops for key, ops in keyed.items() if len(ops) > layer}
+
+    def write_batches(self, c: Any, batches: dict[Write, list[tuple[Any, ...]]]) -> None:
+        """Run each statement once per row given; the statements commute (different keys)."""
+        for write, rows in batches.items():
+            c.executemany(self.sql(write.template), rows)
 
     def replace_read_models(self, pages: Iterable[Sequence[p.RowChange]]) -> None:
         """Empty the read models and rebuild them from replayed pages, in one transaction."""
@@ -194,7 +240,7 @@ class ReadModelStore:
             for table in READ_MODEL_TABLES:
                 self.exec(c, f"DELETE FROM {{s}}{table}")
             for changes in pages:
-                self.apply_changes(c, changes)
+                self.apply_changes_in_bulk(c, changes)
 
     def audit_store(self) -> Any:
         """The application's `AuditStore` port over this store (infrastructure/audit_store.py)."""
@@ -212,167 +258,8 @@ class ReadModelStore:
                 out[table] = [tuple(map(_neutral, dict(row).values())) for row in c.fetchall()]
             return out
 
-    @singledispatchmethod
-    def _apply(self, change: Any, c: Any) -> None:
-        raise TypeError(f"no rows for {type(change).__name__}")  # a skipped change is a bug
-
-    @_apply.register
-    def _(self, change: p.SessionOpened, c: Any) -> None:
-        sid = self.param_id(change.session_id)
-        self.exec(
-            c,
-            "INSERT INTO {s}session_registry (session_id, agent_id, session_key, kind, label, "
-            "parent_key, opened_at, updated_at, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
-            (sid, change.agent_id, change.key, change.kind, change.label, change.parent_key,
-             change.at, change.at),
-        )  # fmt: skip
-        self.exec(
-            c, "INSERT INTO {s}session_state_heads VALUES (?, 0, 0) ON CONFLICT DO NOTHING", (sid,)
-        )
-
-    @_apply.register
-    def _(self, change: p.SessionReopened, c: Any) -> None:
-        self.exec(
-            c,
-            "UPDATE {s}session_registry SET kind = ?, label = ?, parent_key = ?, opened_at = ?, "
-            "updated_at = ?, deleted = 0 WHERE session_id = ?",
-            (change.kind, change.label, change.parent_key, change.at, change.at,
-             self.param_id(change.session_id)),
-        )  # fmt: skip
-
-    @_apply.register
-    def _(self, change: p.SessionTouched, c: Any) -> None:
-        self.exec(
-            c,
-            "UPDATE {s}session_registry SET updated_at = {greatest}(updated_at, ?) "
-            "WHERE session_id = ?",
-            (change.at, self.param_id(change.session_id)),
-        )
-
-    @_apply.register
-    def _(self, change: p.ParentLinked, c: Any) -> None:
-        self.exec(
-            c,
-            "UPDATE {s}session_registry SET parent_key = ? WHERE session_id = ?",
-            (change.parent_key, self.param_id(change.session_id)),
-        )
-
-    @_apply.register
-    def _(self, change: p.SignalAppended, c: Any) -> None:
-        sid = self.param_id(change.session_id)
-        self.exec(
-            c,
-            "INSERT INTO {s}session_state_events (session_id, sequence, position, kind, "
-            "actor_type, actor_id, run_id, occurred_at, summary, payload, recorded_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (sid, change.sequence, change.position, change.kind, change.actor_type,
-             change.actor_id, change.run_id, change.occurred_at, change.summary,
-             _dump(change.payload), change.recorded_at),
-        )  # fmt: skip
-        self.exec(
-            c,
-            "UPDATE {s}session_state_heads SET state_version = {greatest}(state_version, ?) "
-            "WHERE session_id = ?",
-            (change.sequence, sid),
-        )
-
-    @_apply.register
-    def _(self, change: p.HistoryPruned, c: Any) -> None:
-        self._drop_history(c, change.session_id, change.watermark)
-
-    @_apply.register
-    def _(self, change: p.SessionDeleted, c: Any) -> None:
-        self._drop_history(c, change.session_id, change.watermark)
-        self.exec(
-            c,
-            "UPDATE {s}session_registry SET deleted = 1, updated_at = ? WHERE session_id = ?",
-            (change.at, self.param_id(change.session_id)),
-        )
-
-    def _drop_history(self, c: Any, session_id: UUID, watermark: int) -> None:
-        sid = self.param_id(session_id)
-        self.exec(
-            c,
-            "DELETE FROM {s}session_state_events WHERE session_id = ? AND sequence <= ?",
-            (sid, watermark),
-        )
-        self.exec(
-            c,
-            "UPDATE {s}session_state_heads SET pruned_watermark = "
-            "{greatest}(pruned_watermark, ?) WHERE session_id = ?",
-            (watermark, sid),
-        )
-
-    @_apply.register
-    def _(self, change: p.CursorStarted, c: Any) -> None:
-        at = change.position
-        self.exec(
-            c,
-            "INSERT INTO {s}session_watch_cursors (watch_id, watcher_key, target_id, target_key, "
-            "acknowledged, notified, material, notice_order, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?) ON CONFLICT (watch_id) DO UPDATE SET "
-            "acknowledged = excluded.acknowledged, notified = excluded.notified, "
-            "material = excluded.material, notice_order = NULL, updated_at = excluded.updated_at",
-            (self.param_id(change.watch_id), change.watcher_key, self.param_id(change.target_id),
-             change.target_key, at, at, at, change.updated_at),
-        )  # fmt: skip
-
-    @_apply.register
-    def _(self, change: p.CursorMoved, c: Any) -> None:
-        self.exec(
-            c,
-            "UPDATE {s}session_watch_cursors SET acknowledged = ?, notified = ?, material = ?, "
-            "notice_order = COALESCE(?, notice_order), updated_at = ? WHERE watch_id = ?",
-            (change.acknowledged, change.notified, change.material, change.notice_order,
-             change.updated_at, self.param_id(change.watch_id)),
-        )  # fmt: skip
-        if change.notice_order is not None:
-            self.notice_opened(c, change.watch_id)
-
     def notice_opened(self, c: Any, watch_id: UUID) -> None:
         """Hook: a notice opened in this transaction (PostgreSQL publishes a wake)."""
-
-    @_apply.register
-    def _(self, change: p.CursorRemoved, c: Any) -> None:
-        self.exec(
-            c,
-            "DELETE FROM {s}session_watch_cursors WHERE watch_id = ?",
-            (self.param_id(change.watch_id),),
-        )
-
-    @_apply.register
-    def _(self, change: p.UpstreamLinkSet, c: Any) -> None:
-        self.exec(
-            c,
-            "INSERT INTO {s}session_upstream_links (session_id, catalog_id, host_id, thread_id, "
-            "upstream_kind, upstream_ref, marker, last_position, generation, linked_at, "
-            "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO "
-            "UPDATE SET catalog_id = excluded.catalog_id, host_id = excluded.host_id, "
-            "thread_id = excluded.thread_id, upstream_kind = excluded.upstream_kind, "
-            "upstream_ref = excluded.upstream_ref, marker = excluded.marker, "
-            "last_position = excluded.last_position, generation = excluded.generation, "
-            "linked_at = excluded.linked_at, updated_at = excluded.updated_at",
-            (self.param_id(change.session_id), change.catalog_id, change.host_id,
-             change.thread_id, change.upstream_kind, change.upstream_ref, change.marker,
-             change.position, change.generation, change.at, change.at),
-        )  # fmt: skip
-
-    @_apply.register
-    def _(self, change: p.UpstreamLinkAdvanced, c: Any) -> None:
-        self.exec(
-            c,
-            "UPDATE {s}session_upstream_links SET marker = ?, "
-            "last_position = COALESCE(?, last_position), updated_at = ? WHERE session_id = ?",
-            (change.marker, change.position, change.at, self.param_id(change.session_id)),
-        )
-
-    @_apply.register
-    def _(self, change: p.UpstreamLinkRemoved, c: Any) -> None:
-        self.exec(
-            c,
-            "DELETE FROM {s}session_upstream_links WHERE session_id = ?",
-            (self.param_id(change.session_id),),
-        )
 
     # -- queries (the ReadModel port) ------------------------------------------------------
 
@@ -533,5 +420,243 @@ def _link(r: Any) -> UpstreamLinkRow:
     )
 
 
+#: `json.dumps(…, sort_keys=True, separators=(",", ":"))`, without building an encoder per call.
+_PAYLOAD_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
 def _dump(payload: dict[str, Any] | None) -> str | None:
-    return None if payload is None else json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return None if payload is None else _PAYLOAD_JSON.encode(payload)
+
+
+# -- the statements the row changes become --------------------------------------------------
+
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Write:
+    """One read-model statement: the table it writes (only rows of the key it is given),
+    its SQL, and how two consecutive writes of it to one key fold into one (None: they
+    do not; both run)."""
+
+    table: str
+    template: str
+    fold: Callable[[Row, Row], Row] | None = None
+    #: A plain `INSERT … (columns) VALUES (one ? per column)`: its rows may be copied in.
+    appends: bool = False
+
+    def copy_statement(self) -> str:
+        """`COPY table (columns) FROM STDIN`, for a write that `appends`."""
+        insert, _, _ = self.template.partition(" VALUES ")
+        return insert.replace("INSERT INTO ", "COPY ", 1) + " FROM STDIN"
+
+
+def _greatest_first(old: Row, new: Row) -> Row:
+    """`SET col = GREATEST(col, ?)` twice is once with the greater value."""
+    return (max(old[0], new[0]), *new[1:])
+
+
+def _moved(old: Row, new: Row) -> Row:
+    """A cursor's positions: the last ones; its notice order: the last one set."""
+    return new if new[3] is not None else (*new[:3], old[3], *new[4:])
+
+
+_OPEN = Write(
+    "session_registry",
+    "INSERT INTO {s}session_registry (session_id, agent_id, session_key, kind, label, "
+    "parent_key, opened_at, updated_at, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+)
+_HEAD = Write(
+    "session_state_heads",
+    "INSERT INTO {s}session_state_heads VALUES (?, 0, 0) ON CONFLICT DO NOTHING",
+)
+_REOPEN = Write(
+    "session_registry",
+    "UPDATE {s}session_registry SET kind = ?, label = ?, parent_key = ?, opened_at = ?, "
+    "updated_at = ?, deleted = 0 WHERE session_id = ?",
+)
+_TOUCH = Write(
+    "session_registry",
+    "UPDATE {s}session_registry SET updated_at = {greatest}(updated_at, ?) WHERE session_id = ?",
+    _greatest_first,
+)
+_PARENT = Write(
+    "session_registry", "UPDATE {s}session_registry SET parent_key = ? WHERE session_id = ?"
+)
+_SIGNAL = Write(
+    "session_state_events",
+    "INSERT INTO {s}session_state_events (session_id, sequence, position, kind, actor_type, "
+    "actor_id, run_id, occurred_at, summary, payload, recorded_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    appends=True,
+)
+_HEAD_VERSION = Write(
+    "session_state_heads",
+    "UPDATE {s}session_state_heads SET state_version = {greatest}(state_version, ?) "
+    "WHERE session_id = ?",
+    _greatest_first,
+)
+_DROP_HISTORY = Write(
+    "session_state_events",
+    "DELETE FROM {s}session_state_events WHERE session_id = ? AND sequence <= ?",
+)
+_HEAD_WATERMARK = Write(
+    "session_state_heads",
+    "UPDATE {s}session_state_heads SET pruned_watermark = {greatest}(pruned_watermark, ?) "
+    "WHERE session_id = ?",
+    _greatest_first,
+)
+_DELETE = Write(
+    "session_registry",
+    "UPDATE {s}session_registry SET deleted = 1, updated_at = ? WHERE session_id = ?",
+)
+_CURSOR_START = Write(
+    "session_watch_cursors",
+    "INSERT INTO {s}session_watch_cursors (watch_id, watcher_key, target_id, target_key, "
+    "acknowledged, notified, material, notice_order, updated_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?) ON CONFLICT (watch_id) DO UPDATE SET "
+    "acknowledged = excluded.acknowledged, notified = excluded.notified, "
+    "material = excluded.material, notice_order = NULL, updated_at = excluded.updated_at",
+)
+_CURSOR_MOVE = Write(
+    "session_watch_cursors",
+    "UPDATE {s}session_watch_cursors SET acknowledged = ?, notified = ?, material = ?, "
+    "notice_order = COALESCE(?, notice_order), updated_at = ? WHERE watch_id = ?",
+    _moved,
+)
+_CURSOR_REMOVE = Write(
+    "session_watch_cursors", "DELETE FROM {s}session_watch_cursors WHERE watch_id = ?"
+)
+_LINK_SET = Write(
+    "session_upstream_links",
+    "INSERT INTO {s}session_upstream_links (session_id, catalog_id, host_id, thread_id, "
+    "upstream_kind, upstream_ref, marker, last_position, generation, linked_at, "
+    "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) DO "
+    "UPDATE SET catalog_id = excluded.catalog_id, host_id = excluded.host_id, "
+    "thread_id = excluded.thread_id, upstream_kind = excluded.upstream_kind, "
+    "upstream_ref = excluded.upstream_ref, marker = excluded.marker, "
+    "last_position = excluded.last_position, generation = excluded.generation, "
+    "linked_at = excluded.linked_at, updated_at = excluded.updated_at",
+)
+_LINK_ADVANCE = Write(
+    "session_upstream_links",
+    "UPDATE {s}session_upstream_links SET marker = ?, "
+    "last_position = COALESCE(?, last_position), updated_at = ? WHERE session_id = ?",
+)
+_LINK_REMOVE = Write(
+    "session_upstream_links", "DELETE FROM {s}session_upstream_links WHERE session_id = ?"
+)
+
+#: A row change's writes: (statement, the key whose rows it writes, parameters).
+Writes = list[tuple[Write, Any, Row]]
+
+
+def _session_opened(store: ReadModelStore, change: p.SessionOpened) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [
+        (_OPEN, sid, (sid, change.agent_id, change.key, change.kind, change.label,
+                      change.parent_key, change.at, change.at)),
+        (_HEAD, sid, (sid,)),
+    ]  # fmt: skip
+
+
+def _session_reopened(store: ReadModelStore, change: p.SessionReopened) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [
+        (_REOPEN, sid, (change.kind, change.label, change.parent_key, change.at, change.at, sid))
+    ]
+
+
+def _session_touched(store: ReadModelStore, change: p.SessionTouched) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [(_TOUCH, sid, (change.at, sid))]
+
+
+def _parent_linked(store: ReadModelStore, change: p.ParentLinked) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [(_PARENT, sid, (change.parent_key, sid))]
+
+
+def _signal_appended(store: ReadModelStore, change: p.SignalAppended) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [
+        (_SIGNAL, sid, (sid, change.sequence, change.position, change.kind, change.actor_type,
+                        change.actor_id, change.run_id, change.occurred_at, change.summary,
+                        _dump(change.payload), change.recorded_at)),
+        (_HEAD_VERSION, sid, (change.sequence, sid)),
+    ]  # fmt: skip
+
+
+def _history_pruned(store: ReadModelStore, change: p.HistoryPruned) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [
+        (_DROP_HISTORY, sid, (sid, change.watermark)),
+        (_HEAD_WATERMARK, sid, (change.watermark, sid)),
+    ]
+
+
+def _session_deleted(store: ReadModelStore, change: p.SessionDeleted) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [
+        (_DROP_HISTORY, sid, (sid, change.watermark)),
+        (_HEAD_WATERMARK, sid, (change.watermark, sid)),
+        (_DELETE, sid, (change.at, sid)),
+    ]
+
+
+def _cursor_started(store: ReadModelStore, change: p.CursorStarted) -> Writes:
+    wid, at = store.param_id(change.watch_id), change.position
+    return [
+        (_CURSOR_START, wid, (wid, change.watcher_key, store.param_id(change.target_id),
+                              change.target_key, at, at, at, change.updated_at)),
+    ]  # fmt: skip
+
+
+def _cursor_moved(store: ReadModelStore, change: p.CursorMoved) -> Writes:
+    wid = store.param_id(change.watch_id)
+    return [
+        (_CURSOR_MOVE, wid, (change.acknowledged, change.notified, change.material,
+                             change.notice_order, change.updated_at, wid)),
+    ]  # fmt: skip
+
+
+def _cursor_removed(store: ReadModelStore, change: p.CursorRemoved) -> Writes:
+    wid = store.param_id(change.watch_id)
+    return [(_CURSOR_REMOVE, wid, (wid,))]
+
+
+def _link_set(store: ReadModelStore, change: p.UpstreamLinkSet) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [
+        (_LINK_SET, sid, (sid, change.catalog_id, change.host_id, change.thread_id,
+                          change.upstream_kind, change.upstream_ref, change.marker,
+                          change.position, change.generation, change.at, change.at)),
+    ]  # fmt: skip
+
+
+def _link_advanced(store: ReadModelStore, change: p.UpstreamLinkAdvanced) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [(_LINK_ADVANCE, sid, (change.marker, change.position, change.at, sid))]
+
+
+def _link_removed(store: ReadModelStore, change: p.UpstreamLinkRemoved) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [(_LINK_REMOVE, sid, (sid,))]
+
+
+#: Each row change's statements; a change without an entry is a bug (KeyError).
+_WRITES: dict[type, Callable[[ReadModelStore, Any], Writes]] = {
+    p.SessionOpened: _session_opened,
+    p.SessionReopened: _session_reopened,
+    p.SessionTouched: _session_touched,
+    p.ParentLinked: _parent_linked,
+    p.SignalAppended: _signal_appended,
+    p.HistoryPruned: _history_pruned,
+    p.SessionDeleted: _session_deleted,
+    p.CursorStarted: _cursor_started,
+    p.CursorMoved: _cursor_moved,
+    p.CursorRemoved: _cursor_removed,
+    p.UpstreamLinkSet: _link_set,
+    p.UpstreamLinkAdvanced: _link_advanced,
+    p.UpstreamLinkRemoved: _link_removed,
+}

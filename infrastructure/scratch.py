@@ -1,7 +1,9 @@
 """Scratch read models and the live-versus-rebuilt view an audit compares (R-R2, DESIGN D4).
 
 The scratch tables are a copy of the live read-model tables' definitions (every table of
-`READ_MODEL_TABLES`), written by the same `ReadModelStore` SQL with another schema prefix.
+`READ_MODEL_TABLES`, with its key but without its secondary indexes: the copy is only
+written and read by key), written by the same `ReadModelStore` SQL with another schema
+prefix.
 The comparison and the swap are SQL over both copies on one live connection, so nothing is
 held in memory but the differing rows: a `FULL JOIN` on each table's key (written as two
 `LEFT JOIN`s, which every SQLite has) with a null-safe column-by-column comparison.
@@ -10,13 +12,21 @@ held in memory but the differing rows: a `FULL JOIN` on each table's key (writte
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from eventsourcing.persistence import Notification
+from psycopg.rows import tuple_row
 
 from session_awareness.application import projection as p
-from session_awareness.infrastructure.readmodel import READ_MODEL_TABLES, Dialect, ReadModelStore
+from session_awareness.infrastructure.readmodel import (
+    READ_MODEL_TABLES,
+    Dialect,
+    ReadModelStore,
+    Write,
+)
 
 
 def q(name: str) -> str:
@@ -33,10 +43,36 @@ class ScratchStore(ReadModelStore):
     def param_id(self, value: UUID) -> Any:
         return value if self.native_ids else value.hex
 
+    def write_batches(self, c: Any, batches: dict[Write, list[tuple[Any, ...]]]) -> None:
+        """On PostgreSQL, rows that are only appended are copied in (`COPY`, one stream per
+        statement, far cheaper than an `INSERT` per row) and the other statements are sent
+        pipelined; COPY cannot run inside a pipeline, and these batches commute."""
+        if self.dialect.placeholder != "%s":
+            super().write_batches(c, batches)
+            return
+        rest = {}
+        for write, rows in batches.items():
+            if write.appends:
+                with c.copy(self.sql(write.copy_statement())) as copy:
+                    for row in rows:
+                        copy.write_row(row)
+            else:
+                rest[write] = rows
+        if rest:
+            with c.connection.pipeline():
+                super().write_batches(c, rest)
+
 
 def table_keys() -> dict[str, tuple[str, ...]]:
     """Each read-model table and its key columns (its primary key, in comparison order)."""
     return {table: tuple(order.split(", ")) for table, order in READ_MODEL_TABLES.items()}
+
+
+#: Aggregate ids kept decoded by an event log reader (a replay meets each one many times).
+KEEP_IDS = 100_000
+
+
+_COLUMNS = itemgetter(0, 1, 2, 3, 4)  # id, originator_id, originator_version, topic, state
 
 
 class EventLog:
@@ -45,31 +81,62 @@ class EventLog:
     def __init__(self, live: Any, id_column: str) -> None:
         self.live, self.id_column = live, id_column
         self.table = live.dialect.schema_prefix + q(live.events_table_name)
+        if live.dialect.placeholder == "%s":
+            # PostgreSQL: ids come as text and are decoded here, once each (psycopg would
+            # build a UUID for every row).
+            self.originator, self.convert = "originator_id::text", UUID
+        else:
+            self.originator = "originator_id"
+            self.convert = getattr(live, "convert_originator_id", lambda value: value)
+        self.ids: dict[Any, Any] = {}
 
     def select(self, c: Any, where: str, params: Sequence[Any], limit: int) -> list[Notification]:
         ident = self.id_column
-        c.execute(
-            self.live.sql(
-                f"SELECT {ident} AS id, originator_id, originator_version, topic, state "
-                f"FROM {self.table} WHERE {where.format(id=ident)} ORDER BY {ident} LIMIT ?"
-            ),
-            (*params, limit),
+        sql = self.live.sql(
+            f"SELECT {ident} AS id, {self.originator} AS originator_id, originator_version, "
+            f"topic, state FROM {self.table} WHERE {where.format(id=ident)} "
+            f"ORDER BY {ident} LIMIT ?"
         )
-        convert = getattr(self.live, "convert_originator_id", lambda value: value)
-        return [
-            Notification(
-                id=row["id"],
-                originator_id=convert(row["originator_id"]),
-                originator_version=row["originator_version"],
-                topic=row["topic"],
-                state=bytes(row["state"]),
-            )
-            for row in c.fetchall()
-        ]
+        if isinstance(c, psycopg.Cursor):  # rows as tuples, not a dict each
+            factory, c.row_factory = c.row_factory, tuple_row
+            try:
+                c.execute(sql, (*params, limit))
+                rows = c.fetchall()
+            finally:
+                c.row_factory = factory
+        else:
+            c.execute(sql, (*params, limit))
+            rows = c.fetchall()
+        ids, convert = self.ids, self.convert
+        out = []
+        for position, stored_id, version, topic, state in map(_COLUMNS, rows):
+            originator_id = ids.get(stored_id)
+            if originator_id is None:
+                if len(ids) >= KEEP_IDS:
+                    ids.clear()
+                originator_id = ids[stored_id] = convert(stored_id)
+            out.append(_notification(position, originator_id, version, topic, bytes(state)))
+        return out
 
     def last_id(self, c: Any) -> int:
         c.execute(f"SELECT COALESCE(MAX({self.id_column}), 0) AS last FROM {self.table}")
         return int(c.fetchone()["last"])
+
+
+def _notification(
+    position: int, originator_id: Any, version: int, topic: str, state: bytes
+) -> Notification:
+    """A `Notification` equal to the one its constructor makes, made the way the library's
+    mapper makes events: the frozen dataclass's `__init__` costs a `__setattr__` per field,
+    a third of reading a row."""
+    notification = object.__new__(Notification)
+    object.__setattr__(
+        notification,
+        "__dict__",
+        {"originator_id": originator_id, "originator_version": version, "topic": topic,
+         "state": state, "id": position},
+    )  # fmt: skip
+    return notification
 
 
 class View:
@@ -87,7 +154,7 @@ class View:
         return self.log.select(self.c, "{id} > ? AND {id} <= ?", (after, self.last_id), limit)
 
     def apply(self, changes: Sequence[p.RowChange]) -> None:
-        self.scratch.apply_changes(self.c, changes)
+        self.scratch.apply_changes_in_bulk(self.c, changes)
 
     def tables(self) -> dict[str, tuple[str, ...]]:
         return table_keys()
