@@ -27,7 +27,7 @@ from psycopg.sql import SQL, Identifier
 
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.pg_listener import WakeListener
-from session_awareness.infrastructure.readmodel import Dialect, ReadModelStore
+from session_awareness.infrastructure.readmodel import Dialect, ReadModelStore, Write
 
 #: How long a backend pid that published a wake counts as ours (its notifications are skipped).
 OWN_BACKEND_MEMORY = 60.0
@@ -118,7 +118,7 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
                         raise RuntimeError("the event store returned no notification ids")
                     rows = _Statements(conn, bind)
                     if projected_events:
-                        self.apply_changes(
+                        self.apply_inline(
                             rows, p.project(list(zip(ids, projected_events, strict=True)))
                         )
                     rows.sql.append("COMMIT")
@@ -140,6 +140,19 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
         )
         insert = f"INSERT INTO {table} (originator_id, originator_version, topic, state) VALUES "  # noqa: S608 -- a quoted identifier
         return f"{begin}; {insert}{values} RETURNING notification_id"
+
+    def write_batches(self, c: Any, batches: dict[Write, list[tuple[Any, ...]]]) -> None:
+        """Inline, a write for many keys is one statement over a `VALUES` list where it has a
+        bulk form (a drain's cursors: one UPDATE instead of 1,000 for the server to plan)."""
+        if not isinstance(c, _Statements):
+            super().write_batches(c, batches)
+            return
+        for write, rows in batches.items():
+            if write.bulk is None or len(rows) < 2:
+                c.executemany(self.sql(write.template), rows)
+                continue
+            head, tail = write.bulk
+            c.sql.append(self.sql(head) + ", ".join(map(c.bind_row, rows)) + tail)
 
     def notice_opened(self, c: Any, watch_id: UUID) -> None:
         """Publish a wake for the cursor's watcher; delivered to every listener on commit."""
@@ -184,6 +197,10 @@ class _Statements:
     def executemany(self, query: str, params_seq: Iterable[Sequence[Any]]) -> None:
         for params in params_seq:
             self.execute(query, params)
+
+    def bind_row(self, row: Sequence[Any]) -> str:
+        """`(value, …)`: one row of a `VALUES` list."""
+        return self._bind("(" + ", ".join(["%s"] * len(row)) + ")", row)
 
 
 def _roll_back(conn: psycopg.Connection[Any]) -> None:

@@ -193,6 +193,18 @@ class ReadModelStore:
             if type(change) is p.CursorMoved and change.notice_order is not None:
                 self.notice_opened(c, change.watch_id)
 
+    def apply_inline(self, c: Any, changes: Sequence[p.RowChange]) -> None:
+        """The inline path (in the transaction that stores the events): a save's few changes
+        one statement at a time; a large one (a drain, a wide fan-out) in bulk, then a wake
+        for every notice it opened."""
+        if len(changes) < BULK_INLINE:
+            self.apply_changes(c, changes)
+            return
+        self.apply_changes_in_bulk(c, changes)
+        for change in changes:
+            if type(change) is p.CursorMoved and change.notice_order is not None:
+                self.notice_opened(c, change.watch_id)
+
     def apply_changes_in_bulk(self, c: Any, changes: Iterable[p.RowChange]) -> None:
         """Write row changes with the end state of `apply_changes`, in a few `executemany`s:
         a rebuild's pages. Every statement touches the rows of one key of one table (a
@@ -433,6 +445,10 @@ def _dump(payload: dict[str, Any] | None) -> str | None:
 Row = tuple[Any, ...]
 
 
+#: Row changes from which a save's inline projection is written in bulk.
+BULK_INLINE = 16
+
+
 @dataclass(frozen=True, eq=False, slots=True)
 class Write:
     """One read-model statement: the table it writes (only rows of the key it is given),
@@ -444,6 +460,9 @@ class Write:
     fold: Callable[[Row, Row], Row] | None = None
     #: A plain `INSERT … (columns) VALUES (one ? per column)`: its rows may be copied in.
     appends: bool = False
+    #: The same write for many keys at once, as the SQL before and after a `VALUES` list of
+    #: rows in the template's parameter order (PostgreSQL's inline bulk path).
+    bulk: tuple[str, str] | None = None
 
     def copy_statement(self) -> str:
         """`COPY table (columns) FROM STDIN`, for a write that `appends`."""
@@ -523,6 +542,12 @@ _CURSOR_MOVE = Write(
     "UPDATE {s}session_watch_cursors SET acknowledged = ?, notified = ?, material = ?, "
     "notice_order = COALESCE(?, notice_order), updated_at = ? WHERE watch_id = ?",
     _moved,
+    bulk=(
+        "UPDATE {s}session_watch_cursors AS c SET acknowledged = v.a, notified = v.n, "
+        "material = v.m, notice_order = COALESCE(CAST(v.o AS {int}), c.notice_order), "
+        "updated_at = v.u FROM (VALUES ",
+        ") AS v(a, n, m, o, u, id) WHERE c.watch_id = v.id",
+    ),
 )
 _CURSOR_REMOVE = Write(
     "session_watch_cursors", "DELETE FROM {s}session_watch_cursors WHERE watch_id = ?"

@@ -118,7 +118,7 @@ class SQLiteReadModelRecorder(ReadModelStore, SQLiteApplicationRecorder):
             if notification_ids is None:  # the SQLite recorder always returns them
                 raise RuntimeError("the event store returned no notification ids")
             positions = list(zip(notification_ids, projected_events, strict=True))
-            self.apply_changes(c, p.project(positions))
+            self.apply_inline(c, p.project(positions))
         return notification_ids
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.domain.keys import SessionRef
+from session_awareness.infrastructure.readmodel import BULK_INLINE
 from tests.conftest import RecordingWaker, wait_until
 from tests.contract.helpers import CHILD, MANAGER, notice, spawn
 from tests.postgres.conftest import Worker
@@ -108,3 +109,18 @@ class TestCrossProcessNotices:
             woken = other.read(lambda m: "woken" in m)
             assert woken == {"woken": MANAGER, "pending": [notice(CHILD, 1)]}
             other.finish()
+
+
+def test_a_wide_fan_out_wakes_every_watcher_in_another_service(pg_url: str) -> None:
+    """R-N7 on the inline bulk path: one save opens notices for more watchers than
+    BULK_INLINE, and another service (its own LISTEN connection) is woken for each."""
+    watchers = [f"agent:w{number}:main" for number in range(BULK_INLINE + 4)]
+    there = RecordingWaker()
+    with open_service(pg_url) as a, open_service(pg_url, waker=there) as b:
+        spawn(a)
+        for watcher in watchers:
+            a.watch(watcher, CHILD)
+        a.record_human_direct_message(CHILD, channel="chat")
+        assert wait_until(lambda: len(there.woken) == len(watchers) + 1)
+        assert sorted(there.woken) == sorted([MANAGER, *watchers])
+        assert b.pending_notices(watchers[-1]) == [notice(CHILD, 1)]
