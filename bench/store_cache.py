@@ -31,11 +31,15 @@ SHAPERS = ["bench/seed.py", "bench/store_cache.py", "application/producers.py",
 
 def fingerprint(name: str, generator: Callable[..., object], *params: object) -> str:
     """`name` and a digest of what shapes the store: the product files in `SHAPERS`, the
-    generating function's source, its parameters, the library version, the patches on."""
+    read-model table definitions (a cached PostgreSQL `COPY` only loads into the same
+    columns), the generating function's source, its parameters, the library version, the
+    patches on."""
     from bench import proposals  # noqa: PLC0415
+    from session_awareness.infrastructure.readmodel import READ_MODEL_DDL  # noqa: PLC0415
 
     text = f"{name}:{params}:{version('eventsourcing')}:{sorted(proposals.APPLIED)}"
     digest = hashlib.sha256(text.encode())
+    digest.update("\n".join(READ_MODEL_DDL).encode())
     for path in (REPO / s for s in SHAPERS):
         digest.update(path.read_bytes() if path.exists() else b"-")
     digest.update(inspect.getsource(generator).encode())
