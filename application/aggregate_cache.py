@@ -90,14 +90,14 @@ class AggregateCache:
                 return None
             self._items.move_to_end(aggregate_id)
             stale = aggregate_id in self._stale
-        copy = deepcopy(cached)
+        copy = _copy(cached)
         return (fast_forward(copy), True) if stale else (copy, False)
 
     def loaded(self, aggregate: Any, seen_at: int) -> None:
         """Keep an aggregate read from the store after the look at `seen_at`."""
         with self._lock:
             if self.position == seen_at:
-                self._put(aggregate.id, deepcopy(aggregate))
+                self._put(aggregate.id, _copy(aggregate))
             else:
                 self._drop(aggregate.id)
 
@@ -151,3 +151,10 @@ class AggregateCache:
     def _drop(self, aggregate_id: UUID) -> None:
         self._items.pop(aggregate_id, None)
         self._stale.discard(aggregate_id)
+
+
+def _copy(aggregate: Any) -> Any:
+    """The aggregate's own copy (`__deepcopy__`: one level deep for ours), without the
+    `copy` module's dispatch; `deepcopy` for anything else."""
+    own = getattr(type(aggregate), "__deepcopy__", None)
+    return own(aggregate, {}) if own is not None else deepcopy(aggregate)

@@ -254,7 +254,7 @@ class Producers(Lifecycle):
         for watcher in candidates:
             if watcher == actor:
                 continue  # self-suppression: the cursor stays untouched (R-W5)
-            watch = uow.watch(watcher, session.ref)
+            watch = uow.watch(watcher, session.id)
             if watch is None or not watch.active:
                 if watcher != parent:
                     continue

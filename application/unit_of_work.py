@@ -91,8 +91,10 @@ class UnitOfWork:
         session = self.session(ref)
         return session if session is not None and not session.deleted else None
 
-    def watch(self, watcher: str, target: SessionRef) -> Watch | None:
-        return cast(Watch | None, self.get(watch_id(watcher, target.session_id)))
+    def watch(self, watcher: str, target: SessionRef | UUID) -> Watch | None:
+        """The (watcher, target) cursor; `target` is the session's ref or its id."""
+        target_id = target if isinstance(target, UUID) else target.session_id
+        return cast(Watch | None, self.get(watch_id(watcher, target_id)))
 
     def after_commit(self, action: Callable[[], object]) -> None:
         """Run `action` once this attempt's save has committed (wakes, logs)."""

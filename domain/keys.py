@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from uuid import UUID, uuid5
 
 #: Namespace of every aggregate id; changing it would orphan every stored stream.
@@ -72,9 +73,19 @@ class SessionRef:
     @property
     def session_id(self) -> UUID:
         """The Session aggregate's id: the same ref always names the same stream."""
-        return uuid5(ID_NAMESPACE, f"session\x00{self.agent_id}\x00{self.key}")
+        return _session_id(self.agent_id, self.key)
 
 
+#: Ids derived and kept per process: a SHA-1 per lookup is most of a fan-out's key work.
+_DERIVED_IDS = 65_536
+
+
+@lru_cache(maxsize=_DERIVED_IDS)
+def _session_id(agent_id: str, key: str) -> UUID:
+    return uuid5(ID_NAMESPACE, f"session\x00{agent_id}\x00{key}")
+
+
+@lru_cache(maxsize=_DERIVED_IDS)
 def watch_id(watcher_key: str, target_id: UUID) -> UUID:
     """The Watch aggregate's id for one (watcher, target) pair."""
     return uuid5(ID_NAMESPACE, f"watch\x00{watcher_key}\x00{target_id}")
