@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from eventsourcing.domain import Aggregate
 
-from session_awareness.domain.copying import copy_state
+from session_awareness.domain.copying import GrowOnlySet, copy_state
 from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.signals import (
     MAX_SUMMARY_LENGTH,
@@ -83,7 +83,7 @@ class Session(Aggregate):
         def apply(self, aggregate: Session) -> None:
             aggregate.state_version = self.sequence
             if self.dedupe_key is not None:
-                aggregate.seen[self.dedupe_key] = self.sequence
+                aggregate.seen.add(self.dedupe_key)
 
     class HumanDirectMessage(Signal):
         TOPIC = f"{T}.HumanDirectMessage"
@@ -232,7 +232,7 @@ class Session(Aggregate):
         self.pruned_watermark = 0
         self.deleted = False
         self.watchers: dict[str, bool] = {}
-        self.seen: dict[str, int] = {}
+        self.seen = GrowOnlySet()  # idempotency keys recorded (R-L5)
         self.upstream: UpstreamLink | None = None
         self.link_generation = 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from copy import deepcopy
 from datetime import UTC, datetime
 
+from session_awareness.domain.copying import GrowOnlySet
 from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import ActorType, SignalKind
@@ -28,7 +29,7 @@ class TestCopying:
         )  # fmt: skip
         copy.add_watcher("agent:ops:main", at=AT)
         assert (session.state_version, session.version) == (0, 2)
-        assert session.seen == {} and session.watchers == {"agent:main:main": True}
+        assert len(session.seen) == 0 and session.watchers == {"agent:main:main": True}
         assert session.pending_events == []
         assert (copy.state_version, len(copy.pending_events)) == (1, 2)
 
@@ -41,3 +42,30 @@ class TestCopying:
         assert copy.observe(2, at=AT) is True
         assert (watch.acknowledged, watch.notified, watch.material) == (1, 1, 1)
         assert watch.pending_events == [] and not watch.pending
+
+
+class TestGrowOnlySet:
+    """R-L5: a session's idempotency keys, copied cheaply for every command."""
+
+    def test_a_copy_and_its_original_grow_apart(self) -> None:
+        original = GrowOnlySet()
+        original.add("a")
+        copy = original.copy()
+        copy.add("b")
+        original.add("c")
+        assert set(original) == {"a", "c"} and set(copy) == {"a", "b"}
+        assert "b" not in original and "c" not in copy
+
+    def test_membership_survives_the_merges_into_a_new_base(self) -> None:
+        keys = [f"k{number}" for number in range(GrowOnlySet.MERGE * 3 + 7)]
+        grown = GrowOnlySet()
+        snapshots = []
+        for number, key in enumerate(keys):
+            grown.add(key)
+            grown.add(key)  # adding twice changes nothing
+            if number % GrowOnlySet.MERGE == 0:
+                snapshots.append((number, grown.copy()))
+        assert len(grown) == len(keys) and all(key in grown for key in keys)
+        for number, snapshot in snapshots:
+            assert set(snapshot) == set(keys[: number + 1])
+            assert keys[number + 1] not in snapshot
