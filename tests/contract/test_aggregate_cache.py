@@ -6,6 +6,8 @@ since is used as it was, in particular for decisions that write nothing to that 
 
 from __future__ import annotations
 
+import threading
+
 from session_awareness.application import SessionAwareness
 from tests.conftest import ServiceFactory
 from tests.contract.helpers import CHILD, MANAGER, OTHER, cursor, notice, sequences, spawn
@@ -76,3 +78,45 @@ class TestDecisionsThatWriteNothing:
         assert b.record_goal_changed(CHILD, summary="goal created") == 1
         assert cursor(a, MANAGER, CHILD) is None
         assert b.pending_notices(MANAGER) == []
+
+
+class TestThreads:
+    def test_threads_sharing_one_service_record_contiguous_sequences_and_one_notice(
+        self, svc: SessionAwareness
+    ) -> None:
+        """R-L4, R-N2 with one cache shared by four threads appending to one session (and a
+        drain racing them): every record lands once, in order, and the read models match a
+        rebuild (checked when the test ends)."""
+        spawn(svc)
+        results: list[int | None] = []
+        errors: list[BaseException] = []
+
+        def append() -> None:
+            try:
+                for _ in range(25):
+                    results.append(svc.record_human_direct_message(CHILD, channel="chat"))
+            except BaseException as error:  # noqa: BLE001 -- reported by the test thread
+                errors.append(error)
+
+        def drain() -> None:
+            try:
+                for _ in range(10):
+                    svc.drain_notices(MANAGER)
+            except BaseException as error:  # noqa: BLE001 -- reported by the test thread
+                errors.append(error)
+
+        threads = [threading.Thread(target=append) for _ in range(4)]
+        threads.append(threading.Thread(target=drain))
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not errors, errors
+        assert sorted(results) == list(range(2, 102))  # type: ignore[type-var]
+        assert sequences(svc, CHILD) == list(range(1, 102))
+        # A drain hands over the pending notice and reopens one up to M (R-N3); the next
+        # hands that over, and nothing is left.
+        assert len(svc.drain_notices(MANAGER)) <= 1
+        assert len(svc.drain_notices(MANAGER)) <= 1
+        assert cursor(svc, MANAGER, CHILD) == (101, 101, 101)
+        assert svc.drain_notices(MANAGER) == []
