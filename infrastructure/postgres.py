@@ -104,6 +104,8 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
         the log by notification id, DESIGN D4) and cost ~750 us of CPU per record. The table
         lock stays: it keeps notification ids in commit order, which audits and the aggregate
         cache rely on. Any failure rolls the whole transaction back."""
+        if kwargs.get("tracking") is not None:  # the library's process applications
+            raise NotImplementedError("this recorder does not record tracking positions")
         if not stored_events:
             return []
         with self.datastore.get_connection() as conn:
