@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -46,7 +47,7 @@ class SQLiteReadModelRecorder(ReadModelStore, SQLiteApplicationRecorder):
         datastore.pool.__class__ = _StatementCachingPool  # before it opens a connection
         super().__init__(datastore, events_table_name)
         self._reader = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        self._readers: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
         self._readers_lock = threading.Lock()
         self._readers_closed = False
 
@@ -77,7 +78,11 @@ class SQLiteReadModelRecorder(ReadModelStore, SQLiteApplicationRecorder):
                 if self._readers_closed:
                     reader.close()
                     raise InterfaceError("the store is closed")
-                self._readers.append(reader)
+                ended = [c for t, c in self._readers if not ((thread := t()) and thread.is_alive())]
+                self._readers = [(t, c) for t, c in self._readers if c not in ended]
+                self._readers.append((weakref.ref(threading.current_thread()), reader))
+            for connection in ended:  # threads that have ended: hosts with a thread per request
+                connection.close()
             self._reader.connection = reader
         try:
             return reader.execute(self.sql(template), params).fetchall()
@@ -89,7 +94,7 @@ class SQLiteReadModelRecorder(ReadModelStore, SQLiteApplicationRecorder):
         with self._readers_lock:
             self._readers_closed = True
             readers, self._readers = self._readers, []
-        for reader in readers:
+        for _, reader in readers:
             reader.close()
 
     def originators_after(self, position: int, limit: int) -> list[tuple[int, UUID, int]]:

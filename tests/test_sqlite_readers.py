@@ -1,0 +1,23 @@
+"""SQLite reads run on a connection per thread (infrastructure/sqlite.py); a host that
+serves each request on a thread of its own must not collect one open connection per
+request."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from session_awareness.application import open_service
+from tests.conftest import FakeClock
+
+
+def test_the_reading_connections_of_ended_threads_are_closed(tmp_path: Path) -> None:
+    with open_service(f"sqlite:///{tmp_path / 'sessions.db'}", clock=FakeClock()) as svc:
+        svc.open_session("agent:main:main")
+        for _ in range(30):  # a thread per request
+            thread = threading.Thread(target=lambda: svc.session_status("agent:main:main"))
+            thread.start()
+            thread.join()
+        assert svc.session_status("agent:main:main")["stateVersion"] == 0
+        readers = svc.recorder._readers  # type: ignore[attr-defined]
+        assert len(readers) <= 2  # this thread's, and at most the last one's
