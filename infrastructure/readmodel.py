@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
@@ -107,6 +108,8 @@ _STATE_JOINED = (
 )
 #: `session_state` on PostgreSQL: the head row (its page columns NULL), then the page (its head
 #: columns NULL), so the head is sent once rather than with every row (231 against 268 us).
+#: No outer ORDER BY (a sort of the whole page, ~40 us): the rows come in branch order, and
+#: `session_state` puts them in order itself when they do not.
 _STATE_STACKED = (
     "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.state_version, "
     "h.pruned_watermark, (SELECT MIN(sequence) FROM {s}session_state_events WHERE session_id = ?) "
@@ -116,9 +119,9 @@ _STATE_STACKED = (
     "e.occurred_at, e.summary, e.payload, CAST(NULL AS {int}), CAST(NULL AS {int}), "
     "CAST(NULL AS {int}) FROM {s}session_state_events e "
     "WHERE e.session_id = ? AND e.sequence > ? AND e.sequence <= (SELECT h.state_version "
-    "FROM {s}session_state_heads h WHERE h.session_id = ?) ORDER BY e.sequence LIMIT ?) page "
-    "ORDER BY 1 NULLS FIRST"
+    "FROM {s}session_state_heads h WHERE h.session_id = ?) ORDER BY e.sequence LIMIT ?) page"
 )
+_first = itemgetter(0)
 _NO_PAGE = 2**62  # an `after` beyond every sequence: the head row alone
 _PRUNE_PLAN = """
     WITH cutoff AS (
@@ -295,9 +298,15 @@ class ReadModelStore:
         limit = max(limit, 1)
         if self.dialect.stacked_state:
             rows = self.fetch_tuples(_STATE_STACKED, (sid, sid, sid, since, sid, limit))
-            if not rows or rows[0][0] is not None:  # no head row: unknown or deleted
-                return None
-            page = rows[1:]
+            if rows and rows[0][0] is None:  # the head row first, as UNION ALL yields them
+                page = rows[1:]
+            else:  # any other order (SQL promises none); no head row: unknown or deleted
+                heads = [row for row in rows if row[0] is None]
+                if not heads:
+                    return None
+                rows = [heads[0], *(row for row in rows if row[0] is not None)]
+                page = rows[1:]
+            page.sort(key=_first)  # one linear pass when already in order, as it comes
         else:
             rows = self.fetch_tuples(_STATE_JOINED, (sid, since, sid, limit))
             if not rows:
