@@ -469,9 +469,9 @@ class Write:
     fold: Callable[[Row, Row], Row] | None = None
     #: A plain `INSERT … (columns) VALUES (one ? per column)`: its rows may be copied in.
     appends: bool = False
-    #: The same write for many keys at once, as the SQL before and after a `VALUES` list of
-    #: rows in the template's parameter order (PostgreSQL's inline bulk path).
-    bulk: tuple[str, str] | None = None
+    #: The same write for many keys at once, with one array parameter per column of the
+    #: template's parameters, in their order (`unnest`; PostgreSQL's path for large saves).
+    unnest: str | None = None
 
     def copy_statement(self) -> str:
         """`COPY table (columns) FROM STDIN`, for a write that `appends`."""
@@ -551,11 +551,11 @@ _CURSOR_MOVE = Write(
     "UPDATE {s}session_watch_cursors SET acknowledged = ?, notified = ?, material = ?, "
     "notice_order = COALESCE(?, notice_order), updated_at = ? WHERE watch_id = ?",
     _moved,
-    bulk=(
+    unnest=(
         "UPDATE {s}session_watch_cursors AS c SET acknowledged = v.a, notified = v.n, "
-        "material = v.m, notice_order = COALESCE(CAST(v.o AS {int}), c.notice_order), "
-        "updated_at = v.u FROM (VALUES ",
-        ") AS v(a, n, m, o, u, id) WHERE c.watch_id = v.id",
+        "material = v.m, notice_order = COALESCE(v.o, c.notice_order), updated_at = v.u "
+        "FROM unnest(?::{int}[], ?::{int}[], ?::{int}[], ?::{int}[], ?::{int}[], ?::{id}[]) "
+        "AS v(a, n, m, o, u, id) WHERE c.watch_id = v.id"
     ),
 )
 _CURSOR_REMOVE = Write(

@@ -18,6 +18,7 @@ from session_awareness.application import (
     SessionAwarenessError,
     open_service,
 )
+from session_awareness.infrastructure.readmodel import BULK_INLINE
 from tests.contract.helpers import CHILD, MANAGER, spawn
 from tests.pgcluster import PostgresCluster
 from tests.reliability.helpers import all_events, assert_audit_clean
@@ -54,6 +55,32 @@ class TestRefusedWrites:
         recorder.apply_changes = apply_changes
         assert own.record_goal_changed(CHILD, summary="goal cleared") == 2
         assert [event["sequence"] for event in all_events(own, CHILD)] == [1, 2]
+        assert_audit_clean(own)
+
+    def test_a_failing_projection_rolls_a_large_save_back_too(
+        self, own: SessionAwareness, database_url: str, request: pytest.FixtureRequest
+    ) -> None:
+        """R-R2, DESIGN D4 on the bulk path (a drain of more than BULK_INLINE pairs, one
+        save): a failure after some rows are written leaves no event and no row behind."""
+        own.open_session(MANAGER)
+        children = [f"agent:main:subagent:c{number}" for number in range(BULK_INLINE + 2)]
+        for number, child in enumerate(children):
+            own.record_child_spawned(child, parent=MANAGER, run_id=f"run-{number}")
+            own.record_human_direct_message(child, channel="chat")
+        recorder: Any = own.recorder
+        in_bulk = recorder.apply_changes_in_bulk
+
+        def fail_after_writing(c: Any, changes: Any) -> None:
+            in_bulk(c, changes)
+            raise RuntimeError("a projection bug")
+
+        recorder.apply_changes_in_bulk = fail_after_writing
+        with pytest.raises(RuntimeError, match="projection bug"):
+            own.drain_notices(MANAGER)
+        recorder.apply_changes_in_bulk = in_bulk
+        assert len(own.pending_notices(MANAGER)) == len(children)
+        assert len(own.drain_notices(MANAGER)) == len(children)
+        assert own.pending_notices(MANAGER) == []
         assert_audit_clean(own)
 
     def test_a_nul_character_never_makes_changes_since_skip_a_sequence(
