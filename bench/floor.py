@@ -1,0 +1,261 @@
+"""`python -m bench.floor`: the floor of a record's writes, with no Python around them.
+
+The `record` scenario compares a record with one raw `INSERT` + `COMMIT`. A record writes
+more than that, by design (DESIGN D4): two events (the signal and the watcher's cursor
+event) and four read-model rows (retained row, head, registry, cursor), durably, in one
+transaction. This writes exactly those rows through the plain driver, in the statements the
+service uses (SQLite: one transaction; PostgreSQL: its two round trips, ADR 013), against
+the raw insert, alternating round by round, and prints the best throughput ratio a record
+can reach in this design: raw time / floor time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+
+from bench.raw import CHANGES_DDL, INSERT, PAYLOAD
+from session_awareness.infrastructure.readmodel import READ_MODEL_DDL, Dialect
+from session_awareness.infrastructure.sqlite import SQLiteReadModelRecorder
+
+ROUNDS, PER_ROUND = 7, 300
+STATE = json.dumps({"summary": "x" * 250}).encode()
+SID, WID = "a" * 32, "b" * 32
+
+
+def sql(template: str, d: Dialect) -> str:
+    text = template.format(
+        s=d.schema_prefix,
+        greatest=d.greatest,
+        strpos=d.strpos,
+        id=d.id_type,
+        int=d.int_type,
+        text=d.text_type,
+        keyed=d.keyed,
+    )
+    return text.replace("?", d.placeholder)
+
+
+def rounds(floor: Callable[[int], None], raw: Callable[[int], None]) -> dict[str, float]:
+    out: dict[str, list[float]] = {"floor": [], "raw": []}
+    number = 0
+    for _ in range(ROUNDS):
+        for name, write in (("floor", floor), ("raw", raw)):
+            started = time.perf_counter()
+            for _ in range(PER_ROUND):
+                number += 1
+                write(number)
+            out[name].append((time.perf_counter() - started) / PER_ROUND * 1e6)
+    return {name: statistics.median(values) for name, values in out.items()}
+
+
+def sqlite_floor(path: Path) -> dict[str, float]:
+    d = SQLiteReadModelRecorder.dialect
+    c = sqlite3.connect(path, isolation_level=None)
+    c.execute("PRAGMA journal_mode=WAL")
+    c.execute(
+        "CREATE TABLE stored_events (originator_id TEXT, originator_version INTEGER, "
+        "topic TEXT, state BLOB, PRIMARY KEY (originator_id, originator_version))"
+    )
+    for ddl in READ_MODEL_DDL:
+        c.execute(sql(ddl, d))
+    c.execute(CHANGES_DDL)
+    c.execute(
+        sql(
+            "INSERT INTO session_registry VALUES (?, 'main', 'k', 'subagent', NULL, NULL, 0, 0, 0)",
+            d,
+        ),
+        (SID,),
+    )
+    c.execute(sql("INSERT INTO session_state_heads VALUES (?, 0, 0)", d), (SID,))
+    c.execute(
+        sql("INSERT INTO session_watch_cursors VALUES (?, 'w', ?, 'k', 0, 0, 0, NULL, 0)", d),
+        (WID, SID),
+    )
+
+    def floor(n: int) -> None:
+        c.execute("BEGIN")
+        c.execute(
+            "INSERT INTO stored_events VALUES (?, ?, 'Session.HumanDirectMessage', ?)",
+            (SID, n, STATE),
+        )
+        c.execute(
+            "INSERT INTO stored_events VALUES (?, ?, 'Watch.MaterialAdvanced', ?)",
+            (WID, n, STATE[:120]),
+        )
+        c.execute(
+            sql(
+                "INSERT INTO session_state_events VALUES (?, ?, ?, 'human_direct_message', "
+                "'human', NULL, NULL, ?, 'human message via bench', ?, ?)",
+                d,
+            ),
+            (SID, n, 2 * n, n, PAYLOAD, n),
+        )
+        c.execute(
+            sql(
+                "UPDATE session_state_heads SET state_version = MAX(state_version, ?) "
+                "WHERE session_id = ?",
+                d,
+            ),
+            (n, SID),
+        )
+        c.execute(
+            sql(
+                "UPDATE session_registry SET updated_at = MAX(updated_at, ?) WHERE session_id = ?",
+                d,
+            ),
+            (n, SID),
+        )
+        c.execute(
+            sql(
+                "UPDATE session_watch_cursors SET acknowledged = 1, notified = 2, "
+                "material = ?, updated_at = ? WHERE watch_id = ?",
+                d,
+            ),
+            (n, n, WID),
+        )
+        c.execute("COMMIT")
+
+    def raw(n: int) -> None:
+        c.execute("BEGIN")
+        c.execute(
+            INSERT, ("k", n, "human_direct_message", "human", "human message via bench", PAYLOAD, n)
+        )
+        c.execute("COMMIT")
+
+    try:
+        return rounds(floor, raw)
+    finally:
+        c.close()
+
+
+def postgres_floor(url: str) -> dict[str, float]:
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute(
+        "CREATE TABLE stored_events (notification_id bigserial UNIQUE, originator_id "
+        "uuid, originator_version bigint, topic text, state bytea, "
+        "PRIMARY KEY (originator_id, originator_version))"
+    )
+    d = Dialect(
+        schema_prefix="",
+        placeholder="%s",
+        greatest="GREATEST",
+        strpos="strpos",
+        id_type="uuid",
+        int_type="bigint",
+        text_type="text",
+    )
+    for ddl in READ_MODEL_DDL:
+        conn.execute(sql(ddl, d))
+    conn.execute(sql(CHANGES_DDL, d))
+    sid, wid = "a" * 32, "b" * 32
+    conn.execute(
+        sql(
+            "INSERT INTO session_registry VALUES (?, 'main', 'k', 'subagent', NULL, NULL, 0, 0, 0)",
+            d,
+        ),
+        (sid,),
+    )
+    conn.execute(sql("INSERT INTO session_state_heads VALUES (?, 0, 0)", d), (sid,))
+    conn.execute(
+        sql("INSERT INTO session_watch_cursors VALUES (?, 'w', ?, 'k', 0, 0, 0, NULL, 0)", d),
+        (wid, sid),
+    )
+    bind = psycopg.ClientCursor(conn).mogrify
+    cur = conn.cursor()
+
+    def floor(n: int) -> None:  # the service's two round trips (ADR 013)
+        cur.execute(
+            "BEGIN; SET LOCAL lock_timeout = '0s'; LOCK TABLE stored_events IN EXCLUSIVE MODE; "
+            + bind(
+                "INSERT INTO stored_events (originator_id, originator_version, topic, state) "
+                "VALUES (%s, %s, 'Session.HumanDirectMessage', %s), "
+                "(%s, %s, 'Watch.MaterialAdvanced', %s) RETURNING notification_id",
+                (sid, n, STATE, wid, n, STATE[:120]),
+            )
+        )
+        while cur.nextset():
+            pass
+        cur.fetchall()
+        rows = [
+            bind(
+                sql(
+                    "INSERT INTO session_state_events VALUES (?, ?, ?, 'human_direct_message', "
+                    "'human', NULL, NULL, ?, 'human message via bench', ?, ?)",
+                    d,
+                ),
+                (sid, n, 2 * n, n, PAYLOAD, n),
+            ),
+            bind(
+                sql(
+                    "UPDATE session_state_heads SET state_version = GREATEST(state_version, ?) "
+                    "WHERE session_id = ?",
+                    d,
+                ),
+                (n, sid),
+            ),
+            bind(
+                sql(
+                    "UPDATE session_registry SET updated_at = GREATEST(updated_at, ?) "
+                    "WHERE session_id = ?",
+                    d,
+                ),
+                (n, sid),
+            ),
+            bind(
+                sql(
+                    "UPDATE session_watch_cursors SET acknowledged = 1, notified = 2, "
+                    "material = ?, updated_at = ? WHERE watch_id = ?",
+                    d,
+                ),
+                (n, n, wid),
+            ),
+        ]
+        cur.execute("; ".join([*rows, "COMMIT"]))
+
+    def raw(n: int) -> None:
+        with conn.transaction():
+            conn.execute(
+                sql(INSERT, d),
+                ("k", n, "human_direct_message", "human", "human message via bench", PAYLOAD, n),
+                prepare=True,
+            )
+
+    try:
+        return rounds(floor, raw)
+    finally:
+        conn.close()
+
+
+def report(backend: str, medians: dict[str, float]) -> None:
+    floor, raw = medians["floor"], medians["raw"]
+    print(
+        f"{backend}: the record's writes {floor:.0f} us, the raw insert {raw:.0f} us; "
+        f"best record throughput ratio {raw / floor:.2f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.floor", description=__doc__)
+    parser.add_argument("--backend", choices=("sqlite", "postgresql"))
+    args = parser.parse_args()
+    if args.backend in (None, "sqlite"):
+        with tempfile.TemporaryDirectory() as directory:
+            report("sqlite", sqlite_floor(Path(directory) / "floor.db"))
+    if args.backend in (None, "postgresql"):
+        from tests.pgcluster import PostgresCluster  # noqa: PLC0415 -- only when measured
+
+        with PostgresCluster() as cluster:
+            report("postgresql", postgres_floor(cluster.url))
+
+
+if __name__ == "__main__":
+    main()
