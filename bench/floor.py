@@ -32,16 +32,7 @@ SID, WID = "a" * 32, "b" * 32
 
 
 def sql(template: str, d: Dialect) -> str:
-    text = template.format(
-        s=d.schema_prefix,
-        greatest=d.greatest,
-        strpos=d.strpos,
-        id=d.id_type,
-        int=d.int_type,
-        text=d.text_type,
-        keyed=d.keyed,
-    )
-    return text.replace("?", d.placeholder)
+    return d.render(template)
 
 
 def rounds(floor: Callable[[int], None], raw: Callable[[int], None]) -> dict[str, float]:

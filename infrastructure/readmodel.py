@@ -148,6 +148,14 @@ class Dialect:
     keyed: str = ""  # " WITHOUT ROWID" on SQLite
     stacked_state: bool = False  # `session_state` as head row + page rows (PostgreSQL)
 
+    def render(self, template: str) -> str:
+        """A statement template (`{s}`, `{greatest}`, … and `?` placeholders) for this backend."""
+        text = template.format(
+            s=self.schema_prefix, greatest=self.greatest, strpos=self.strpos, id=self.id_type,
+            int=self.int_type, text=self.text_type, keyed=self.keyed,
+        )  # fmt: skip
+        return text.replace("?", self.placeholder)
+
 
 class ReadModelStore:
     """Mixed into each backend's application recorder; `self.datastore` is the library's."""
@@ -157,12 +165,7 @@ class ReadModelStore:
 
     @cache  # noqa: B019 -- a handful of fixed templates per recorder, kept for its lifetime
     def sql(self, template: str) -> str:
-        d = self.dialect
-        text = template.format(
-            s=d.schema_prefix, greatest=d.greatest, strpos=d.strpos, id=d.id_type,
-            int=d.int_type, text=d.text_type, keyed=d.keyed,
-        )  # fmt: skip
-        return text.replace("?", d.placeholder)
+        return self.dialect.render(template)
 
     def read_model_ddl(self) -> list[str]:
         """This backend's statements creating the read-model tables and indexes."""
