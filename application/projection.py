@@ -7,7 +7,7 @@ values its rows need, so the projection never reads the read models it writes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import singledispatch
@@ -171,9 +171,18 @@ RowChange = (
 def project(recorded: Iterable[tuple[int, Any]]) -> list[RowChange]:
     """The row changes of `(notification_id, domain_event)` pairs, in recording order."""
     changes: list[RowChange] = []
+    by_class = _BY_CLASS
     for position, event in recorded:
-        changes.extend(_rows(event, position))
+        rows = by_class.get(type(event))
+        if rows is None:  # `_rows`' own choice for the class, looked up once
+            rows = by_class[type(event)] = _rows.dispatch(type(event))
+        changes.extend(rows(event, position))
     return changes
+
+
+#: Each event class's row function: `singledispatch` resolves it; calling through its
+#: wrapper costs a weak-dictionary lookup per event (a replay projects millions).
+_BY_CLASS: dict[type, Callable[[Any, int], list[RowChange]]] = {}
 
 
 @singledispatch
