@@ -51,6 +51,16 @@ class Rounds:
         return [o / b for o, b in zip(self.ours, self.baseline, strict=True)]
 
 
+def record_seconds(svc: Any, key: str, count: int) -> float:
+    """Mean seconds per `record_human_direct_message` on `key`, over `count` records in a
+    row (each its own transaction); a record that is not recorded stops the run."""
+    started = clock()
+    for _ in range(count):
+        if svc.record_human_direct_message(key, channel="bench") is None:
+            raise RuntimeError("the record was not recorded")
+    return (clock() - started) / count
+
+
 def interleave(
     ours: Callable[[], float],
     baseline: Callable[[], float],

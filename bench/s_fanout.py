@@ -8,7 +8,7 @@ watcher's material position (R-N2): one Watch event and one cursor row per watch
 from __future__ import annotations
 
 from bench.context import Context
-from bench.harness import Result, clock, interleave, ratio_result
+from bench.harness import Result, interleave, ratio_result, record_seconds
 from bench.profiling import profile
 from bench.seed import watched_session
 from session_awareness.application import SessionAwareness, open_service
@@ -40,11 +40,7 @@ def measure(ctx: Context, backend: str) -> Result:
         per_round = ctx.scale(20, 5)
 
         def on(key: str) -> float:
-            started = clock()
-            for _ in range(per_round):
-                if svc.record_human_direct_message(key, channel="bench") is None:
-                    raise RuntimeError("the record was not recorded")
-            return (clock() - started) / per_round
+            return record_seconds(svc, key, per_round)
 
         rounds = interleave(lambda: on(WIDE), lambda: on(NARROW), rounds=ctx.scale(7, 3))
         profile(ctx, NAME, backend, lambda: on(WIDE))

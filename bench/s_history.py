@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 from bench.context import Context
-from bench.harness import Result, clock, info_result, interleave, ratio_result
+from bench.harness import Result, clock, info_result, interleave, ratio_result, record_seconds
 from bench.profiling import profile
 from bench.seed import Batch, session_history, watched_session
 from bench.store_cache import fingerprint, postgres_fill, sqlite_copy
@@ -75,11 +75,7 @@ def measure(ctx: Context, backend: str) -> list[Result]:
         per_round = ctx.scale(150, 20)
 
         def on(key: str) -> float:
-            started = clock()
-            for _ in range(per_round):
-                if svc.record_human_direct_message(key, channel="bench") is None:
-                    raise RuntimeError("the record was not recorded")
-            return (clock() - started) / per_round
+            return record_seconds(svc, key, per_round)
 
         rounds = interleave(lambda: on(LONG), lambda: on(SHORT), rounds=ctx.scale(7, 3))
         profile(ctx, NAME, backend, lambda: on(LONG))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from itertools import count
 
 from bench.context import Context
-from bench.harness import Result, clock, interleave, ratio_result
+from bench.harness import Result, clock, interleave, ratio_result, record_seconds
 from bench.profiling import profile
 from bench.raw import RawStore, change_row
 from bench.seed import watched_session
@@ -32,11 +32,7 @@ def measure(ctx: Context, backend: str) -> Result:
         sequence = count(1)
 
         def ours() -> float:
-            started = clock()
-            for _ in range(per_round):
-                if svc.record_human_direct_message(CHILD, channel="bench") is None:
-                    raise RuntimeError("the record was not recorded")
-            return per_round / (clock() - started)
+            return 1 / record_seconds(svc, CHILD, per_round)
 
         def baseline() -> float:
             started = clock()
