@@ -43,6 +43,8 @@ class Rows(ReadModelStore):
 
 
 def test_the_page_is_in_sequence_order_whatever_order_the_rows_come_in() -> None:
+    """R-S2: the delta's events in sequence order; R-S3: the earliest retained sequence
+    and the head read with it."""
     rows = [HEAD] + [page_row(s) for s in (3, 4, 5, 6, 7)]
     expected = Rows(rows).session_state(uuid4(), after=2, limit=201)
     assert expected is not None and [c[0] for c in expected.changes] == [3, 4, 5, 6, 7]
@@ -53,7 +55,7 @@ def test_the_page_is_in_sequence_order_whatever_order_the_rows_come_in() -> None
 
 
 def test_page_rows_without_a_head_row_are_an_unknown_session() -> None:
-    """The head row comes only from a live registry row: a deleted session keeps its head
-    (ADR 005) and may still match page rows."""
+    """R-S4: an unknown (or deleted) session. The head row comes only from a live registry
+    row: a deleted session keeps its head (ADR 005) and may still match page rows."""
     assert Rows([page_row(3), page_row(4)]).session_state(uuid4(), after=2, limit=201) is None
     assert Rows([]).session_state(uuid4(), after=2, limit=201) is None

@@ -17,6 +17,7 @@ RECORDS = 120
 
 
 def test_a_reader_tailing_the_log_during_concurrent_writes_misses_no_event(pg_url: str) -> None:
+    """R-R2 (an audit replays every stored event), R-L4 (appends from several writers)."""
     with open_service(pg_url) as setup:
         for number in range(WRITERS):
             setup.open_session(f"agent:main:w{number}")
