@@ -46,15 +46,35 @@ NOT_MIRRORED = {
 }
 
 
+class Workers:
+    """The service's worker threads. Once stopped, a call runs where it is awaited: the
+    closed service answers at once, as the sync one does (a producer `None`, a query
+    `StoreUnavailableError`)."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self._executor = ThreadPoolExecutor(threads, thread_name_prefix="session-awareness")
+        self._stopped = False
+
+    async def run(self, call: Callable[[], R]) -> R:
+        if self._stopped:
+            return call()
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    def stop(self) -> None:
+        """Let the threads end once the calls already queued have run."""
+        self._stopped = True
+        self._executor.shutdown(wait=False)
+
+
 class _OffLoop:
     """What the generated coroutines need: the sync object and the workers to run it on."""
 
     _target: Any
-    _executor: ThreadPoolExecutor
+    _workers: Workers
 
     async def _run(self, method: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        call = functools.partial(method, self._target, *args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        return await self._workers.run(functools.partial(method, self._target, *args, **kwargs))
 
 
 def awaited(
@@ -74,8 +94,8 @@ def awaited(
 class AsyncSessionTools(_OffLoop):
     """The session tools as coroutines: `await svc.tools.call(name, arguments, caller=key)`."""
 
-    def __init__(self, tools: SessionTools, executor: ThreadPoolExecutor) -> None:
-        self._target, self._executor = tools, executor
+    def __init__(self, tools: SessionTools, workers: Workers) -> None:
+        self._target, self._workers = tools, workers
 
     call = awaited(SessionTools.call)
     session_status = awaited(SessionTools.session_status)
@@ -87,9 +107,9 @@ class AsyncSessionTools(_OffLoop):
 class AsyncSessionAwareness(_OffLoop):
     """`SessionAwareness` for asyncio hosts: the same methods as coroutines, `async with`."""
 
-    def __init__(self, service: SessionAwareness, executor: ThreadPoolExecutor) -> None:
-        self._target, self._executor = service, executor
-        self.tools = AsyncSessionTools(service.tools, executor)
+    def __init__(self, service: SessionAwareness, workers: Workers) -> None:
+        self._target, self._workers = service, workers
+        self.tools = AsyncSessionTools(service.tools, workers)
 
     @property
     def sync(self) -> SessionAwareness:
@@ -100,12 +120,18 @@ class AsyncSessionAwareness(_OffLoop):
     def closed(self) -> bool:
         return self.sync.closed
 
+    @property
+    def threads(self) -> int:
+        """How many worker threads run the calls."""
+        return self._workers.threads
+
     async def close(self) -> None:
         """Stop the monitors and the wake listener, release the connections, then the worker
-        threads; the service cannot be used afterwards."""
+        threads; the service cannot be used afterwards. Await the calls in flight first: one
+        still running meets a closed store."""
         if not self.sync.closed:
             await self._run(SessionAwareness.close)
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._workers.stop()
 
     async def __aenter__(self) -> Self:
         return self
@@ -239,10 +265,7 @@ class _Opening:
             service = await loop.run_in_executor(opening, call)
         finally:
             opening.shutdown(wait=False)
-        executor = ThreadPoolExecutor(
-            threads or worker_threads(service), thread_name_prefix="session-awareness"
-        )
-        return AsyncSessionAwareness(service, executor)
+        return AsyncSessionAwareness(service, Workers(threads or worker_threads(service)))
 
 
 def open_async_service(

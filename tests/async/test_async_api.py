@@ -16,6 +16,7 @@ from session_awareness.application import (
     AsyncSessionTools,
     ConfigurationError,
     SessionAwareness,
+    StoreUnavailableError,
     UnknownSessionError,
     open_async_service,
 )
@@ -97,14 +98,19 @@ class TestAsyncService:
         assert svc.closed
 
     def test_await_opens_it_and_close_may_be_awaited_twice(self, database_url: str) -> None:
-        """`svc = await open_async_service(url)`, then `await svc.close()` (idempotent)."""
+        """`svc = await open_async_service(url)`, then `await svc.close()` (idempotent);
+        afterwards calls answer as the closed sync service does, at once."""
 
         async def scenario() -> None:
             svc = await open_async_service(database_url)
+            await svc.open_session(MANAGER)
             assert (await svc.health())["store"] == "ok"
             await svc.close()
             await svc.close()
             assert svc.closed
+            assert await svc.record_goal_changed(MANAGER, summary="goal updated") is None
+            with pytest.raises(StoreUnavailableError):
+                await svc.session_status(MANAGER)
 
         asyncio.run(scenario())
 
@@ -258,7 +264,7 @@ class TestThreads:
 
         async def workers(url: str, **options: Any) -> int:
             async with open_async_service(url, **options) as svc:
-                return svc._executor._max_workers  # type: ignore[attr-defined]
+                return svc.threads
 
         if database_url.startswith("sqlite"):
             assert asyncio.run(workers(database_url)) == SQLITE_THREADS
