@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar, cast
 
-from session_awareness.application.core import log
+from session_awareness.application.async_wakes import is_async_waker, on_loop
 from session_awareness.application.errors import ConfigurationError
 from session_awareness.application.ports import Waker
 from session_awareness.application.service import SessionAwareness, open_service
@@ -181,46 +180,6 @@ class AsyncSessionAwareness(_OffLoop):
     stop_upstream_monitor = awaited(SessionAwareness.stop_upstream_monitor)
 
 
-def is_async_waker(waker: object) -> bool:
-    """A coroutine function, or an object whose `__call__` is one."""
-    return inspect.iscoroutinefunction(waker) or inspect.iscoroutinefunction(
-        getattr(waker, "__call__", None)  # noqa: B004 -- the method itself is inspected
-    )
-
-
-def on_loop(waker: Callable[[str], Awaitable[None]], loop: asyncio.AbstractEventLoop) -> Waker:
-    """A sync waker that schedules the async `waker` on `loop` from any thread and returns at
-    once; a failure of the coroutine is logged as `waker_failed`, like a sync waker's."""
-
-    def wake(watcher: str) -> None:
-        if loop.is_closed():
-            log.warning("waker_failed", watcher=watcher, error="the event loop is closed")
-            return
-        awaitable = waker(watcher)
-        try:
-            future = asyncio.run_coroutine_threadsafe(_awaiting(awaitable), loop)
-        except RuntimeError as error:  # the loop closed meanwhile
-            log.warning("waker_failed", watcher=watcher, error=repr(error))
-            if inspect.iscoroutine(awaitable):
-                awaitable.close()
-            return
-        future.add_done_callback(functools.partial(_log_failure, watcher))
-
-    return wake
-
-
-async def _awaiting(awaitable: Awaitable[None]) -> None:
-    await awaitable
-
-
-def _log_failure(watcher: str, future: Future[None]) -> None:
-    if future.cancelled():
-        return
-    error = future.exception()
-    if error is not None:
-        log.warning("waker_failed", watcher=watcher, error=repr(error))
-
-
 def worker_threads(service: SessionAwareness) -> int:
     """As many workers as the store serves at once (see the module docstring)."""
     pool_size = service.env.get("POSTGRES_POOL_SIZE")
@@ -251,10 +210,6 @@ class _Opening:
 
     async def _open(self) -> AsyncSessionAwareness:
         database_url, waker, threads, options = self._args
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)):
-            raise ConfigurationError(f"threads must be a positive integer, got {threads!r}")
-        if threads is not None and threads < 1:
-            raise ConfigurationError(f"threads must be a positive integer, got {threads!r}")
         loop = asyncio.get_running_loop()
         sync_waker = cast(Waker | None, waker)
         if waker is not None and is_async_waker(waker):
@@ -279,4 +234,8 @@ def open_async_service(
     `async with open_async_service(url) as svc`. `waker` may be a coroutine function (awaited
     on this event loop) or a plain callable; `threads` overrides the number of worker threads;
     every other keyword is `open_service`'s."""
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        raise ConfigurationError(f"threads must be a positive integer, got {threads!r}")
     return _Opening(database_url, waker, threads, options)
