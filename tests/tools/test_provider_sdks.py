@@ -13,6 +13,7 @@ from pydantic import ConfigDict, TypeAdapter
 
 from session_awareness.application import SessionAwareness
 from session_awareness.application.tools import tool_schemas
+from session_awareness.infrastructure.cli import main
 from tests.tools.conftest import RecordingDispatcher
 from tests.tools.helpers import MAIN, WORKER
 
@@ -71,6 +72,18 @@ class TestOpenAI:
             ours = entry["function"]["parameters"]
             given = copy.deepcopy(ours)
             assert openai_pydantic._ensure_strict_json_schema(given, path=(), root=given) == ours
+
+    def test_the_commands_strict_output_passes_the_sdks_transform_unchanged(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """R-T1: what `session-awareness tools-schema --format openai-strict` prints is what
+        the SDK's strict transform would send."""
+        assert main(["tools-schema", "--format", "openai-strict"]) == 0
+        for entry in json.loads(capsys.readouterr().out):
+            printed = entry["function"]["parameters"]
+            given = copy.deepcopy(printed)
+            assert openai_pydantic._ensure_strict_json_schema(given, path=(), root=given) == printed
+            assert ensure_strict_json_schema(copy.deepcopy(printed)) == printed
 
     def test_the_agents_sdk_strict_check_leaves_our_strict_schemas_unchanged(self) -> None:
         """R-T1: the Agents SDK (strict by default) neither refuses nor rewrites them."""
