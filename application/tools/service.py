@@ -186,7 +186,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def decoded(arguments: object) -> object:
     """The arguments object: JSON text as a model wrote it is decoded (an empty text is `{}`,
-    as the providers' SDKs read it); anything else is passed on for validation."""
+    as the OpenAI Agents SDK reads it); anything else is passed on for validation."""
     if isinstance(arguments, bytes | bytearray):
         try:
             arguments = arguments.decode()
