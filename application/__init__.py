@@ -5,6 +5,11 @@ with open_service("sqlite:///sessions.db") as svc:
     ...
 """
 
+from session_awareness.application.async_service import (
+    AsyncSessionAwareness,
+    AsyncSessionTools,
+    open_async_service,
+)
 from session_awareness.application.errors import (
     AmbiguousSessionError,
     ConfigurationError,
@@ -18,6 +23,8 @@ from session_awareness.application.service import SessionAwareness, open_service
 
 __all__ = [
     "AmbiguousSessionError",
+    "AsyncSessionAwareness",
+    "AsyncSessionTools",
     "ConfigurationError",
     "InvalidArgumentError",
     "InvalidChangesSinceError",
@@ -25,5 +32,6 @@ __all__ = [
     "SessionAwarenessError",
     "StoreUnavailableError",
     "UnknownSessionError",
+    "open_async_service",
     "open_service",
 ]

@@ -19,11 +19,13 @@ from session_awareness.application.tools.outputs import (
     SessionsSpawnOutput,
     SessionStatusOutput,
 )
-from session_awareness.application.tools.schema import tool_schemas
+from session_awareness.application.tools.schema import FLAVORS, Flavor, tool_schemas
 from session_awareness.application.tools.service import SessionTools
 
 __all__ = [
+    "FLAVORS",
     "TOOLS",
+    "Flavor",
     "SessionStatusInput",
     "SessionStatusOutput",
     "SessionTools",

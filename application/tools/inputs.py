@@ -10,9 +10,17 @@ are refused with the SPEC text.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    WithJsonSchema,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from session_awareness.application.status import parse_changes_since
@@ -95,9 +103,18 @@ ChangesSince = Annotated[
 
 
 class ToolInput(BaseModel):
-    """Inputs refuse unknown fields and coerce nothing (`extra="forbid"`, strict)."""
+    """Inputs refuse unknown fields and coerce nothing (`extra="forbid"`, strict). A field
+    given as `null` is read as not given, the convention of strict function calling, where
+    every key is present (`{"sessionKey": null}` is the default, "current")."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_absent(cls, given: Any) -> Any:
+        if isinstance(given, dict):
+            return {name: value for name, value in given.items() if value is not None}
+        return given
 
 
 class SessionStatusInput(ToolInput):

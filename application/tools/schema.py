@@ -1,26 +1,52 @@
-"""The tools' JSON Schemas in the shape function-calling APIs expect (SPEC R-T1):
-`[{"name", "description", "parameters"}]`, generated from the input models, with every `$ref`
-inlined and optional fields shown as their plain type (leave them out rather than send null)."""
+"""The tools' schemas in the shape each function-calling API expects (SPEC R-T1), generated
+from the input models, with every `$ref` inlined.
+
+- `json-schema`: `{"name", "description", "parameters"}`, `parameters` the full JSON Schema,
+  optional fields shown as their plain type (leave them out, or send `null`).
+- `openai`: the Chat Completions tool, `{"type": "function", "function": {…, "strict": false}}`.
+- `openai-strict`: the same with `"strict": true` and parameters in the strict subset: every
+  property required, optional ones nullable (`null` means "not given"), bounds in words.
+- `anthropic`: `{"name", "description", "input_schema"}` within Anthropic's strict subset
+  (optional fields stay optional; bounds in words).
+- `mcp`: an MCP `Tool`, `{"name", "description", "inputSchema"}` with the full JSON Schema.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
 
-from session_awareness.application.tools.catalog import TOOLS
+from session_awareness.application.errors import InvalidArgumentError
+from session_awareness.application.tools.catalog import TOOLS, Tool
+from session_awareness.application.tools.flavours import anthropic_strict, openai_strict
 
 _NULL = {"type": "null"}
+Flavor = Literal["json-schema", "openai", "openai-strict", "anthropic", "mcp"]
+FLAVORS: tuple[Flavor, ...] = get_args(Flavor)
 
 
-def tool_schemas() -> list[dict[str, Any]]:
-    """One entry per tool, in catalog order."""
-    return [
-        {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": parameters_schema(tool.input.model_json_schema(by_alias=True)),
+def tool_schemas(flavor: Flavor = "json-schema") -> list[dict[str, Any]]:
+    """One entry per tool, in catalog order, in the shape `flavor` names."""
+    if flavor not in FLAVORS:
+        raise InvalidArgumentError("flavor", f"must be one of {', '.join(FLAVORS)}")
+    return [_entry(tool, flavor) for tool in TOOLS.values()]
+
+
+def _entry(tool: Tool, flavor: Flavor) -> dict[str, Any]:
+    parameters = parameters_schema(tool.input.model_json_schema(by_alias=True))
+    named = {"name": tool.name, "description": tool.description}
+    if flavor == "openai":
+        return {
+            "type": "function",
+            "function": {**named, "parameters": parameters, "strict": False},
         }
-        for tool in TOOLS.values()
-    ]
+    if flavor == "openai-strict":
+        strict = openai_strict(parameters)
+        return {"type": "function", "function": {**named, "parameters": strict, "strict": True}}
+    if flavor == "anthropic":
+        return {**named, "input_schema": anthropic_strict(parameters)}
+    if flavor == "mcp":
+        return {**named, "inputSchema": parameters}
+    return {**named, "parameters": parameters}
 
 
 def parameters_schema(schema: dict[str, Any]) -> dict[str, Any]:

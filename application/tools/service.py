@@ -1,12 +1,13 @@
 """`SessionTools`: the agent-facing session tools over one service (SPEC §9, R-T1, R-T2).
 
-A host calls `svc.tools.call(name, arguments, caller=key)` with the raw JSON arguments an agent
-produced and hands the returned dict back; Python hosts may call the typed methods instead,
-which raise `ToolError`.
+A host calls `svc.tools.call(name, arguments, caller=key)` with the arguments an agent produced
+(the JSON string as the model wrote it, or the object decoded from it) and hands the returned
+dict back; Python hosts may call the typed methods instead, which raise `ToolError`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -58,9 +59,11 @@ class SessionTools:
     def __init__(self, svc: SessionAwareness) -> None:
         self.svc = svc
 
-    def call(self, name: str, arguments: dict[str, Any], *, caller: str) -> dict[str, Any]:
-        """Run tool `name` for `caller` on raw JSON arguments; the JSON-ready result, or
-        `{"error": {"code", "field"?, "message"}}`. Never raises, never shows a traceback."""
+    def call(self, name: str, arguments: str | dict[str, Any], *, caller: str) -> dict[str, Any]:
+        """Run tool `name` for `caller` on the agent's arguments: the JSON text a model
+        produced, or the object decoded from it (`null` fields count as not given). The
+        JSON-ready result, or `{"error": {"code", "field"?, "message"}}`. Never raises, never
+        shows a traceback."""
         log.info("tool_called", tool=name, caller=caller)
         try:
             tool = TOOLS.get(name) if isinstance(name, str) else None
@@ -68,7 +71,7 @@ class SessionTools:
                 known = ", ".join(TOOLS)
                 raise ToolError(UNKNOWN_TOOL, f"Unknown tool: {name} (known: {known})")
             try:
-                given = tool.input.model_validate(arguments)
+                given = tool.input.model_validate(decoded(arguments))
             except ValidationError as error:
                 raise from_validation(error, tool.name) from None
             output: Any = getattr(self, tool.name)(given, caller=caller)
@@ -167,6 +170,46 @@ class SessionTools:
         except InvalidKeyError:
             raise ToolError(INVALID_CALLER, "the caller must be a session key") from None
         return Visibility.of(self.svc, self.svc.visibility, caller)
+
+
+def _refuse_constant(name: str) -> Any:
+    """JSON's grammar has no NaN or Infinity, which Python's decoder would otherwise read."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    decoded = dict(pairs)
+    if len(decoded) != len(pairs):
+        raise ValueError("a repeated key")
+    return decoded
+
+
+def decoded(arguments: object) -> object:
+    """The arguments object: JSON text as a model wrote it is decoded (an empty text is `{}`,
+    as the OpenAI Agents SDK reads it); anything else is passed on for validation."""
+    if isinstance(arguments, bytes | bytearray):
+        try:
+            arguments = arguments.decode()
+        except UnicodeDecodeError:
+            raise _malformed("not UTF-8") from None
+    if not isinstance(arguments, str):
+        return arguments
+    if not arguments.strip():
+        return {}
+    try:
+        return json.loads(
+            arguments, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys
+        )
+    except json.JSONDecodeError as error:
+        raise _malformed(f"{error.msg} at line {error.lineno} column {error.colno}") from None
+    except (ValueError, RecursionError) as error:  # NaN, a repeated key, absurd nesting
+        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+        raise _malformed(reason) from None
+
+
+def _malformed(reason: str) -> ToolError:
+    message = f"the arguments must be a JSON object; got malformed JSON ({reason})"
+    return ToolError(INVALID_INPUT, message, "arguments")
 
 
 def _may_claim(child: RegistryRow, caller: str) -> bool:

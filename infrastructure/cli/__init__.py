@@ -1,6 +1,6 @@
 """The operator CLI `session-awareness` (DESIGN D8); the one place in the package that prints.
 
-    session-awareness demo | tools-schema
+    session-awareness demo | tools-schema [--format json-schema|openai|openai-strict|anthropic|mcp]
     session-awareness status KEY [--changes-since N] [--agent-id A]
     session-awareness list [--agent-id A] [--kind K]... [--search TEXT] [--limit N]
     session-awareness notices WATCHER [--drain]

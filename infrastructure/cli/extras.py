@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from session_awareness.application.tools.schema import tool_schemas
+from session_awareness.application.tools.schema import FLAVORS, Flavor, tool_schemas
 from session_awareness.infrastructure.cli.common import (
     EXIT_OK,
     counted,
@@ -42,12 +42,22 @@ def demo(database_url: str | None, verbose: bool) -> int:
 
 
 @click.command(name="tools-schema")
-def tools_schema() -> int:
-    """Print the session tools as {name, description, parameters} JSON Schemas.
+@click.option(
+    "--format",
+    "flavor",
+    type=click.Choice(FLAVORS),
+    default="json-schema",
+    show_default=True,
+    help="The API's shape: plain JSON Schema, OpenAI (strict or not), Anthropic or MCP.",
+)
+def tools_schema(flavor: Flavor) -> int:
+    """Print the session tools' schemas as JSON, in the shape a function-calling API takes.
 
-    The shape LLM function-calling APIs expect, for session_status, sessions_list,
-    sessions_send and sessions_spawn."""
-    print_json(tool_schemas())
+    For session_status, sessions_list, sessions_send and sessions_spawn: json-schema gives
+    {name, description, parameters}; openai and openai-strict the Chat Completions tool
+    ({type: function, function: {...}}); anthropic {name, description, input_schema}; mcp
+    {name, description, inputSchema}."""
+    print_json(tool_schemas(flavor))
     return EXIT_OK
 
 

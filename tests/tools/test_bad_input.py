@@ -219,11 +219,12 @@ class TestBadInput:
         assert world.tools.call(tool, arguments, caller=MAIN) == expected
         assert dispatcher.sent == []
 
-    @pytest.mark.parametrize("arguments", [None, [], "{}", 7])
+    @pytest.mark.parametrize("arguments", [None, [], '"{}"', 7])
     def test_arguments_that_are_not_an_object_are_refused(
         self, world: SessionAwareness, arguments: Any
     ) -> None:
-        """R-T1: the arguments are a JSON object."""
+        """R-T1: the arguments are a JSON object (JSON text is decoded first: '"{}"', an
+        object encoded twice, is a string)."""
         assert world.tools.call("sessions_list", arguments, caller=MAIN) == invalid(
             "arguments", "the arguments must be a JSON object"
         )
