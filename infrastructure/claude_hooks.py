@@ -68,8 +68,23 @@ class Signal:
         return {name: getattr(self, name) for name in FIELDS if getattr(self, name) is not None}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Signal:
-        return cls(**{name: data.get(name) for name in FIELDS})
+    def from_json(cls, data: object) -> Signal:
+        """A signal kept or relayed earlier, checked again: `ValueError` when malformed."""
+        if not isinstance(data, dict) or set(data) - set(FIELDS):
+            raise ValueError("not a hook signal")
+        fields = {name: data.get(name) for name in FIELDS}
+        texts = [v for k, v in fields.items() if k != "at" and v is not None]
+        if (
+            fields["event"] not in EVENTS
+            or not valid_id(fields["session_id"])
+            or isinstance(fields["at"], bool)
+            or not isinstance(fields["at"], int)
+            or not all(isinstance(v, str) and 0 < len(v) <= 256 for v in texts)
+            or (fields["source"] is not None and fields["source"] not in SOURCES)
+            or (fields["event"].startswith("Subagent") and not valid_id(fields["agent_id"]))
+        ):
+            raise ValueError("not a hook signal")
+        return cls(**fields)
 
 
 FIELDS = tuple(Signal.__dataclass_fields__)
@@ -205,6 +220,7 @@ def run(
     agent: str,
     database_url: str | None,
     state: ClaudeState,
+    verbose: bool = False,
 ) -> int:
     """Handle one hook event; always 0, whatever happens (R-L8)."""
     try:
@@ -216,7 +232,15 @@ def run(
         stderr.write(f"session-awareness hook: ignored: {type(error).__name__}: {error}\n")
         return 0
     try:
-        notices = _record(signal, agent=agent, database_url=database_url, state=state)
+        from session_awareness.infrastructure.claude_relay import forward  # noqa: PLC0415
+
+        notices = forward(signal.to_json(), agent=agent, database_url=database_url, state=state)
+    except Exception:  # noqa: BLE001 -- the relay is an optimisation: record in-process
+        notices = None
+    try:
+        if notices is None:
+            quiet_logs(verbose=verbose)
+            notices = _record(signal, agent=agent, database_url=database_url, state=state)
     except Exception as error:  # noqa: BLE001 -- kept for the next run, never raised
         dropped = state.spool(signal.to_json())
         lost = f" ({dropped} oldest kept signals dropped)" if dropped else ""
@@ -298,7 +322,6 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("session-awareness hook: ignored: --agent must be an agent id\n")
         return 0
     try:
-        quiet_logs(verbose=args.verbose)
         state = ClaudeState(state_dir())
     except Exception as error:  # noqa: BLE001 -- a hook never breaks the user's session
         sys.stderr.write(f"session-awareness hook: ignored: {_one_line(str(error))}\n")
@@ -310,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         agent=args.agent,
         database_url=args.database_url,
         state=state,
+        verbose=args.verbose,
     )
 
 

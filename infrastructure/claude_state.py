@@ -149,6 +149,10 @@ class ClaudeState:
         self._write(folder / name, entry)
         return len(dropped)
 
+    def has_spooled(self) -> bool:
+        folder = self.root / "spool"
+        return folder.is_dir() and any(folder.glob("*.json"))
+
     def take_spooled(self) -> list[dict[str, Any]]:
         """Claim every kept signal, oldest first; a concurrent hook claims each at most once."""
         claimed: list[dict[str, Any]] = []

@@ -91,6 +91,13 @@ def absolute_url(url: str | None) -> str:
     return f"sqlite:///{path.resolve()}" if not path.is_absolute() else url
 
 
+def prepare_database(url: str) -> None:
+    """Create the folder of a SQLite database, so the first hook run can create the file."""
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite" and parts.path not in ("", "/", "/:memory:"):
+        Path(unquote(parts.path[1:])).parent.mkdir(parents=True, exist_ok=True)
+
+
 def hook_command(database_url: str, agent: str) -> str:
     words = [sys.executable, "-m", HOOK_MODULE, "claude-code", "--database-url", database_url]
     if agent != "claude":

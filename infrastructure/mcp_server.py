@@ -22,11 +22,14 @@ import asyncio
 import json
 from contextlib import suppress
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import mcp_types as types
 import structlog
+from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
@@ -190,11 +193,62 @@ def _known(uri: str) -> None:
         raise MCPError(RESOURCE_NOT_FOUND, f"Unknown resource: {uri}")
 
 
-async def serve_stdio(surface: McpSurface, relay: WakeRelay, *, poll_seconds: float | None) -> None:
-    """Serve until the client closes stdin."""
+async def serve_stdio(
+    surface: McpSurface,
+    relay: WakeRelay,
+    *,
+    poll_seconds: float | None,
+    hook_socket: Path | None = None,
+    database_url: str | None = None,
+) -> None:
+    """Serve until the client closes stdin; with `hook_socket`, also take this Claude Code
+    process's hook signals there (`infrastructure/claude_relay.py`)."""
     feed = NoticeFeed(surface, relay, poll_seconds=poll_seconds)
     server = build_server(surface, feed)
     async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
         tasks.start_soon(feed.run)
+        if hook_socket is not None:
+            tasks.start_soon(partial(serve_hooks, surface, hook_socket, database_url))
         await server.run(read, write, server.create_initialization_options())
         tasks.cancel_scope.cancel()
+
+
+async def serve_hooks(surface: McpSurface, path: Path, database_url: str | None) -> None:
+    """Record the signals hook runs relay here, answering each with its drained notices."""
+    from session_awareness.infrastructure.claude_hooks import Signal, apply, valid_agent  # noqa: PLC0415
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            try:
+                line = await BufferedByteReceiveStream(stream).receive_until(b"\n", 1 << 16)
+                request = json.loads(line)
+                if request.get("databaseUrl") != database_url:
+                    raise ValueError("the hook names another database")
+                agent = request.get("agent")
+                if not isinstance(agent, str) or not valid_agent(agent):
+                    raise ValueError("agent is not an agent id")
+                signal = Signal.from_json(request.get("signal"))
+                notices = await anyio.to_thread.run_sync(
+                    partial(apply, surface.svc, signal, agent=agent)
+                )
+                if surface.svc.backlog.stats()["buffered"]:
+                    raise RuntimeError("the store failed while recording")
+                reply: dict[str, Any] = {"notices": notices}
+            except Exception as error:  # noqa: BLE001 -- the hook then records in-process
+                log.warning("hook_relay_failed", error=repr(error))
+                reply = {"error": str(error)}
+            with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await stream.send(json.dumps(reply).encode() + b"\n")
+
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.parent.chmod(0o700)
+        path.unlink(missing_ok=True)
+        listener = await anyio.create_unix_listener(path)
+    except OSError as error:
+        log.warning("hook_relay_unavailable", path=str(path), error=repr(error))
+        return
+    try:
+        await listener.serve(handle)
+    finally:
+        path.unlink(missing_ok=True)

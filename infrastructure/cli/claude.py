@@ -3,6 +3,7 @@ for outside agent hosts (the MCP server) and for Claude Code (its hooks and conf
 
 from __future__ import annotations
 
+import os
 import sys
 from functools import partial
 from pathlib import Path
@@ -14,9 +15,11 @@ from session_awareness.application.service import VISIBILITIES
 from session_awareness.domain.keys import InvalidKeyError, check_key
 from session_awareness.infrastructure.claude_hooks import run as run_hook
 from session_awareness.infrastructure.claude_hooks import session_key, valid_agent
+from session_awareness.infrastructure.claude_relay import effective_url, socket_path
 from session_awareness.infrastructure.claude_state import (
     ClaudeState,
     claude_session_id,
+    process_identity,
     state_dir,
 )
 from session_awareness.infrastructure.cli.common import (
@@ -25,7 +28,13 @@ from session_awareness.infrastructure.cli.common import (
     service_logs,
     store_options,
 )
-from session_awareness.infrastructure.install_claude import InstallError, config_paths, plan
+from session_awareness.infrastructure.install_claude import (
+    InstallError,
+    absolute_url,
+    config_paths,
+    plan,
+    prepare_database,
+)
 
 AGENT_HELP = "The agent id of Claude Code sessions: agent:<AGENT>:claude:<session_id>."
 
@@ -90,8 +99,12 @@ def mcp(  # noqa: PLR0917 -- click passes every option as an argument
         except InvalidKeyError:
             raise click.BadParameter("must be a session key", param_hint="--caller") from None
         resolve = partial(lambda key: key, caller)
+        hook_socket = None
     else:
-        resolve = partial(claude_caller, _agent(agent), ClaudeState(state_dir()))
+        state = ClaudeState(state_dir())
+        resolve = partial(claude_caller, _agent(agent), state)
+        host = process_identity(os.getppid())
+        hook_socket = socket_path(state, host) if host is not None else None
     relay = WakeRelay()
     with (
         service_logs(verbose=verbose),
@@ -104,6 +117,8 @@ def mcp(  # noqa: PLR0917 -- click passes every option as an argument
                 McpSurface(svc, resolve),
                 relay,
                 poll_seconds=poll_seconds if polling else None,
+                hook_socket=hook_socket,
+                database_url=effective_url(database_url),
             )
         )
     return EXIT_OK
@@ -125,12 +140,9 @@ def hook() -> None:
 @click.option("--verbose", is_flag=True, help="Show the service's logs (on stderr).")
 def hook_claude_code(agent: str, database_url: str | None, verbose: bool) -> int:
     """Map one Claude Code hook event onto the service; always exits 0."""
-    from session_awareness.infrastructure.claude_hooks import quiet_logs  # noqa: PLC0415
-
     if not valid_agent(agent):
         click.echo("session-awareness hook: ignored: --agent must be an agent id", err=True)
         return EXIT_OK
-    quiet_logs(verbose=verbose)
     return run_hook(
         sys.stdin,
         sys.stdout,
@@ -138,6 +150,7 @@ def hook_claude_code(agent: str, database_url: str | None, verbose: bool) -> int
         agent=agent,
         database_url=database_url,
         state=ClaudeState(state_dir()),
+        verbose=verbose,
     )
 
 
@@ -168,6 +181,8 @@ def _run_plan(project: Path | None, user: bool, dry_run: bool, **options: object
         changes = plan(settings=settings, mcp_config=mcp_config, **options)  # type: ignore[arg-type]
     except InstallError as error:
         raise click.ClickException(str(error)) from None
+    if not dry_run and not options.get("remove"):
+        prepare_database(absolute_url(options.get("database_url")))  # type: ignore[arg-type]
     for change in changes:
         if not change.changed:
             click.echo(f"{change.path}: unchanged")

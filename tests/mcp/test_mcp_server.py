@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import threading
 from pathlib import Path
 
+import anyio
 import pytest
 
 from session_awareness.application import open_service
 from session_awareness.application.tools import tool_schemas
+from session_awareness.infrastructure.claude_relay import socket_path
+from session_awareness.infrastructure.claude_state import ClaudeState, process_identity
 from tests.hooks.helpers import fixture, lead_key, run_hook
 from tests.mcp.helpers import (
     NOTICES,
@@ -304,3 +308,53 @@ class TestStdout:
         assert answers[1]["result"]["structuredContent"]["sessionKey"] == LEAD
         assert lines.empty()
         assert "tool_completed" in stderr
+
+
+class TestHookRelay:
+    def test_hooks_under_the_servers_claude_code_process_record_through_the_server(
+        self, database_url: str, tmp_path: Path
+    ) -> None:
+        """A hook run whose parent also started the MCP server hands its signal to the server
+        (which has the store open) and prints the notices it drained; the hook process itself
+        opens no service (its --verbose stderr shows no service events)."""
+        state = tmp_path / "state"
+        url = database_url
+
+        async def scenario() -> None:
+            async with connected(
+                url, state, "--visibility", "agent", env={"CLAUDE_CODE_SESSION_ID": "lead-1"}
+            ) as client:
+                # The server is a child of this process, as it is of Claude Code's.
+                host = process_identity(os.getpid())
+                assert host is not None
+                path = socket_path(ClaudeState(state), host)
+                with anyio.fail_after(30):
+                    while not path.exists():
+                        await anyio.sleep(0.02)
+                for session in ("lead-1", "worker-1"):
+                    done = run_hook(
+                        fixture("session_start", session_id=session),
+                        url=url,
+                        state_dir=state,
+                        args=("--verbose",),
+                    )
+                    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+                # The lead session runs in this process again (as after a restart).
+                start = fixture("session_start", session_id="lead-1", source="resume")
+                assert run_hook(start, url=url, state_dir=state).returncode == 0
+                watched, _, _ = await call(
+                    client, "session_watch", {"sessionKey": lead_key("worker-1")}
+                )
+                assert watched["watched"] is True
+                human = fixture("user_prompt_submit", session_id="worker-1")
+                assert run_hook(human, url=url, state_dir=state, args=("--verbose",)).stderr == ""
+                done = run_hook(
+                    fixture("user_prompt_submit", session_id="lead-1"),
+                    url=url,
+                    state_dir=state,
+                    args=("--verbose",),
+                )
+                assert done.stderr == ""
+                assert done.context is not None and lead_key("worker-1") in done.context
+
+        run(scenario)
