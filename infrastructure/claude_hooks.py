@@ -84,7 +84,7 @@ class Signal:
             or (fields["event"].startswith("Subagent") and not valid_id(fields["agent_id"]))
         ):
             raise ValueError("not a hook signal")
-        return cls(**fields)
+        return cls(**fields)  # type: ignore[arg-type]  # checked field by field above
 
 
 FIELDS = tuple(Signal.__dataclass_fields__)
@@ -287,7 +287,10 @@ def quiet_logs(*, verbose: bool) -> None:
     def drop(_logger: object, _name: str, _event: object) -> Any:
         raise structlog.DropEvent
 
-    rendering = [structlog.processors.add_log_level, structlog.processors.KeyValueRenderer()]
+    rendering: list[Any] = [
+        structlog.processors.add_log_level,
+        structlog.processors.KeyValueRenderer(),
+    ]
     structlog.configure(
         processors=rendering if verbose else [drop],
         wrapper_class=structlog.make_filtering_bound_logger(

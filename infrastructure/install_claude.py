@@ -168,7 +168,7 @@ def _is_ours(hook: object) -> bool:
 
 
 def _without_our_hooks(settings: dict[str, Any] | None) -> dict[str, Any]:
-    out = json.loads(json.dumps(settings or {}))
+    out: dict[str, Any] = json.loads(json.dumps(settings or {}))
     hooks = out.get("hooks")
     if hooks is None:
         return out

@@ -161,7 +161,7 @@ class McpSurface:
                     refused = ToolError(INVALID_INPUT, EXTRA_RULES[refused.field], refused.field)
                 raise refused from None
             try:
-                result = getattr(self, name)(given, caller)
+                result: dict[str, Any] = getattr(self, name)(given, caller)
             except SessionAwarenessError as error:
                 raise from_service(error) from None
         except ToolError as error:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -36,6 +38,7 @@ from session_awareness.infrastructure.install_claude import (
     prepare_database,
 )
 
+F = TypeVar("F", bound=Callable[..., Any])
 AGENT_HELP = "The agent id of Claude Code sessions: agent:<AGENT>:claude:<session_id>."
 
 
@@ -154,8 +157,8 @@ def hook_claude_code(agent: str, database_url: str | None, verbose: bool) -> int
     )
 
 
-def _scope_options(command):  # type: ignore[no-untyped-def]
-    for option in (
+def _scope_options(command: F) -> F:
+    options: tuple[Callable[[F], F], ...] = (
         click.option("--dry-run", is_flag=True, help="Print the change; write nothing."),
         click.option(
             "--user",
@@ -168,7 +171,8 @@ def _scope_options(command):  # type: ignore[no-untyped-def]
             help="One project: DIR/.claude/settings.json and DIR/.mcp.json (default: "
             "the working directory).",
         ),
-    ):
+    )
+    for option in options:
         command = option(command)
     return command
 
