@@ -158,11 +158,8 @@ def apply(svc: SessionAwareness, signal: Signal, *, agent: str, drain: bool = Tr
     """Record the signal; for a prompt, drain and return the session's notices (R-N3)."""
     key = session_key(agent, signal.session_id)
     if signal.event == "SessionStart":
-        if signal.source == "clear":
-            for old in dict.fromkeys(
-                [session_key(agent, signal.previous)] if signal.previous else []
-            ):
-                _reset_if_live(svc, old, agent)
+        if signal.source == "clear" and signal.previous:
+            _reset_if_live(svc, session_key(agent, signal.previous), agent)
         svc.open_session(key, agent_id=agent, kind="main")
         if signal.source == "compact" and signal.operation:
             svc.record_compacted(key, operation_id=signal.operation, agent_id=agent)

@@ -358,3 +358,77 @@ class TestHookRelay:
                 assert done.context is not None and lead_key("worker-1") in done.context
 
         run(scenario)
+
+    def test_a_malformed_relay_message_is_refused_and_the_server_goes_on(
+        self, tmp_path: Path
+    ) -> None:
+        """Whatever arrives on the hook socket is checked like any input: a bad message gets
+        an error answer (the hook would then record in-process) and records nothing."""
+        url, state = f"sqlite:///{tmp_path / 'sessions.db'}", tmp_path / "state"
+        host = process_identity(os.getpid())
+        assert host is not None
+        path = socket_path(ClaudeState(state), host)
+        bad = [
+            b"not json\n",
+            json.dumps(
+                {"signal": {"event": "Stop"}, "agent": "claude", "databaseUrl": url}
+            ).encode()
+            + b"\n",
+            json.dumps(
+                {
+                    "signal": fixture("session_start"),
+                    "agent": "claude",
+                    "databaseUrl": "sqlite:///elsewhere.db",
+                }
+            ).encode()
+            + b"\n",
+            json.dumps(
+                {
+                    "signal": {
+                        "event": "SessionStart",
+                        "session_id": "x",
+                        "at": 1,
+                        "source": "startup",
+                    },
+                    "agent": "a:b",
+                    "databaseUrl": url,
+                }
+            ).encode()
+            + b"\n",
+        ]
+
+        async def ask(message: bytes) -> dict[str, object]:
+            async with await anyio.connect_unix(str(path)) as stream:
+                await stream.send(message)
+                reply: dict[str, object] = json.loads(await stream.receive())
+                return reply
+
+        async def scenario() -> None:
+            async with connected(url, state) as client:
+                with anyio.fail_after(30):
+                    while not path.exists():
+                        await anyio.sleep(0.02)
+                for message in bad:
+                    assert "error" in await ask(message)
+                assert (await call(client, "session_notices"))[1]  # still serving (no caller)
+
+        run(scenario)
+        with open_service(url) as svc:
+            assert svc.session_rows() == []
+
+
+def test_a_bad_caller_is_refused_at_start(tmp_path: Path) -> None:
+    """`--caller` that is not a session key: exit 2 and one line on stderr."""
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    params = server_params(url, tmp_path, "--caller", "two\nlines")
+    done = subprocess.run(
+        [params.command, *params.args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=params.env,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert len(done.stderr.splitlines()) == 1 and "--caller" in done.stderr
