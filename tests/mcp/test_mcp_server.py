@@ -314,9 +314,10 @@ class TestHookRelay:
     def test_hooks_under_the_servers_claude_code_process_record_through_the_server(
         self, database_url: str, tmp_path: Path
     ) -> None:
-        """A hook run whose parent also started the MCP server hands its signal to the server
-        (which has the store open) and prints the notices it drained; the hook process itself
-        opens no service (its --verbose stderr shows no service events)."""
+        """The lead/worker story under one Claude Code process: a hook run whose parent also
+        started the MCP server hands its signal to the server (which has the store open) and
+        prints the notices it drained, the hook process itself opening no service (its
+        --verbose stderr shows no service events); session_status over MCP returns the delta."""
         state = tmp_path / "state"
         url = database_url
 
@@ -356,6 +357,16 @@ class TestHookRelay:
                 )
                 assert done.stderr == ""
                 assert done.context is not None and lead_key("worker-1") in done.context
+                since = int(done.context.rstrip(".").rsplit(" ", 1)[1])
+                status, failed, _ = await call(
+                    client,
+                    "session_status",
+                    {"sessionKey": lead_key("worker-1"), "changesSince": since},
+                )
+                assert not failed
+                assert [e["kind"] for e in status["stateChanges"]["events"]] == [
+                    "human_direct_message"
+                ]
 
         run(scenario)
 
