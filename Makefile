@@ -40,7 +40,7 @@ test-dist: install
 	rm -rf dist build/dist-venv
 	$(PY) -m build --wheel --outdir dist
 	$(PYTHON) -m venv build/dist-venv
-	build/dist-venv/bin/pip install --quiet dist/*.whl pytest hypothesis hypothesis-jsonschema
+	build/dist-venv/bin/pip install --quiet "$$(ls dist/*.whl)[mcp]" pytest hypothesis hypothesis-jsonschema
 	cd build && dist-venv/bin/python -m pytest -p no:cacheprovider -c ../pyproject.toml --rootdir .. ../tests
 
 bench: install

@@ -9,6 +9,9 @@
     session-awareness audit [--rebuild]
     session-awareness prune [--dry-run] [--retention-days D] [--retention-rows R]
     session-awareness upstream scan | adopt KEY --claude-transcript PATH
+    session-awareness mcp [--caller KEY] [--visibility V]
+    session-awareness hook claude-code [--agent A]
+    session-awareness install claude-code [--project DIR | --user] [--dry-run] | uninstall …
 
 Every command that opens the store takes `--database-url URL` and `--verbose`; those that
 print take `--json`. Exit codes: 0 success; 1 an audit that is not clean, or any other
@@ -25,7 +28,7 @@ import sys
 import click
 
 from session_awareness.application import SessionAwarenessError
-from session_awareness.infrastructure.cli import audit, extras, sessions
+from session_awareness.infrastructure.cli import audit, claude, extras, sessions
 from session_awareness.infrastructure.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILURE,
@@ -54,6 +57,10 @@ for command in (
     extras.upstream,
     extras.adopt,
     extras.tools_schema,
+    claude.mcp,
+    claude.hook,
+    claude.install,
+    claude.uninstall,
 ):
     cli.add_command(command)
 

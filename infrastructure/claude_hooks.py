@@ -1,0 +1,348 @@
+"""`session-awareness hook claude-code`: one Claude Code hook event in, signals recorded.
+
+Claude Code runs the command with the event's JSON on stdin (the common fields `session_id`,
+`transcript_path`, `cwd`, `hook_event_name`, plus each event's own). The session of a Claude
+Code session is `agent:<agent>:claude:<session_id>`; a sub-agent's is that key plus
+`:subagent:<agent_id>`.
+
+- `SessionStart`: the session is opened; `clear` resets the session it replaced (R-W6),
+  `compact` records `compacted`.
+- `UserPromptSubmit`: a `human_direct_message` via `claude-code` (R-L6); then the session's
+  pending notices are drained into the prompt as `additionalContext` (R-N3).
+- `PreCompact`: `compacted`, once per compaction.
+- `SubagentStart` / `SubagentStop`: the spawn edge, so the parent watches its sub-agent (R-W1) /
+  the end of the sub-agent's run.
+
+A hook must never break the user's session (R-L8): unknown events and malformed input exit 0
+with one line on stderr and record nothing; when the store is unreachable the signal is kept in
+the state directory and recorded by the next hook run that reaches it. Only the documented JSON
+output is ever written to stdout. The prompt's text is never read beyond its presence.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
+
+from session_awareness.infrastructure.claude_state import ClaudeState, state_dir, valid_id
+
+if TYPE_CHECKING:
+    from session_awareness.application import SessionAwareness
+
+CHANNEL = "claude-code"
+EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SubagentStart", "SubagentStop")
+SOURCES = ("startup", "resume", "clear", "compact")
+MAX_INPUT = 1 << 20  # a hook event is small; a prompt larger than this is still only counted
+
+
+class HookInputError(ValueError):
+    """The input is not a hook event this command maps."""
+
+
+def session_key(agent: str, session_id: str) -> str:
+    return f"agent:{agent}:claude:{session_id}"
+
+
+def subagent_key(parent_key: str, agent_id: str) -> str:
+    return f"{parent_key}:subagent:{agent_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """What one hook event asks to record: its mapped fields, never message content."""
+
+    event: str
+    session_id: str
+    at: int
+    source: str | None = None
+    agent_id: str | None = None
+    agent_type: str | None = None
+    operation: str | None = None
+    previous: str | None = None
+    idempotency_key: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in FIELDS if getattr(self, name) is not None}
+
+    @classmethod
+    def from_json(cls, data: object) -> Signal:
+        """A signal kept or relayed earlier, checked again: `ValueError` when malformed."""
+        if not isinstance(data, dict) or set(data) - set(FIELDS):
+            raise ValueError("not a hook signal")
+        fields = {name: data.get(name) for name in FIELDS}
+        texts = [v for k, v in fields.items() if k != "at" and v is not None]
+        if (
+            fields["event"] not in EVENTS
+            or not valid_id(fields["session_id"])
+            or isinstance(fields["at"], bool)
+            or not isinstance(fields["at"], int)
+            or not all(isinstance(v, str) and 0 < len(v) <= 256 for v in texts)
+            or (fields["source"] is not None and fields["source"] not in SOURCES)
+            or (fields["event"].startswith("Subagent") and not valid_id(fields["agent_id"]))
+        ):
+            raise ValueError("not a hook signal")
+        return cls(**fields)  # type: ignore[arg-type]  # checked field by field above
+
+
+FIELDS = tuple(Signal.__dataclass_fields__)
+
+
+def parse(raw: str, state: ClaudeState, *, now_ms: int) -> Signal:
+    """The signal a hook event maps to; `HookInputError` (one line) when it maps to none."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise HookInputError("input is not JSON") from None
+    if not isinstance(data, dict):
+        raise HookInputError("input is not a JSON object")
+    event = data.get("hook_event_name")
+    if event not in EVENTS:
+        raise HookInputError(f"unmapped hook event {str(event)[:64]!r}")
+    session_id = data.get("session_id")
+    if not valid_id(session_id):
+        raise HookInputError("session_id is missing or not a session id")
+    assert isinstance(session_id, str)  # noqa: S101 -- narrowed by valid_id
+    if event == "SessionStart":
+        source = data.get("source")
+        if source not in SOURCES:
+            raise HookInputError(
+                f"SessionStart source {str(source)[:32]!r} is not one of {SOURCES}"
+            )
+        previous = state.remember_session(session_id)
+        operation = None
+        if source == "compact":
+            operation = state.take_compaction(session_id) or _compaction_id(data, "compact")
+        return Signal(
+            event,
+            session_id,
+            now_ms,
+            source=source,
+            operation=operation,
+            previous=previous if source == "clear" else None,
+        )
+    if event == "UserPromptSubmit":
+        return Signal(event, session_id, now_ms, idempotency_key=f"claude-code:{uuid.uuid4()}")
+    if event == "PreCompact":
+        operation = _compaction_id(data, str(data.get("trigger", "")))
+        state.announce_compaction(session_id, operation)
+        return Signal(event, session_id, now_ms, operation=operation)
+    agent_id = data.get("agent_id")
+    if not valid_id(agent_id):
+        raise HookInputError(f"{event} needs agent_id, a sub-agent id")
+    agent_type = data.get("agent_type")
+    label = agent_type if isinstance(agent_type, str) and valid_id(agent_type) else None
+    return Signal(event, session_id, now_ms, agent_id=str(agent_id), agent_type=label)
+
+
+def _compaction_id(data: dict[str, Any], trigger: str) -> str:
+    """One id per compaction: the transcript's size when it was announced (a repeated
+    announcement of the same compaction finds the same size)."""
+    path = data.get("transcript_path")
+    try:
+        size = _file_size(path) if isinstance(path, str) else None
+    except OSError:
+        size = None
+    return f"{trigger or 'compact'}:{size if size is not None else uuid.uuid4().hex}"
+
+
+def _file_size(path: str) -> int:
+    from pathlib import Path  # noqa: PLC0415 -- only PreCompact needs it
+
+    return Path(path).expanduser().stat().st_size
+
+
+def apply(svc: SessionAwareness, signal: Signal, *, agent: str, drain: bool = True) -> list[str]:
+    """Record the signal; for a prompt, drain and return the session's notices (R-N3)."""
+    key = session_key(agent, signal.session_id)
+    if signal.event == "SessionStart":
+        if signal.source == "clear" and signal.previous:
+            _reset_if_live(svc, session_key(agent, signal.previous), agent)
+        svc.open_session(key, agent_id=agent, kind="main")
+        if signal.source == "compact" and signal.operation:
+            svc.record_compacted(key, operation_id=signal.operation, agent_id=agent)
+        return []
+    svc.open_session(key, agent_id=agent, kind="main")
+    if signal.event == "UserPromptSubmit":
+        svc.record_human_direct_message(
+            key,
+            channel=CHANNEL,
+            occurred_at=signal.at,
+            idempotency_key=signal.idempotency_key,
+            agent_id=agent,
+        )
+        return svc.drain_notices(key) if drain else []
+    if signal.event == "PreCompact":
+        svc.record_compacted(key, operation_id=str(signal.operation), agent_id=agent)
+        return []
+    child = subagent_key(key, str(signal.agent_id))
+    if signal.event == "SubagentStart":
+        svc.open_session(
+            child, agent_id=agent, kind="subagent", label=signal.agent_type, parent=key
+        )
+        svc.record_child_spawned(child, parent=key, run_id=str(signal.agent_id), agent_id=agent)
+    else:
+        svc.record_run_terminal(child, run_id=str(signal.agent_id), outcome="ok", agent_id=agent)
+    return []
+
+
+def _reset_if_live(svc: SessionAwareness, key: str, agent: str) -> None:
+    from contextlib import suppress  # noqa: PLC0415
+
+    from session_awareness.application import UnknownSessionError  # noqa: PLC0415
+
+    with suppress(UnknownSessionError):
+        svc.reset_session(key, agent_id=agent)
+
+
+def prompt_context(notices: list[str]) -> str:
+    """The documented `UserPromptSubmit` output that adds the notices to the model's context."""
+    return json.dumps(
+        {
+            "hookSpecificOutput": {
+                "hookEventName": "UserPromptSubmit",
+                "additionalContext": "\n".join(notices),
+            }
+        }
+    )
+
+
+def run(
+    stdin: IO[str],
+    stdout: IO[str],
+    stderr: IO[str],
+    *,
+    agent: str,
+    database_url: str | None,
+    state: ClaudeState,
+    verbose: bool = False,
+) -> int:
+    """Handle one hook event; always 0, whatever happens (R-L8)."""
+    try:
+        signal = parse(stdin.read(MAX_INPUT), state, now_ms=int(time.time() * 1000))
+    except HookInputError as error:
+        stderr.write(f"session-awareness hook: ignored: {error}\n")
+        return 0
+    except Exception as error:  # noqa: BLE001 -- a hook never breaks the user's session
+        stderr.write(f"session-awareness hook: ignored: {type(error).__name__}: {error}\n")
+        return 0
+    try:
+        from session_awareness.infrastructure.claude_relay import forward  # noqa: PLC0415
+
+        notices = forward(signal.to_json(), agent=agent, database_url=database_url, state=state)
+    except Exception:  # noqa: BLE001 -- the relay is an optimisation: record in-process
+        notices = None
+    try:
+        if notices is None:
+            quiet_logs(verbose=verbose)
+            notices = _record(signal, agent=agent, database_url=database_url, state=state)
+    except Exception as error:  # noqa: BLE001 -- kept for the next run, never raised
+        dropped = state.spool(signal.to_json())
+        lost = f" ({dropped} oldest kept signals dropped)" if dropped else ""
+        stderr.write(
+            f"session-awareness hook: store unavailable, signal kept{lost}: "
+            f"{_one_line(str(error))}\n"
+        )
+        return 0
+    if notices:
+        stdout.write(prompt_context(notices) + "\n")
+    return 0
+
+
+def _record(
+    signal: Signal, *, agent: str, database_url: str | None, state: ClaudeState
+) -> list[str]:
+    from session_awareness.application import open_service  # noqa: PLC0415 -- the heavy part
+
+    with open_service(database_url) as svc:
+        for kept in state.take_spooled():
+            try:
+                apply(svc, Signal.from_json(kept), agent=agent, drain=False)
+            except Exception:
+                state.spool(kept)
+                raise
+        notices = apply(svc, signal, agent=agent)
+        if svc.backlog.stats()["buffered"]:
+            raise RuntimeError("the store failed while recording")
+    return notices
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:300] or "unknown error"
+
+
+def quiet_logs(*, verbose: bool) -> None:
+    """The service's structlog events go to stderr when asked for, else nowhere: the hook's
+    own stderr line is all Claude Code shows."""
+    import logging  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    import structlog  # noqa: PLC0415
+
+    def drop(_logger: object, _name: str, _event: object) -> Any:
+        raise structlog.DropEvent
+
+    rendering: list[Any] = [
+        structlog.processors.add_log_level,
+        structlog.processors.KeyValueRenderer(),
+    ]
+    structlog.configure(
+        processors=rendering if verbose else [drop],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.INFO if verbose else logging.CRITICAL
+        ),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m session_awareness.infrastructure.claude_hooks claude-code [--agent A]
+    [--database-url URL] [--verbose]`: the command the installed hooks run. The same as
+    `session-awareness hook claude-code`, without the operator CLI's imports (a hook run is
+    a process start, so its import chain is the user's wait)."""
+    import argparse  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    # structlog renders with rich when rich is importable; a hook renders nothing, so it
+    # need not pay for importing it.
+    sys.modules.setdefault("rich", None)  # type: ignore[arg-type]
+    parser = argparse.ArgumentParser(prog="session-awareness hook")
+    parser.add_argument("host", choices=["claude-code"])
+    parser.add_argument("--agent", default="claude")
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--verbose", action="store_true")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:
+        return 0  # argparse said why on stderr; a hook still never fails the session
+    if not valid_agent(args.agent):
+        sys.stderr.write("session-awareness hook: ignored: --agent must be an agent id\n")
+        return 0
+    try:
+        state = ClaudeState(state_dir())
+    except Exception as error:  # noqa: BLE001 -- a hook never breaks the user's session
+        sys.stderr.write(f"session-awareness hook: ignored: {_one_line(str(error))}\n")
+        return 0
+    return run(
+        sys.stdin,
+        sys.stdout,
+        sys.stderr,
+        agent=args.agent,
+        database_url=args.database_url,
+        state=state,
+        verbose=args.verbose,
+    )
+
+
+def valid_agent(agent: str) -> bool:
+    """An agent id: no `:`, no whitespace or control characters (R-K1)."""
+    return 0 < len(agent) <= 128 and not any(
+        c == ":" or c.isspace() or not c.isprintable() for c in agent
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,84 @@
+"""The hook's fast path: hand the signal to the MCP server of the same Claude Code process.
+
+A hook run is a process start, and opening the service (importing it, opening the store, the
+startup prune and sweep) costs most of it. Under Claude Code the session's MCP server already
+has the service open, so it listens on a Unix socket named after its Claude Code process; a
+hook run whose parent or grandparent is that process sends the mapped signal there (one JSON
+line) and gets the drained notices back. When no server answers — it has not started yet,
+another database URL, a relay error, or signals still kept from an outage — the hook records
+in-process as before; the human turn's idempotency key makes a repeat harmless.
+
+Only the mapped fields travel, never message text. The socket lives in a folder only this user
+can enter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from session_awareness.infrastructure.claude_state import ClaudeState, parent_of, process_identity
+
+#: How long a hook waits for the server's answer before recording in-process.
+RELAY_TIMEOUT = 5.0
+MAX_MESSAGE = 1 << 16
+DATABASE_URL_ENV = "SESSION_AWARENESS_DATABASE_URL"
+
+
+def socket_path(state: ClaudeState, host: str) -> Path:
+    """Short (Unix socket paths are bounded), per user, per state directory and process."""
+    digest = hashlib.sha256(f"{state.root.resolve()}\0{host}".encode()).hexdigest()[:24]
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"session-awareness-{uid}" / f"{digest}.sock"
+
+
+def effective_url(database_url: str | None) -> str | None:
+    return database_url or os.environ.get(DATABASE_URL_ENV)
+
+
+def forward(
+    signal: dict[str, Any], *, agent: str, database_url: str | None, state: ClaudeState
+) -> list[str] | None:
+    """The notices, when the session's MCP server recorded the signal; else None."""
+    if not hasattr(socket, "AF_UNIX") or state.has_spooled():
+        return None
+    request = json.dumps(
+        {"signal": signal, "agent": agent, "databaseUrl": effective_url(database_url)}
+    ).encode()
+    pid: int | None = os.getpid()
+    for _ in range(2):  # a hook runs under a shell, or directly under Claude Code
+        pid = parent_of(pid) if pid is not None else None
+        host = process_identity(pid) if pid is not None and pid > 1 else None
+        if host is None:
+            return None
+        path = socket_path(state, host)
+        if not path.exists():
+            continue
+        try:
+            return _ask(path, request)
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def _ask(path: Path, request: bytes) -> list[str] | None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(RELAY_TIMEOUT)
+        conn.connect(str(path))
+        conn.sendall(request + b"\n")
+        reply = b""
+        while not reply.endswith(b"\n") and len(reply) < MAX_MESSAGE:
+            chunk = conn.recv(MAX_MESSAGE)
+            if not chunk:
+                break
+            reply += chunk
+    answer = json.loads(reply)
+    notices = answer.get("notices") if isinstance(answer, dict) else None
+    if isinstance(notices, list) and all(isinstance(n, str) for n in notices):
+        return notices
+    return None

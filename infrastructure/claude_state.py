@@ -1,0 +1,196 @@
+"""What the Claude Code adapters remember between process starts, in small files.
+
+Claude Code starts a hook process per event and one MCP server process per session, so the
+pieces that must outlive a process live in a state directory
+(`$SESSION_AWARENESS_STATE_DIR`, else `$XDG_STATE_HOME/session-awareness`, else
+`~/.local/state/session-awareness`):
+
+- `hosts/<pid>-<start>.json`: which Claude Code session a Claude Code process runs now. The
+  `SessionStart` hook writes it for its parent and grandparent (a hook runs under a shell, or
+  directly under Claude Code); the MCP server, a direct child of the same Claude Code process,
+  reads its parent's. It follows `/clear`, which gives the process a new session id.
+- `sessions/<session_id>.json`: a compaction announced by `PreCompact`, so the `SessionStart`
+  that follows it records nothing twice.
+- `spool/`: hook signals that could not be recorded because the store was unreachable; the next
+  hook run that reaches the store records them first (SPEC R-L8). No message text is kept.
+
+This module imports nothing heavy: the hook's start-up time is the user's wait.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+STATE_DIR_ENV = "SESSION_AWARENESS_STATE_DIR"
+#: Claude Code documents this for hooks and stdio MCP servers; an MCP server keeps the id it
+#: was started with (it does not follow `/clear`), so the host record is preferred.
+SESSION_ID_ENV = "CLAUDE_CODE_SESSION_ID"
+#: Session and sub-agent ids as Claude Code writes them (UUIDs, hex); anything else is refused.
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+SPOOL_LIMIT = 1000
+PROC = Path("/proc")
+
+
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    given = env.get(STATE_DIR_ENV)
+    if given:
+        return Path(given)
+    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "session-awareness"
+
+
+def valid_id(value: object) -> bool:
+    return isinstance(value, str) and ID_PATTERN.match(value) is not None
+
+
+def process_identity(pid: int) -> str | None:
+    """`<pid>-<start time>`, so a reused pid never inherits a record; None if unknown."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return f"{pid}-{fields[19]}"  # field 22 of stat: the start time in clock ticks
+    except (OSError, ValueError, IndexError):
+        pass
+    started = _ps(pid, "lstart=")
+    return f"{pid}-{re.sub(r'[^0-9A-Za-z]+', '', started)}" if started else None
+
+
+def parent_of(pid: int) -> int | None:
+    if pid == os.getpid():
+        return os.getppid()
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+        return int(stat[stat.rindex(")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    parent = _ps(pid, "ppid=")
+    return int(parent) if parent.isdigit() else None
+
+
+def _ps(pid: int, column: str) -> str:
+    """One `ps` column where there is no /proc (macOS); empty when it cannot be read."""
+    try:
+        done = subprocess.run(  # noqa: S603 -- a fixed argument list
+            ["ps", "-o", column, "-p", str(pid)],  # noqa: S607 -- ps from PATH, as a shell would
+            capture_output=True,
+            text=True,
+            timeout=2,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip()
+
+
+class ClaudeState:
+    """The state directory of the Claude Code adapters."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    # -- which session a Claude Code process runs -------------------------------------------
+
+    def remember_session(self, session_id: str) -> str | None:
+        """Record `session_id` for this hook's parent and grandparent; return the session the
+        nearest of them ran before, if it was another (what `/clear` replaced)."""
+        previous: str | None = None
+        pid: int | None = os.getpid()
+        for _ in range(2):
+            pid = parent_of(pid) if pid is not None else None
+            host = process_identity(pid) if pid is not None and pid > 1 else None
+            if host is None:
+                break
+            before = self.session_of_host(host)
+            if previous is None and before is not None and before != session_id:
+                previous = before
+            self._write(self.root / "hosts" / f"{host}.json", {"sessionId": session_id})
+        return previous
+
+    def session_of_host(self, host: str) -> str | None:
+        found = self._read(self.root / "hosts" / f"{host}.json").get("sessionId")
+        return found if valid_id(found) else None
+
+    def session_of_parent(self) -> str | None:
+        """The session the process that started this one runs (for the MCP server)."""
+        host = process_identity(os.getppid())
+        return self.session_of_host(host) if host is not None else None
+
+    # -- compactions announced by PreCompact -----------------------------------------------
+
+    def announce_compaction(self, session_id: str, operation_id: str) -> None:
+        self._write(self.root / "sessions" / f"{session_id}.json", {"compaction": operation_id})
+
+    def take_compaction(self, session_id: str) -> str | None:
+        path = self.root / "sessions" / f"{session_id}.json"
+        found = self._read(path).get("compaction")
+        path.unlink(missing_ok=True)
+        return found if isinstance(found, str) else None
+
+    # -- signals kept while the store was unreachable --------------------------------------
+
+    def spool(self, entry: dict[str, Any]) -> int:
+        """Keep one hook signal (the mapped fields only, never message text); returns how
+        many of the oldest kept signals were dropped to stay within `SPOOL_LIMIT`."""
+        folder = self.root / "spool"
+        folder.mkdir(parents=True, exist_ok=True)
+        kept = sorted(folder.glob("*.json"))
+        dropped = kept[: max(0, len(kept) - SPOOL_LIMIT + 1)]
+        for old in dropped:
+            old.unlink(missing_ok=True)
+        name = f"{entry['at']:015d}-{uuid.uuid4().hex}.json"
+        self._write(folder / name, entry)
+        return len(dropped)
+
+    def has_spooled(self) -> bool:
+        folder = self.root / "spool"
+        return folder.is_dir() and any(folder.glob("*.json"))
+
+    def take_spooled(self) -> list[dict[str, Any]]:
+        """Claim every kept signal, oldest first; a concurrent hook claims each at most once."""
+        claimed: list[dict[str, Any]] = []
+        folder = self.root / "spool"
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            mine = path.with_suffix(f".{os.getpid()}.claimed")
+            try:
+                path.rename(mine)
+            except OSError:
+                continue  # another hook took it
+            entry = self._read(mine)
+            mine.unlink(missing_ok=True)
+            if entry:
+                claimed.append(entry)
+        return claimed
+
+    # -- files -------------------------------------------------------------------------------
+
+    def _write(self, path: Path, data: dict[str, Any]) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_suffix(f".{os.getpid()}.tmp")
+        scratch.write_text(json.dumps(data))
+        scratch.replace(path)  # atomic: a reader sees the old record or the new one
+
+    def _read(self, path: Path) -> dict[str, Any]:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+
+def claude_session_id(state: ClaudeState, env: Mapping[str, str] | None = None) -> str | None:
+    """The Claude Code session this process serves: the one its parent runs now (the hook's
+    record, which follows `/clear`), else `$CLAUDE_CODE_SESSION_ID`."""
+    env = os.environ if env is None else env
+    found = state.session_of_parent()
+    if found is not None:
+        return found
+    given = env.get(SESSION_ID_ENV)
+    return given if valid_id(given) else None

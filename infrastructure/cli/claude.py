@@ -1,0 +1,251 @@
+"""`mcp`, `hook claude-code`, `install claude-code` and `uninstall claude-code`: the service
+for outside agent hosts (the MCP server) and for Claude Code (its hooks and configuration)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from session_awareness.application import open_service
+from session_awareness.application.service import VISIBILITIES
+from session_awareness.domain.keys import InvalidKeyError, check_key
+from session_awareness.infrastructure.claude_hooks import run as run_hook
+from session_awareness.infrastructure.claude_hooks import session_key, valid_agent
+from session_awareness.infrastructure.claude_relay import effective_url, socket_path
+from session_awareness.infrastructure.claude_state import (
+    ClaudeState,
+    claude_session_id,
+    process_identity,
+    state_dir,
+)
+from session_awareness.infrastructure.cli.common import (
+    EXIT_OK,
+    database_url,
+    service_logs,
+    store_options,
+)
+from session_awareness.infrastructure.install_claude import (
+    InstallError,
+    absolute_url,
+    config_paths,
+    plan,
+    prepare_database,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+AGENT_HELP = "The agent id of Claude Code sessions: agent:<AGENT>:claude:<session_id>."
+
+
+def _agent(agent: str) -> str:
+    if not valid_agent(agent):
+        raise click.BadParameter(
+            "must be an agent id (no ':' and no whitespace)", param_hint="--agent"
+        )
+    return agent
+
+
+def claude_caller(agent: str, state: ClaudeState) -> str | None:
+    """The key of the Claude Code session this server runs under, resolved now."""
+    session_id = claude_session_id(state)
+    return session_key(agent, session_id) if session_id is not None else None
+
+
+@click.command()
+@click.option(
+    "--caller",
+    metavar="KEY",
+    help="The caller's session key (default: the Claude Code session that started the server).",
+)
+@click.option("--agent", default="claude", show_default=True, help=AGENT_HELP)
+@click.option(
+    "--visibility",
+    type=click.Choice(VISIBILITIES),
+    default="tree",
+    show_default=True,
+    help="What the caller may see (R-T2).",
+)
+@click.option(
+    "--poll-seconds",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="On SQLite, how often pending notices are read for notices opened by other processes.",
+)
+@store_options
+def mcp(  # noqa: PLR0917 -- click passes every option as an argument
+    caller: str | None,
+    agent: str,
+    visibility: str,
+    poll_seconds: float,
+    database_url: str | None,
+    verbose: bool,
+) -> int:
+    """Serve the session tools over MCP on stdin/stdout, for one caller."""
+    try:
+        from session_awareness.infrastructure.mcp_server import WakeRelay, serve_stdio  # noqa: PLC0415
+        from session_awareness.infrastructure.mcp_tools import McpSurface  # noqa: PLC0415
+    except ImportError as error:
+        raise click.ClickException(
+            f"the MCP server needs the mcp extra: pip install 'session-awareness[mcp]' ({error})"
+        ) from None
+    import anyio  # noqa: PLC0415
+
+    if caller is not None:
+        try:
+            check_key(caller)
+        except InvalidKeyError:
+            raise click.BadParameter("must be a session key", param_hint="--caller") from None
+        resolve = partial(lambda key: key, caller)
+        hook_socket = None
+    else:
+        state = ClaudeState(state_dir())
+        resolve = partial(claude_caller, _agent(agent), state)
+        host = process_identity(os.getppid())
+        hook_socket = socket_path(state, host) if host is not None else None
+    relay = WakeRelay()
+    with (
+        service_logs(verbose=verbose),
+        open_service(database_url, visibility=visibility, waker=relay) as svc,
+    ):
+        polling = svc.health()["backend"] == "sqlite"
+        anyio.run(
+            partial(
+                serve_stdio,
+                McpSurface(svc, resolve),
+                relay,
+                poll_seconds=poll_seconds if polling else None,
+                hook_socket=hook_socket,
+                database_url=effective_url(database_url),
+            )
+        )
+    return EXIT_OK
+
+
+@click.group()
+def hook() -> None:
+    """Record an agent host's hook event (JSON on stdin)."""
+
+
+@hook.command(name="claude-code")
+@click.option("--agent", default="claude", show_default=True, help=AGENT_HELP)
+@click.option(
+    "--database-url",
+    metavar="URL",
+    help="The store (default: "
+    "$SESSION_AWARENESS_DATABASE_URL, else sqlite:///session-awareness.db).",
+)
+@click.option("--verbose", is_flag=True, help="Show the service's logs (on stderr).")
+def hook_claude_code(agent: str, database_url: str | None, verbose: bool) -> int:
+    """Map one Claude Code hook event onto the service; always exits 0."""
+    if not valid_agent(agent):
+        click.echo("session-awareness hook: ignored: --agent must be an agent id", err=True)
+        return EXIT_OK
+    return run_hook(
+        sys.stdin,
+        sys.stdout,
+        sys.stderr,
+        agent=agent,
+        database_url=database_url,
+        state=ClaudeState(state_dir()),
+        verbose=verbose,
+    )
+
+
+def _scope_options(command: F) -> F:
+    options: tuple[Callable[[F], F], ...] = (
+        click.option("--dry-run", is_flag=True, help="Print the change; write nothing."),
+        click.option(
+            "--user",
+            is_flag=True,
+            help="Every project: ~/.claude/settings.json and ~/.claude.json.",
+        ),
+        click.option(
+            "--project",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="One project: DIR/.claude/settings.json and DIR/.mcp.json (default: "
+            "the working directory).",
+        ),
+    )
+    for option in options:
+        command = option(command)
+    return command
+
+
+def _run_plan(project: Path | None, user: bool, dry_run: bool, **options: object) -> int:
+    if project is not None and user:
+        raise click.UsageError("--project and --user are exclusive")
+    settings, mcp_config = config_paths(project=project, user=user)
+    try:
+        changes = plan(settings=settings, mcp_config=mcp_config, **options)  # type: ignore[arg-type]
+    except InstallError as error:
+        raise click.ClickException(str(error)) from None
+    if not dry_run and not options.get("remove"):
+        prepare_database(absolute_url(options.get("database_url")))  # type: ignore[arg-type]
+    for change in changes:
+        if not change.changed:
+            click.echo(f"{change.path}: unchanged")
+        elif dry_run:
+            click.echo(change.diff(), nl=False)
+        else:
+            change.apply()
+            click.echo(f"{change.path}: {'removed' if change.after is None else 'updated'}")
+    return EXIT_OK
+
+
+@click.group()
+def install() -> None:
+    """Set an agent host up to use the service."""
+
+
+@install.command(name="claude-code")
+@_scope_options
+@click.option(
+    "--database-url",
+    metavar="URL",
+    help="The one store the hooks and the MCP server "
+    "use (default: $SESSION_AWARENESS_DATABASE_URL, else a SQLite file in the state "
+    "directory).",
+)
+@click.option("--agent", default="claude", show_default=True, help=AGENT_HELP)
+@click.option(
+    "--visibility",
+    type=click.Choice(VISIBILITIES),
+    default="agent",
+    show_default=True,
+    help="What each session's MCP tools may see.",
+)
+def install_claude_code(  # noqa: PLR0917 -- click passes every option as an argument
+    project: Path | None,
+    user: bool,
+    dry_run: bool,
+    database_url: str | None,
+    agent: str,
+    visibility: str,
+) -> int:
+    """Add the hooks and the MCP server to Claude Code's configuration (merged, not replaced)."""
+    return _run_plan(
+        project,
+        user,
+        dry_run,
+        database_url=database_url,
+        agent=_agent(agent),
+        visibility=visibility,
+    )
+
+
+@click.group()
+def uninstall() -> None:
+    """Remove what `install` added."""
+
+
+@uninstall.command(name="claude-code")
+@_scope_options
+def uninstall_claude_code(project: Path | None, user: bool, dry_run: bool) -> int:
+    """Remove the hooks and the MCP server entry `install claude-code` wrote; nothing else."""
+    return _run_plan(project, user, dry_run, database_url=database_url(None), remove=True)

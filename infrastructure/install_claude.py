@@ -1,0 +1,207 @@
+"""`session-awareness install claude-code` / `uninstall claude-code`: the hooks and the MCP
+server entry in Claude Code's configuration, merged into what is there, never clobbering it.
+
+Where Claude Code reads them (its settings and MCP documentation):
+
+| scope | hooks (`hooks` in a settings file) | MCP server (`mcpServers`) |
+|---|---|---|
+| `--project DIR` (default: the working directory) | `DIR/.claude/settings.json` | `DIR/.mcp.json` |
+| `--user` | `~/.claude/settings.json` | `~/.claude.json` (top level) |
+
+Our entries are recognised by what they run (the hook module, the server named
+`session-awareness`), so installing again replaces them, and uninstalling removes them and
+nothing else; a file or event list left empty by that goes too. Both point at this
+installation's Python and at one database URL (a relative SQLite path is made absolute, since
+Claude Code starts sessions in many directories).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from session_awareness.infrastructure.claude_hooks import EVENTS
+from session_awareness.infrastructure.claude_state import STATE_DIR_ENV, state_dir
+
+SERVER_NAME = "session-awareness"
+HOOK_MODULE = "session_awareness.infrastructure.claude_hooks"
+CLI_MODULE = "session_awareness.infrastructure.cli"
+
+
+class InstallError(Exception):
+    """A configuration file cannot be merged (it is not a JSON object)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    path: Path
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    def diff(self) -> str:
+        old = _dump(self.before).splitlines(keepends=True) if self.before is not None else []
+        new = _dump(self.after).splitlines(keepends=True) if self.after is not None else []
+        return "".join(difflib.unified_diff(old, new, str(self.path), str(self.path)))
+
+    def apply(self) -> None:
+        """Write the file (atomically), or remove it when nothing is left in it."""
+        if not self.changed:
+            return
+        if self.after is None:
+            self.path.unlink(missing_ok=True)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        scratch.write_text(_dump(self.after))
+        scratch.replace(self.path)
+
+
+def config_paths(
+    *, project: Path | None, user: bool, home: Path | None = None
+) -> tuple[Path, Path]:
+    """(settings file for the hooks, MCP configuration file) of the chosen scope."""
+    if user:
+        home = home or Path.home()
+        return home / ".claude" / "settings.json", home / ".claude.json"
+    root = (project or Path.cwd()).resolve()
+    return root / ".claude" / "settings.json", root / ".mcp.json"
+
+
+def absolute_url(url: str | None) -> str:
+    """The database URL the installed commands use, with a SQLite path made absolute."""
+    if not url:
+        url = os.environ.get("SESSION_AWARENESS_DATABASE_URL") or (
+            f"sqlite:///{(state_dir() / 'session-awareness.db').resolve()}"
+        )
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite" or parts.path in ("", "/", "/:memory:"):
+        return url
+    path = Path(unquote(parts.path[1:]))
+    return f"sqlite:///{path.resolve()}" if not path.is_absolute() else url
+
+
+def prepare_database(url: str) -> None:
+    """Create the folder of a SQLite database, so the first hook run can create the file."""
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite" and parts.path not in ("", "/", "/:memory:"):
+        Path(unquote(parts.path[1:])).parent.mkdir(parents=True, exist_ok=True)
+
+
+def hook_command(database_url: str, agent: str) -> str:
+    words = [sys.executable, "-m", HOOK_MODULE, "claude-code", "--database-url", database_url]
+    if agent != "claude":
+        words += ["--agent", agent]
+    prefix = ""
+    if os.environ.get(STATE_DIR_ENV):
+        prefix = f"{STATE_DIR_ENV}={shlex.quote(os.environ[STATE_DIR_ENV])} "
+    return prefix + shlex.join(words)
+
+
+def server_entry(database_url: str, agent: str, visibility: str) -> dict[str, Any]:
+    args = ["-m", CLI_MODULE, "mcp", "--database-url", database_url, "--visibility", visibility]
+    if agent != "claude":
+        args += ["--agent", agent]
+    entry: dict[str, Any] = {"type": "stdio", "command": sys.executable, "args": args}
+    if os.environ.get(STATE_DIR_ENV):
+        entry["env"] = {STATE_DIR_ENV: os.environ[STATE_DIR_ENV]}
+    return entry
+
+
+def plan(
+    *,
+    settings: Path,
+    mcp_config: Path,
+    database_url: str | None,
+    agent: str = "claude",
+    visibility: str = "agent",
+    remove: bool = False,
+) -> list[Change]:
+    """The changes installing (or, with `remove`, uninstalling) makes to the two files."""
+    url = absolute_url(database_url)
+    changes = []
+    before = _load(settings)
+    after = _without_our_hooks(before)
+    if not remove:
+        after = _with_hooks(after, hook_command(url, agent))
+    changes.append(Change(settings, before, after or None))
+    before = _load(mcp_config)
+    after = json.loads(json.dumps(before or {}))
+    servers = after.get("mcpServers")
+    if servers is not None and not isinstance(servers, dict):
+        raise InstallError(f"{mcp_config}: mcpServers is not a JSON object")
+    servers = dict(servers or {})
+    servers.pop(SERVER_NAME, None)
+    if not remove:
+        servers[SERVER_NAME] = server_entry(url, agent, visibility)
+    after["mcpServers"] = servers
+    if not servers:
+        del after["mcpServers"]
+    changes.append(Change(mcp_config, before, after or None))
+    return changes
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text() or "{}")
+    except ValueError as error:
+        raise InstallError(f"{path} is not valid JSON ({error}); nothing was changed") from None
+    if not isinstance(data, dict):
+        raise InstallError(f"{path} does not hold a JSON object; nothing was changed")
+    return data
+
+
+def _is_ours(hook: object) -> bool:
+    return isinstance(hook, dict) and HOOK_MODULE in str(hook.get("command", ""))
+
+
+def _without_our_hooks(settings: dict[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(json.dumps(settings or {}))
+    hooks = out.get("hooks")
+    if hooks is None:
+        return out
+    if not isinstance(hooks, dict):
+        raise InstallError("the settings' hooks is not a JSON object; nothing was changed")
+    for event in list(hooks):
+        groups = hooks[event] if isinstance(hooks[event], list) else None
+        if groups is None:
+            continue
+        kept = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                group["hooks"] = [h for h in group["hooks"] if not _is_ours(h)]
+                if not group["hooks"]:
+                    continue
+            kept.append(group)
+        if kept:
+            hooks[event] = kept
+        else:
+            del hooks[event]
+    if not hooks:
+        del out["hooks"]
+    return out
+
+
+def _with_hooks(settings: dict[str, Any], command: str) -> dict[str, Any]:
+    hooks = settings.setdefault("hooks", {})
+    for event in EVENTS:
+        hooks.setdefault(event, []).append(
+            {"hooks": [{"type": "command", "command": command, "timeout": 10}]}
+        )
+    return settings
+
+
+def _dump(data: dict[str, Any] | None) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

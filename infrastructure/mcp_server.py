@@ -1,0 +1,254 @@
+"""`session-awareness mcp`: the session tools over the Model Context Protocol (stdio).
+
+One server process serves one caller: `--caller KEY`, or under Claude Code the session that
+started it (`infrastructure/claude_state.py`), resolved on every call. Built on the official
+SDK's low-level `Server`: the tools are listed with the exported JSON Schemas as their
+`inputSchema`, and a tool call answers with the JSON of `svc.tools.call`, as text and as
+structured content, flagged `isError` for a typed error.
+
+Notices are also the resource `session-awareness://notices`. When a notice opens for the caller
+its subscribers are told (`notifications/resources/updated` after `resources/subscribe`, or a
+`subscriptions/listen` stream on the 2026 protocol): at once through the service's waker for
+notices opened here and, on PostgreSQL, by other processes (their NOTIFY, R-N7); on SQLite,
+which has no cross-process wake, by reading the caller's pending notices every `poll_seconds`.
+Whatever path reports it, a notice is announced once: only a notice text not seen pending
+before is news. The SDK points fd 1 at stderr while it serves, and the service's logs go to
+stderr or nowhere, so stdout carries protocol traffic only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import suppress
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+import structlog
+from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp.server.lowlevel import Server
+from mcp.server.session import ServerSession
+from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
+from mcp.shared.exceptions import MCPError
+
+from session_awareness.infrastructure.mcp_tools import McpSurface
+
+log = structlog.get_logger("session_awareness")
+
+NOTICES_URI = "session-awareness://notices"
+RESOURCE_NOT_FOUND = -32002
+INSTRUCTIONS = (
+    "Session awareness: when another actor (a human, another agent) changes a session you "
+    "watch, you get one notice naming the session_status call (with changesSince) that tells "
+    "you exactly what changed. Reconcile before acting on what you assumed about it."
+)
+
+
+class WakeRelay:
+    """The service's waker, handed to `open_service` before the event loop runs; wakes
+    arriving on any thread are passed to the loop, those before it is attached are dropped
+    (the feed's first read covers them)."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._kick: asyncio.Event | None = None
+        self.watcher: str | None = None
+
+    def attach(self, loop: asyncio.AbstractEventLoop, kick: asyncio.Event) -> None:
+        self._loop, self._kick = loop, kick
+
+    def __call__(self, watcher: str) -> None:
+        loop, kick = self._loop, self._kick
+        if loop is None or kick is None or (self.watcher is not None and watcher != self.watcher):
+            return
+        with suppress(RuntimeError):  # the loop has closed: the server is going away
+            loop.call_soon_threadsafe(kick.set)
+
+
+class NoticeFeed:
+    """Tells the notices resource's subscribers when a new notice is pending for the caller."""
+
+    def __init__(
+        self, surface: McpSurface, relay: WakeRelay, *, poll_seconds: float | None
+    ) -> None:
+        self.surface, self.relay, self.poll_seconds = surface, relay, poll_seconds
+        self.bus = InMemorySubscriptionBus()
+        self.subscriber: ServerSession | None = None  # stdio: one connection
+        self._seen: tuple[str | None, frozenset[str]] = (None, frozenset())
+
+    async def run(self) -> None:
+        kick = asyncio.Event()
+        self.relay.attach(asyncio.get_running_loop(), kick)
+        self._seen = await self._read()
+        while True:
+            with anyio.move_on_after(self.poll_seconds if self.poll_seconds else float("inf")):
+                await kick.wait()
+            kick.clear()
+            await self.check()
+
+    async def check(self) -> None:
+        caller, texts = await self._read()
+        before_caller, before = self._seen
+        self._seen = (caller, texts)
+        fresh = texts - before if caller == before_caller else texts
+        if caller is None or not fresh:
+            return
+        log.info("notices_resource_updated", caller=caller, fresh=len(fresh))
+        await self.bus.publish(ResourceUpdated(uri=NOTICES_URI))
+        if self.subscriber is not None:
+            try:
+                await self.subscriber.send_resource_updated(NOTICES_URI)
+            except Exception as error:  # noqa: BLE001 -- a gone client must not stop the feed
+                log.warning("notices_update_failed", error=repr(error))
+                self.subscriber = None
+
+    async def _read(self) -> tuple[str | None, frozenset[str]]:
+        caller, texts = await anyio.to_thread.run_sync(self.surface.pending)
+        self.relay.watcher = caller
+        return caller, frozenset(texts)
+
+
+def build_server(surface: McpSurface, feed: NoticeFeed) -> Server[Any]:
+    """The low-level SDK server with the tools and the notices resource."""
+    listed = [
+        types.Tool(name=s["name"], description=s["description"], input_schema=s["inputSchema"])
+        for s in _schemas(surface)
+    ]
+
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        result = await anyio.to_thread.run_sync(
+            partial(surface.call, params.name, params.arguments)
+        )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
+            structured_content=result,
+            is_error="error" in result,
+        )
+
+    async def list_resources(_ctx: Any, _params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    name="notices",
+                    uri=NOTICES_URI,
+                    description="Your pending notices (read-only; drain with session_notices).",
+                    mime_type="application/json",
+                )
+            ]
+        )
+
+    async def read_resource(
+        _ctx: Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        _known(str(params.uri))
+        caller, texts = await anyio.to_thread.run_sync(surface.pending)
+        body = {"sessionKey": caller, "notices": texts}
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(
+                    uri=NOTICES_URI, mime_type="application/json", text=json.dumps(body)
+                )
+            ]
+        )
+
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        _known(str(params.uri))
+        feed.subscriber = ctx.session
+        return types.EmptyResult()
+
+    async def unsubscribe(_ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        _known(str(params.uri))
+        feed.subscriber = None
+        return types.EmptyResult()
+
+    return Server(
+        "session-awareness",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+        on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=unsubscribe,
+        on_subscriptions_listen=ListenHandler(feed.bus),
+    )
+
+
+def _schemas(surface: McpSurface) -> list[dict[str, Any]]:
+    from session_awareness.infrastructure.mcp_tools import mcp_tool_schemas  # noqa: PLC0415
+
+    return mcp_tool_schemas(surface.tools)
+
+
+def _known(uri: str) -> None:
+    if uri != NOTICES_URI:
+        raise MCPError(RESOURCE_NOT_FOUND, f"Unknown resource: {uri}")
+
+
+async def serve_stdio(
+    surface: McpSurface,
+    relay: WakeRelay,
+    *,
+    poll_seconds: float | None,
+    hook_socket: Path | None = None,
+    database_url: str | None = None,
+) -> None:
+    """Serve until the client closes stdin; with `hook_socket`, also take this Claude Code
+    process's hook signals there (`infrastructure/claude_relay.py`)."""
+    feed = NoticeFeed(surface, relay, poll_seconds=poll_seconds)
+    server = build_server(surface, feed)
+    async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
+        tasks.start_soon(feed.run)
+        if hook_socket is not None:
+            tasks.start_soon(partial(serve_hooks, surface, hook_socket, database_url))
+        await server.run(read, write, server.create_initialization_options())
+        tasks.cancel_scope.cancel()
+
+
+async def serve_hooks(surface: McpSurface, path: Path, database_url: str | None) -> None:
+    """Record the signals hook runs relay here, answering each with its drained notices."""
+    from session_awareness.infrastructure.claude_hooks import Signal, apply, valid_agent  # noqa: PLC0415
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            try:
+                line = await BufferedByteReceiveStream(stream).receive_until(b"\n", 1 << 16)
+                request = json.loads(line)
+                if request.get("databaseUrl") != database_url:
+                    raise ValueError("the hook names another database")
+                agent = request.get("agent")
+                if not isinstance(agent, str) or not valid_agent(agent):
+                    raise ValueError("agent is not an agent id")
+                signal = Signal.from_json(request.get("signal"))
+                notices = await anyio.to_thread.run_sync(
+                    partial(apply, surface.svc, signal, agent=agent)
+                )
+                if surface.svc.backlog.stats()["buffered"]:
+                    raise RuntimeError("the store failed while recording")
+                reply: dict[str, Any] = {"notices": notices}
+            except Exception as error:  # noqa: BLE001 -- the hook then records in-process
+                log.warning("hook_relay_failed", error=repr(error))
+                reply = {"error": str(error)}
+            with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await stream.send(json.dumps(reply).encode() + b"\n")
+
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.parent.chmod(0o700)
+        path.unlink(missing_ok=True)
+        listener = await anyio.create_unix_listener(path)
+    except OSError as error:
+        log.warning("hook_relay_unavailable", path=str(path), error=repr(error))
+        return
+    try:
+        await listener.serve(handle)
+    finally:
+        path.unlink(missing_ok=True)

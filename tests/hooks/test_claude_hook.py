@@ -1,0 +1,203 @@
+"""The Claude Code hook, run as Claude Code runs it: a process per event, documented JSON on
+stdin, on both backends."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from session_awareness.application import open_service
+from tests.hooks.helpers import fixture, lead_key, run_hook
+
+LEAD, WORKER_1, WORKER_2 = "lead-0001", "worker-0001", "worker-0002"
+
+
+def start(session_id: str, url: str, state: Path, source: str = "startup") -> None:
+    done = run_hook(
+        fixture("session_start", session_id=session_id, source=source), url=url, state_dir=state
+    )
+    assert (done.returncode, done.stdout) == (0, "")
+
+
+def prompt(session_id: str, url: str, state: Path) -> str | None:
+    done = run_hook(fixture("user_prompt_submit", session_id=session_id), url=url, state_dir=state)
+    assert done.returncode == 0, done.stderr
+    return done.context
+
+
+class TestLeadAndWorkers:
+    def test_a_human_stepping_into_a_worker_reaches_the_leads_next_prompt_once(
+        self, database_url: str, tmp_path: Path
+    ) -> None:
+        """The lead watches two workers; a human prompt in one becomes one notice in the lead's
+        next prompt (R-L6, R-N1, R-N3), and session_status returns the exact delta (R-S1)."""
+        state = tmp_path / "state"
+        for session in (LEAD, WORKER_1, WORKER_2):
+            start(session, database_url, state)
+        with open_service(database_url) as svc:
+            for worker in (WORKER_1, WORKER_2):
+                assert svc.watch(lead_key(LEAD), lead_key(worker))
+
+        assert prompt(WORKER_1, database_url, state) is None  # the human redirects worker 1
+        notice = prompt(LEAD, database_url, state)
+
+        assert notice == (
+            f'Session "{lead_key(WORKER_1)}" changed (other actor). Reconcile before acting: '
+            f'session_status sessionKey "{lead_key(WORKER_1)}" changesSince 0.'
+        )
+        assert prompt(LEAD, database_url, state) is None  # told once
+        with open_service(database_url) as svc:
+            status = svc.session_status(lead_key(WORKER_1), changes_since=0)
+        events = status["stateChanges"]["events"]
+        assert [(e["kind"], e["summary"], e["payload"]) for e in events] == [
+            ("human_direct_message", "human message via claude-code", {"channel": "claude-code"})
+        ]
+
+    def test_a_prompt_in_an_unwatched_session_records_nothing(
+        self, database_url: str, tmp_path: Path
+    ) -> None:
+        """A human turn on a session with no parent and no watcher is not recorded (R-L6)."""
+        state = tmp_path / "state"
+        start(WORKER_1, database_url, state)
+        assert prompt(WORKER_1, database_url, state) is None
+        with open_service(database_url) as svc:
+            assert svc.session_status(lead_key(WORKER_1))["stateVersion"] == 0
+
+
+class TestSubagents:
+    def test_a_subagent_start_is_a_spawn_edge_the_parent_watches(
+        self, database_url: str, tmp_path: Path
+    ) -> None:
+        """SubagentStart opens `…:subagent:<agent_id>` under the session and records the spawn
+        edge (R-L5, R-W1); SubagentStop records the run's end; a human turn on the sub-agent
+        reaches the parent's next prompt."""
+        state = tmp_path / "state"
+        start(LEAD, database_url, state)
+        child = f"{lead_key(LEAD)}:subagent:agent-7"
+        for name in ("subagent_start", "subagent_stop"):
+            done = run_hook(
+                fixture(name, session_id=LEAD, agent_id="agent-7"),
+                url=database_url,
+                state_dir=state,
+            )
+            assert (done.returncode, done.stdout) == (0, "")
+        with open_service(database_url) as svc:
+            [row] = svc.session_rows(keys=[child])
+            assert (row.kind, row.parent_key, row.label) == ("subagent", lead_key(LEAD), "Explore")
+            events = svc.session_status(child, changes_since=0)["stateChanges"]["events"]
+            assert [e["kind"] for e in events] == ["child_spawned", "run_completed"]
+            svc.record_human_direct_message(child, channel="terminal")
+        assert prompt(LEAD, database_url, state) == (
+            f'Session "{child}" changed (other actor). Reconcile before acting: '
+            f'session_status sessionKey "{child}" changesSince 1.'
+        )
+
+
+class TestLifecycle:
+    def test_clear_resets_the_session_it_replaced(self, database_url: str, tmp_path: Path) -> None:
+        """`/clear` starts a new session id in the same Claude Code process: the session it
+        replaced is reset, so its cursors go (R-W6)."""
+        state = tmp_path / "state"
+        for session in (LEAD, WORKER_1):
+            start(session, database_url, state)
+        start(LEAD, database_url, state)  # this process now runs the lead again
+        with open_service(database_url) as svc:
+            assert svc.watch(lead_key(LEAD), lead_key(WORKER_1))
+        start("lead-0002", database_url, state, source="clear")
+        with open_service(database_url) as svc:
+            assert svc.read_model.cursors_of_watcher(lead_key(LEAD), pending_only=False) == []
+            assert svc.session_rows(keys=[lead_key("lead-0002")])
+
+    def test_a_compaction_is_recorded_once(self, database_url: str, tmp_path: Path) -> None:
+        """PreCompact records `compacted`; the SessionStart `compact` that follows it, and a
+        repeated PreCompact of the same compaction, record nothing more (R-L5)."""
+        state = tmp_path / "state"
+        transcript = tmp_path / "lead.jsonl"
+        transcript.write_text('{"type": "user"}\n')
+        start(LEAD, database_url, state)
+        event = fixture("pre_compact", session_id=LEAD, transcript_path=str(transcript))
+        for _ in range(2):
+            assert run_hook(event, url=database_url, state_dir=state).returncode == 0
+        start(LEAD, database_url, state, source="compact")
+        with open_service(database_url) as svc:
+            events = svc.session_status(lead_key(LEAD), changes_since=0)["stateChanges"]["events"]
+        assert [(e["kind"], e["summary"]) for e in events] == [("compacted", "session compacted")]
+
+
+class TestNeverBreaksTheSession:
+    @pytest.mark.parametrize(
+        ("text", "why"),
+        [
+            ("{not json", "input is not JSON"),
+            ("[1, 2]", "input is not a JSON object"),
+            (json.dumps(fixture("stop")), "unmapped hook event 'Stop'"),
+            (json.dumps(fixture("user_prompt_submit", session_id="")), "session_id"),
+            (json.dumps(fixture("session_start", source="reboot")), "source"),
+            (json.dumps(fixture("subagent_start", agent_id=None)), "agent_id"),
+        ],
+    )
+    def test_unmapped_input_exits_0_with_one_line_and_records_nothing(
+        self, text: str, why: str, tmp_path: Path
+    ) -> None:
+        """Malformed input and unknown events: exit 0, nothing on stdout, one line on stderr,
+        no session recorded (R-L8)."""
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        done = run_hook(text, url=url, state_dir=tmp_path / "state")
+        assert (done.returncode, done.stdout) == (0, "")
+        assert len(done.stderr.splitlines()) == 1 and why in done.stderr
+        with open_service(url) as svc:
+            assert svc.session_rows() == []
+
+    def test_an_unreachable_store_keeps_the_signal_for_the_next_run(
+        self, tmp_path: Path, database_url: str
+    ) -> None:
+        """With the store down the hook exits 0, prints nothing on stdout and keeps the signal;
+        the next run that reaches the store records it first (R-L8)."""
+        state = tmp_path / "state"
+        down = "postgresql://nobody@127.0.0.1:9/none?connect_timeout=1"
+        for session in (LEAD, WORKER_1):
+            start(session, database_url, state)
+        with open_service(database_url) as svc:
+            assert svc.watch(lead_key(LEAD), lead_key(WORKER_1))
+
+        done = run_hook(
+            fixture("user_prompt_submit", session_id=WORKER_1), url=down, state_dir=state
+        )
+        assert (done.returncode, done.stdout) == (0, "")
+        assert len(done.stderr.splitlines()) == 1 and "signal kept" in done.stderr
+        assert "rollback" not in "".join(p.read_text() for p in (state / "spool").iterdir())
+
+        assert prompt(LEAD, database_url, state) is not None  # recorded, then drained
+        with open_service(database_url) as svc:
+            assert svc.session_status(lead_key(WORKER_1))["stateVersion"] == 1
+
+
+class TestCommandLine:
+    def test_the_cli_subcommand_is_the_same_hook(self, tmp_path: Path) -> None:
+        """`session-awareness hook claude-code` maps events exactly as the installed module."""
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        cli = [sys.executable, "-m", "session_awareness.infrastructure.cli", "hook", "claude-code"]
+        done = run_hook(
+            fixture("session_start", session_id=LEAD),
+            url=url,
+            state_dir=tmp_path / "state",
+            command=cli,
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+        with open_service(url) as svc:
+            assert [row.key for row in svc.session_rows()] == [lead_key(LEAD)]
+
+    def test_the_hook_prints_no_logs_unless_asked(self, tmp_path: Path) -> None:
+        """The service's structlog events stay off stdout; --verbose sends them to stderr."""
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        done = run_hook(
+            fixture("session_start", session_id=LEAD),
+            url=url,
+            state_dir=tmp_path / "state",
+            args=("--verbose",),
+        )
+        assert (done.returncode, done.stdout) == (0, "")
+        assert "session_opened" in done.stderr

@@ -1,0 +1,159 @@
+"""`install claude-code` / `uninstall claude-code`: merged into Claude Code's files, never
+clobbering them, and the installed commands work as written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from session_awareness.application import open_service
+from tests.hooks.helpers import TIMEOUT, fixture, hook_env, lead_key
+
+CLI = [sys.executable, "-m", "session_awareness.infrastructure.cli"]
+THEIRS_SETTINGS = {
+    "permissions": {"allow": ["Bash(make test)"]},
+    "hooks": {
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "./remind.sh"}]}],
+        "Stop": [{"matcher": "", "hooks": [{"type": "command", "command": "./notify.sh"}]}],
+    },
+}
+THEIRS_MCP = {"mcpServers": {"docs": {"type": "stdio", "command": "docs-server", "args": []}}}
+
+
+def cli(*args: str, home: Path, state: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+        env={**hook_env(state), "HOME": str(home)},
+    )
+
+
+def write(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2))
+
+
+def read(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+class TestProjectInstall:
+    def test_install_merges_and_uninstall_restores_exactly(self, tmp_path: Path) -> None:
+        """Our hooks join the project's own, our server joins theirs; installing twice changes
+        nothing more; uninstalling leaves the files as they were."""
+        project, url = tmp_path / "shop", f"sqlite:///{tmp_path / 'sessions.db'}"
+        settings, mcp_json = project / ".claude" / "settings.json", project / ".mcp.json"
+        write(settings, THEIRS_SETTINGS)
+        write(mcp_json, THEIRS_MCP)
+        args = ("install", "claude-code", "--project", str(project), "--database-url", url)
+        for _ in range(2):
+            done = cli(*args, home=tmp_path, state=tmp_path / "state")
+            assert done.returncode == 0, done.stderr
+        merged = read(settings)
+        assert merged["permissions"] == THEIRS_SETTINGS["permissions"]
+        assert merged["hooks"]["Stop"] == THEIRS_SETTINGS["hooks"]["Stop"]
+        prompt_hooks = [
+            h["command"] for g in merged["hooks"]["UserPromptSubmit"] for h in g["hooks"]
+        ]
+        assert prompt_hooks[0] == "./remind.sh" and len(prompt_hooks) == 2
+        assert set(merged["hooks"]) == {
+            "UserPromptSubmit",
+            "Stop",
+            "SessionStart",
+            "PreCompact",
+            "SubagentStart",
+            "SubagentStop",
+        }
+        servers = read(mcp_json)["mcpServers"]
+        assert servers["docs"] == THEIRS_MCP["mcpServers"]["docs"]
+        ours = servers["session-awareness"]
+        assert ours["command"] == sys.executable and url in ours["args"]
+
+        done = cli(
+            "uninstall",
+            "claude-code",
+            "--project",
+            str(project),
+            home=tmp_path,
+            state=tmp_path / "state",
+        )
+        assert done.returncode == 0, done.stderr
+        assert (read(settings), read(mcp_json)) == (THEIRS_SETTINGS, THEIRS_MCP)
+
+    def test_dry_run_prints_the_change_and_writes_nothing(self, tmp_path: Path) -> None:
+        """--dry-run shows a diff of each file and leaves the project untouched."""
+        project = tmp_path / "shop"
+        project.mkdir()
+        done = cli(
+            "install",
+            "claude-code",
+            "--project",
+            str(project),
+            "--dry-run",
+            home=tmp_path,
+            state=tmp_path / "state",
+        )
+        assert done.returncode == 0, done.stderr
+        assert "+++ " + str(project / ".mcp.json") in done.stdout
+        assert '"UserPromptSubmit"' in done.stdout
+        assert list(project.iterdir()) == []
+
+    def test_a_file_that_is_not_json_is_left_alone(self, tmp_path: Path) -> None:
+        """A settings file that does not parse is reported and not overwritten."""
+        project = tmp_path / "shop"
+        settings = project / ".claude" / "settings.json"
+        settings.parent.mkdir(parents=True)
+        settings.write_text("{ // a comment\n}")
+        done = cli(
+            "install",
+            "claude-code",
+            "--project",
+            str(project),
+            home=tmp_path,
+            state=tmp_path / "state",
+        )
+        assert done.returncode != 0 and "not valid JSON" in done.stderr
+        assert settings.read_text() == "{ // a comment\n}"
+        assert not (project / ".mcp.json").exists()
+
+
+class TestUserInstall:
+    def test_user_scope_writes_the_home_files_and_the_hook_runs_as_written(
+        self, tmp_path: Path
+    ) -> None:
+        """--user writes ~/.claude/settings.json and ~/.claude.json (keeping its other keys);
+        the hook command, run by a shell as Claude Code does, records into the one database."""
+        home, state, url = tmp_path / "home", tmp_path / "state", f"sqlite:///{tmp_path / 'x.db'}"
+        write(home / ".claude.json", {"numStartups": 3, "projects": {}})
+        done = cli(
+            "install", "claude-code", "--user", "--database-url", url, home=home, state=state
+        )
+        assert done.returncode == 0, done.stderr
+        config = read(home / ".claude.json")
+        assert config["numStartups"] == 3 and "session-awareness" in config["mcpServers"]
+        [group] = read(home / ".claude" / "settings.json")["hooks"]["SessionStart"]
+        command = group["hooks"][0]["command"]
+
+        ran = subprocess.run(
+            ["/bin/sh", "-c", command],
+            input=json.dumps(fixture("session_start", session_id="u1")),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+            env=hook_env(state),
+        )
+        assert (ran.returncode, ran.stdout, ran.stderr) == (0, "", "")
+        with open_service(url) as svc:
+            assert [row.key for row in svc.session_rows()] == [lead_key("u1")]
+
+        done = cli("uninstall", "claude-code", "--user", home=home, state=state)
+        assert done.returncode == 0, done.stderr
+        assert read(home / ".claude.json") == {"numStartups": 3, "projects": {}}
+        assert not (home / ".claude" / "settings.json").exists()
