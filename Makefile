@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 # The strict editable install links each file; a new or removed module needs a re-install.
-SOURCES := $(sort $(shell find domain application infrastructure -name '*.py' 2>/dev/null))
+SOURCES := $(sort $(shell find src domain application infrastructure -name '*.py' 2>/dev/null))
 STAMP := $(VENV)/.installed
 
 .PHONY: install demo test test-slow test-dist lint typecheck bench clean
@@ -34,7 +34,8 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy -p session_awareness.domain -p session_awareness.application
+	$(VENV)/bin/mypy -m session_awareness -m session_awareness.logs -p session_awareness.testing \
+	  -p session_awareness.domain -p session_awareness.application
 
 test-dist: install
 	rm -rf dist build/dist-venv

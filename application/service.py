@@ -43,6 +43,8 @@ POSTGRES_RECORDER_TOPIC = "session_awareness.infrastructure.postgres:PostgresRea
 
 
 VISIBILITIES = ("self", "tree", "agent", "all")
+#: The modules of the `postgres` extra, which only the PostgreSQL backend imports.
+_POSTGRES_EXTRA = frozenset({"psycopg", "psycopg_pool"})
 
 
 class SessionAwareness(Producers, Upstream, Watching, Queries, Audit):
@@ -146,7 +148,10 @@ def open_service(
             signal_backlog=signal_backlog,
         )
     except Exception as error:
-        raise ConfigurationError(f"cannot open {redact(url)}: {error}") from error
+        hint = ""
+        if isinstance(error, ModuleNotFoundError) and error.name in _POSTGRES_EXTRA:
+            hint = " (install the postgres extra: pip install 'session-awareness[postgres]')"
+        raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
     service.visibility, service.dispatcher = visibility, dispatcher
     try:
         service.configure_upstream(
