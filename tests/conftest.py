@@ -15,6 +15,7 @@ from session_awareness.testing import START, FakeClock, RecordingWaker
 from session_awareness.testing.pgcluster import PostgresCluster
 
 __all__ = ["START", "FakeClock", "RecordingWaker"]  # the suite imports them from here
+pytest_plugins = ["pytester"]  # the shipped plugin is tested by running pytest on examples
 
 
 @pytest.fixture
