@@ -4,7 +4,9 @@ a host runs them (pytest on a test file of its own, the plugin found by its entr
 from __future__ import annotations
 
 import importlib.metadata
+import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -92,5 +94,14 @@ class TestPlugin:
         """`awareness_postgres_service` is a service in a schema of its own on a server the
         plugin starts (here found the way the suite finds it) and removes."""
         pytester.makepyfile(test_host_pg=POSTGRES_TESTS)
+        result = pytester.runpytest("-p", "no:cacheprovider")
+        result.assert_outcomes(passed=1)
+
+    def test_the_readmes_example_passes(self, pytester: pytest.Pytester) -> None:
+        """The test the README shows for hosts runs green as written."""
+        readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+        section = readme.split("## Testing a host's integration", 1)[1]
+        [example] = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+        pytester.makepyfile(test_readme=example)
         result = pytester.runpytest("-p", "no:cacheprovider")
         result.assert_outcomes(passed=1)
