@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.ports import CursorRow
+from session_awareness.application.service import redact
 from session_awareness.testing import FakeClock, RecordingWaker
 
 MANAGER = "agent:main:main"
@@ -67,8 +68,8 @@ def run_demo(
     try:
         if svc.sessions_list(limit=1):
             raise DatabaseNotEmptyError(
-                f"the demo needs a database without sessions; {database_url} already has some "
-                "(omit --database-url to use a fresh temporary file)"
+                f"the demo needs a database without sessions; {redact(database_url)} already "
+                "has some (omit --database-url to use a fresh temporary file)"
             )
         _Story(svc, clock, waker, emit).tell(database_url, program=program, kept=kept)
     finally:
@@ -88,6 +89,7 @@ class _Story:
 
     def tell(self, database_url: str, *, program: str, kept: bool) -> None:
         svc, emit = self.svc, self.emit
+        database_url = redact(database_url)  # a password is never printed
         emit("session-awareness demo: a manager, two children, and a human who steps in")
         emit(f"database  {database_url}" + ("" if kept else " (temporary, removed afterwards)"))
         emit(f"clock     a fake clock from {START:%Y-%m-%d %H:%M:%S} UTC, moved by the story")

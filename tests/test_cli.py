@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,11 @@ import structlog.testing
 
 import session_awareness
 from session_awareness.application import SessionAwareness, open_service
-from session_awareness.application.service import DATABASE_URL_ENV
+from session_awareness.application.service import DATABASE_URL_ENV, redact
 from session_awareness.application.tools.schema import tool_schemas
 from session_awareness.infrastructure.cli import main
 from session_awareness.infrastructure.cli.common import log_level
+from session_awareness.testing.pgcluster import PostgresCluster
 
 MANAGER = "agent:main:main"
 RESEARCHER = "agent:main:subagent:researcher"
@@ -158,6 +160,18 @@ class TestDemo:
         help_text = " ".join(capsys.readouterr().out.split())
         assert f"The demo never reads ${DATABASE_URL_ENV}" in help_text
         assert "temporary SQLite file, removed afterwards" in help_text
+
+    def test_the_demo_never_prints_the_databases_password(
+        self, postgres: PostgresCluster, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """On a PostgreSQL URL with a password, the timeline and the try-it line show the URL
+        with the password hidden."""
+        url = f"{postgres.url}?schema=t_{uuid.uuid4().hex[:12]}"
+        assert main(["demo", "--database-url", url]) == 0
+        out = capsys.readouterr().out
+        assert postgres.password not in out
+        assert f"database  {redact(url)}" in out
+        assert ":***@" in try_it(out)[-1]
 
     def test_the_demo_refuses_a_database_that_already_holds_sessions(
         self, populated_url: str, capsys: pytest.CaptureFixture[str]

@@ -31,7 +31,7 @@ from session_awareness.infrastructure.cli.common import (
 )
 from session_awareness.infrastructure.demo import run_demo, temporary_database_url
 
-#: Written by the upstream issue; imported only when an upstream command runs.
+#: Imported only when an upstream command runs.
 UPSTREAM_COMMANDS = "session_awareness.infrastructure.upstream_commands"
 
 
