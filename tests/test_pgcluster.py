@@ -1,4 +1,4 @@
-"""Tests for the throwaway PostgreSQL helper in tests/pgcluster.py."""
+"""Tests for the throwaway PostgreSQL helper in session_awareness.testing.pgcluster."""
 
 from __future__ import annotations
 
