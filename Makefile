@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 # The strict editable install links each file; a new or removed module needs a re-install.
-SOURCES := $(sort $(shell find domain application infrastructure -name '*.py' 2>/dev/null))
+SOURCES := $(sort $(shell find src domain application infrastructure -name '*.py' 2>/dev/null))
 STAMP := $(VENV)/.installed
 
 .PHONY: install demo test test-slow test-dist lint typecheck bench clean
@@ -21,8 +21,10 @@ $(STAMP): pyproject.toml $(SOURCES)
 	@$(PY) -c 'import session_awareness.application, session_awareness.infrastructure.cli'
 	@touch $(STAMP)
 
+# The story is kept in demo.db (written afresh each time), so its last line can be tried as printed.
 demo: install
-	$(VENV)/bin/session-awareness demo
+	@rm -f demo.db demo.db-wal demo.db-shm
+	$(VENV)/bin/session-awareness demo --database-url sqlite:///demo.db
 
 test: install
 	$(PY) -m pytest
@@ -34,17 +36,20 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy -p session_awareness.domain -p session_awareness.application
+	$(VENV)/bin/mypy -m session_awareness -m session_awareness.logs -p session_awareness.testing \
+	  -p session_awareness.domain -p session_awareness.application
 
 test-dist: install
 	rm -rf dist build/dist-venv
 	$(PY) -m build --wheel --outdir dist
 	$(PYTHON) -m venv build/dist-venv
-	build/dist-venv/bin/pip install --quiet "$$(ls dist/*.whl)[mcp]" pytest hypothesis hypothesis-jsonschema
+	build/dist-venv/bin/python -c 'import sys, zipfile; names = zipfile.ZipFile(sys.argv[1]).namelist(); \
+	  assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "no LICENSE in the wheel"' dist/*.whl
+	build/dist-venv/bin/pip install --quiet "$$(ls dist/*.whl)[dev,mcp]"
 	cd build && dist-venv/bin/python -m pytest -p no:cacheprovider -c ../pyproject.toml --rootdir .. ../tests
 
 bench: install
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache demo.db demo.db-wal demo.db-shm

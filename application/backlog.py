@@ -10,12 +10,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from session_awareness.application.signals import SignalRequest
 from session_awareness.domain.keys import SessionRef
+from session_awareness.logs import get_logger
 
-log = structlog.get_logger("session_awareness")
+log = get_logger()
 
 
 @dataclass(frozen=True, slots=True)

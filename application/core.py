@@ -11,7 +11,6 @@ from datetime import datetime
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
-import structlog
 from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import InterfaceError, OperationalError, RecordConflictError
 
@@ -31,8 +30,9 @@ from session_awareness.domain.keys import (
     check_key,
     is_subagent,
 )
+from session_awareness.logs import get_logger
 
-log = structlog.get_logger("session_awareness")
+log = get_logger()
 R = TypeVar("R")
 MAX_ATTEMPTS = 100
 #: Errors that mean the store cannot be reached, as opposed to a lost race or a bug.

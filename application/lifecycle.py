@@ -11,7 +11,13 @@ from session_awareness.application.errors import InvalidArgumentError, UnknownSe
 from session_awareness.application.ports import CursorRow
 from session_awareness.application.projection import to_ms
 from session_awareness.application.unit_of_work import UnitOfWork
-from session_awareness.domain.keys import InvalidKeyError, SessionRef, check_key, is_agent_qualified
+from session_awareness.domain.keys import (
+    InvalidKeyError,
+    SessionRef,
+    check_key,
+    is_agent_qualified,
+    is_subagent,
+)
 from session_awareness.domain.session import SESSION_KINDS, Session
 from session_awareness.domain.signals import InvalidSignalError, one_line
 from session_awareness.domain.watch import RemovalReason, Watch
@@ -27,12 +33,16 @@ class Lifecycle(ServiceCore):
         key: str,
         *,
         agent_id: str | None = None,
-        kind: str = "main",
+        kind: str | None = None,
         label: str | None = None,
         parent: str | None = None,
     ) -> None:
-        """Open a session, or a deleted one's key again; opening an open session does nothing."""
+        """Open a session, or a deleted one's key again; opening an open session does nothing.
+        Without a `kind`, a key with a `:subagent:` segment opens a `subagent`, any other a
+        `main` session (R-K2)."""
         ref = _checked("sessionKey", lambda: SessionRef.of(key, agent_id))
+        if kind is None:
+            kind = "subagent" if is_subagent(ref.key) else "main"
         label = _checked("label", lambda: one_line(label) or None if label is not None else None)
         if parent is not None:
             _checked("parent", lambda: check_key(parent))

@@ -11,6 +11,7 @@ from session_awareness.application.errors import InvalidArgumentError, UnknownSe
 from session_awareness.application.ports import SessionRow
 from session_awareness.application.projection import to_ms
 from session_awareness.application.status import PAGE_SIZE, parse_changes_since, status_json
+from session_awareness.domain.session import SESSION_KINDS
 from session_awareness.domain.signals import has_control
 
 
@@ -36,26 +37,23 @@ class Queries(ServiceCore):
         agent_id: str | None = None,
         kinds: Sequence[str] | None = None,
         label: str | None = None,
+        search: str | None = None,
         active_minutes: int | float | None = None,
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
-        """Live sessions, most recently updated first; `stateVersion` only when > 0 (R-S5)."""
+        """Live sessions, most recently updated first, as the `sessions_list` tool's rows:
+        `{sessionKey, agentId, kind, label, parentSessionKey, childSessionKeys, updatedAt,
+        stateVersion?}`, `stateVersion` only when > 0 (R-S5)."""
         rows = self.session_rows(
-            agent_id=agent_id, kinds=kinds, label=label, active_minutes=active_minutes, limit=limit
+            agent_id=agent_id,
+            kinds=kinds,
+            label=label,
+            search=search,
+            active_minutes=active_minutes,
+            limit=limit,
         )
-        out = []
-        for row in rows:
-            item: dict[str, Any] = {
-                "sessionKey": row.key,
-                "agentId": row.agent_id,
-                "kind": row.kind,
-                "label": row.label,
-                "parentSessionKey": row.parent_key,
-            }
-            if row.state_version > 0:
-                item["stateVersion"] = row.state_version
-            out.append(item)
-        return out
+        children = self.children([row.key for row in rows])
+        return [list_row(row, children.get(row.key, [])) for row in rows]
 
     def session_rows(
         self,
@@ -70,6 +68,7 @@ class Queries(ServiceCore):
     ) -> list[SessionRow]:
         """The registry rows behind `sessions_list`, for hosts and the session tools; `keys`
         restricts them (e.g. to what a caller may see)."""
+        check_kinds(kinds)
         for field, text in (("agentId", agent_id), ("label", label), ("search", search)):
             if text is not None and (not isinstance(text, str) or has_control(text)):
                 raise InvalidArgumentError(field, "must be text without control characters")
@@ -111,3 +110,31 @@ class Queries(ServiceCore):
             ]
             found.update(frontier)
         return found
+
+
+def check_kinds(kinds: object) -> None:
+    """Refuse what is not a list of session kinds (R-K3), naming the item as the tools do."""
+    if kinds is None:
+        return
+    known = ", ".join(sorted(SESSION_KINDS))
+    if isinstance(kinds, str | bytes) or not isinstance(kinds, Sequence | set | frozenset):
+        raise InvalidArgumentError("kinds", f"must be a list of: {known}")
+    for index, kind in enumerate(kinds):
+        if not isinstance(kind, str) or kind not in SESSION_KINDS:
+            raise InvalidArgumentError(f"kinds.{index}", f"must be one of: {known}")
+
+
+def list_row(row: SessionRow, children: list[str]) -> dict[str, Any]:
+    """One `sessions_list` row, as every surface shows it; `stateVersion` only when > 0."""
+    item: dict[str, Any] = {
+        "sessionKey": row.key,
+        "agentId": row.agent_id,
+        "kind": row.kind,
+        "label": row.label,
+        "parentSessionKey": row.parent_key,
+        "childSessionKeys": children,
+        "updatedAt": row.updated_at,
+    }
+    if row.state_version > 0:
+        item["stateVersion"] = row.state_version
+    return item

@@ -43,6 +43,9 @@ POSTGRES_RECORDER_TOPIC = "session_awareness.infrastructure.postgres:PostgresRea
 
 
 VISIBILITIES = ("self", "tree", "agent", "all")
+#: The modules of the `postgres` extra, which only the PostgreSQL backend imports.
+_POSTGRES_EXTRA = frozenset({"psycopg", "psycopg_pool"})
+_POSTGRES_EXTRA_HINT = " (install the postgres extra: pip install 'session-awareness[postgres]')"
 
 
 class SessionAwareness(Producers, Upstream, Watching, Queries, Audit):
@@ -146,7 +149,8 @@ def open_service(
             signal_backlog=signal_backlog,
         )
     except Exception as error:
-        raise ConfigurationError(f"cannot open {redact(url)}: {error}") from error
+        hint = _POSTGRES_EXTRA_HINT if _lacks_postgres(error) else ""
+        raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
     service.visibility, service.dispatcher = visibility, dispatcher
     try:
         service.configure_upstream(
@@ -165,6 +169,15 @@ def open_service(
         service.close()
         raise
     return service
+
+
+def _lacks_postgres(error: BaseException | None) -> bool:
+    """Whether the error comes from a module of the `postgres` extra not being installed."""
+    while error is not None:
+        if isinstance(error, ModuleNotFoundError) and error.name in _POSTGRES_EXTRA:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def environment_for(url: str) -> dict[str, str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tests.pgcluster import PostgresCluster
+    from session_awareness.testing.pgcluster import PostgresCluster
 
 BENCH_DIR = Path(__file__).resolve().parent
 CACHE_DIR = BENCH_DIR / ".cache"
@@ -71,7 +71,7 @@ def run_context(
     work_dir = Path(tempfile.mkdtemp(prefix="sa-bench-"))
     try:
         if "postgresql" in backends:
-            from tests.pgcluster import PostgresCluster  # noqa: PLC0415 -- only when wanted
+            from session_awareness.testing.pgcluster import PostgresCluster  # noqa: PLC0415 -- only when wanted
 
             with PostgresCluster(
                 dbname="bench", settings={"max_connections": "100", "shared_buffers": "256MB"}

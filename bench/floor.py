@@ -242,7 +242,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as directory:
             report("sqlite", sqlite_floor(Path(directory) / "floor.db"))
     if args.backend in (None, "postgresql"):
-        from tests.pgcluster import PostgresCluster  # noqa: PLC0415 -- only when measured
+        from session_awareness.testing.pgcluster import PostgresCluster  # noqa: PLC0415 -- only when measured
 
         with PostgresCluster() as cluster:
             report("postgresql", postgres_floor(cluster.url))

@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import structlog
 from eventsourcing.persistence import Notification
 
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.readmodel import READ_MODEL_TABLES, Dialect
 from session_awareness.infrastructure.scratch import EventLog, ScratchStore, View, q
+from session_awareness.logs import get_logger
 
-log = structlog.get_logger("session_awareness")
+log = get_logger()
 SCRATCH_SCHEMA_PREFIX = "session_awareness_audit_"
 _ATTACHED = "session_awareness_audit"
 #: At most this many events per page on SQLite, where a page costs no round trip: a

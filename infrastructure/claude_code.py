@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import IO, Any
 from uuid import UUID
 
-import structlog
-
 from session_awareness.application.upstream.ports import (
     UpstreamActivity,
     UpstreamMissing,
@@ -26,8 +24,9 @@ from session_awareness.application.upstream.ports import (
     UpstreamResult,
     normalise_text,
 )
+from session_awareness.logs import get_logger
 
-log = structlog.get_logger("session_awareness")
+log = get_logger()
 
 CATALOG_ID = "claude-code"
 HOST_ID = "local"

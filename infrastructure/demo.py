@@ -7,14 +7,18 @@ the timeline to `emit` (the CLI passes `print`); this module never prints by its
 from __future__ import annotations
 
 import json
+import shlex
 import tempfile
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.ports import CursorRow
+from session_awareness.application.service import redact
+from session_awareness.testing import FakeClock, RecordingWaker
 
 MANAGER = "agent:main:main"
 RESEARCHER = "agent:main:subagent:researcher"
@@ -32,55 +36,42 @@ class DatabaseNotEmptyError(DemoError):
     """The database given already holds sessions, so the story would not add up."""
 
 
-class DemoClock:
+class DemoClock(FakeClock):
     """The service clock of the demo: it moves only when the story moves it."""
 
-    def __init__(self, now: datetime = START) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: int) -> str:
+    def tick(self, seconds: int) -> str:
         """Move forward and return the new time as HH:MM:SS, for the timeline."""
-        self.now += timedelta(seconds=seconds)
-        return self.now.strftime("%H:%M:%S")
+        return self.advance(seconds=seconds).strftime("%H:%M:%S")
 
 
-class DemoWaker:
-    """The host's waker port: remembers each wake until the timeline shows it."""
-
-    def __init__(self) -> None:
-        self.unshown: list[str] = []
-        self.total = 0
-
-    def __call__(self, watcher_key: str) -> None:
-        self.unshown.append(watcher_key)
-        self.total += 1
-
-    def take(self) -> list[str]:
-        woken, self.unshown = self.unshown, []
-        return woken
+@contextmanager
+def temporary_database_url() -> Iterator[str]:
+    """A `sqlite:///` URL naming a new file in a new temporary directory, which is removed
+    with the file when the block ends."""
+    with tempfile.TemporaryDirectory(prefix="session-awareness-demo-") as folder:
+        yield "sqlite:///" + quote(str(Path(folder) / "demo.db"))
 
 
-def fresh_database_url() -> str:
-    """A `sqlite:///` URL naming a new file in a new temporary directory (kept afterwards, so
-    the operator can query it)."""
-    folder = Path(tempfile.mkdtemp(prefix="session-awareness-demo-"))
-    return "sqlite:///" + quote(str(folder / "demo.db"))
+def run_demo(
+    database_url: str,
+    emit: Callable[[str], None],
+    *,
+    program: str = "session-awareness",
+    kept: bool = True,
+) -> None:
+    """Tell the story on `database_url` (it must hold no sessions) and emit the timeline.
 
-
-def run_demo(database_url: str, emit: Callable[[str], None]) -> None:
-    """Tell the story on `database_url` (it must hold no sessions) and emit the timeline."""
-    clock, waker = DemoClock(), DemoWaker()
+    The last line is a command to try next, for `program` (the CLI as it was invoked): a
+    query on this database when it is `kept`, else how to run the demo on one that is."""
+    clock, waker = DemoClock(START), RecordingWaker()
     svc = open_service(database_url, clock=clock, waker=waker)
     try:
         if svc.sessions_list(limit=1):
             raise DatabaseNotEmptyError(
-                f"the demo needs a database without sessions; {database_url} already has some "
-                "(omit --database-url to use a fresh temporary file)"
+                f"the demo needs a database without sessions; {redact(database_url)} already "
+                "has some (omit --database-url to use a fresh temporary file)"
             )
-        _Story(svc, clock, waker, emit).tell(database_url)
+        _Story(svc, clock, waker, emit).tell(database_url, program=program, kept=kept)
     finally:
         svc.close()
 
@@ -90,15 +81,17 @@ class _Story:
         self,
         svc: SessionAwareness,
         clock: DemoClock,
-        waker: DemoWaker,
+        waker: RecordingWaker,
         emit: Callable[[str], None],
     ) -> None:
         self.svc, self.clock, self.waker, self.emit = svc, clock, waker, emit
+        self.shown_wakes = 0
 
-    def tell(self, database_url: str) -> None:
+    def tell(self, database_url: str, *, program: str, kept: bool) -> None:
         svc, emit = self.svc, self.emit
+        database_url = redact(database_url)  # a password is never printed
         emit("session-awareness demo: a manager, two children, and a human who steps in")
-        emit(f"database  {database_url}")
+        emit(f"database  {database_url}" + ("" if kept else " (temporary, removed afterwards)"))
         emit(f"clock     a fake clock from {START:%Y-%m-%d %H:%M:%S} UTC, moved by the story")
         emit("cursor    L = last acknowledged, N = notified, M = newest material change")
         emit("")
@@ -143,7 +136,7 @@ class _Story:
         self.wakes()
 
         since = self.cursor_on(RESEARCHER).acknowledged
-        self.clock.advance(10)
+        self.clock.tick(10)
         drained = svc.drain_notices(MANAGER)
         self.step(0, f"the manager's turn: drain_notices hands over {len(drained)} notice")
         if len(drained) != 1:
@@ -163,15 +156,21 @@ class _Story:
         emit(json.dumps(svc.session_status(RESEARCHER, changes_since=since), indent=2))
         emit("")
         self.recap(since)
-        emit(
-            f"try it    session-awareness status {RESEARCHER} --changes-since {since} "
-            f"--database-url {database_url}"
-        )
+        if kept:
+            emit(
+                f"try it    {program} status {RESEARCHER} --changes-since {since} "
+                f"--database-url {shlex.quote(database_url)}"
+            )
+        else:
+            emit(
+                f"try it    {program} demo --database-url sqlite:///demo.db"
+                "   # keeps the database, to query it afterwards"
+            )
 
     # -- the timeline's parts ------------------------------------------------------------------
 
     def step(self, seconds: int, text: str) -> None:
-        self.emit(f"{self.clock.advance(seconds)}  {text}")
+        self.emit(f"{self.clock.tick(seconds)}  {text}")
 
     def note(self, text: str) -> None:
         self.emit(INDENT + text)
@@ -182,8 +181,9 @@ class _Story:
         self.note(f"→ {NAMES[key]} #{sequence} {what}")
 
     def wakes(self) -> None:
-        for watcher in self.waker.take():
+        for watcher in self.waker.woken[self.shown_wakes :]:
             self.note(f"wake → {watcher}")
+        self.shown_wakes = len(self.waker.woken)
 
     def cursor_on(self, target: str) -> CursorRow:
         for row in self.svc.read_model.cursors_of_watcher(MANAGER, pending_only=False):
@@ -211,6 +211,6 @@ class _Story:
             f"  • acknowledge on drain: L = {follow_up}, what the notice covered; #3 was newer, so "
             f"one follow-up",
             f"    (changesSince {follow_up}) waits for the manager's next turn "
-            f"({self.waker.total} wakes in all).",
+            f"({len(self.waker.woken)} wakes in all).",
         ):
             self.emit(line)

@@ -28,7 +28,6 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
-import structlog
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
@@ -37,8 +36,9 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPError
 
 from session_awareness.infrastructure.mcp_tools import McpSurface
+from session_awareness.logs import get_logger
 
-log = structlog.get_logger("session_awareness")
+log = get_logger()
 
 NOTICES_URI = "session-awareness://notices"
 RESOURCE_NOT_FOUND = -32002

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import structlog
 from pydantic import Field, ValidationError
 
 from session_awareness.application.errors import SessionAwarenessError
@@ -31,11 +30,12 @@ from session_awareness.application.tools.inputs import SessionKey, ToolInput
 from session_awareness.application.tools.schema import parameters_schema, tool_schemas
 from session_awareness.application.tools.visibility import Visibility
 from session_awareness.domain.keys import InvalidKeyError, check_key
+from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:
     from session_awareness.application import SessionAwareness
 
-log = structlog.get_logger("session_awareness")
+log = get_logger()
 
 #: The tools that need a host port, by the service attribute holding it.
 NEEDS_PORT = {"sessions_send": "dispatcher", "sessions_spawn": "spawner"}

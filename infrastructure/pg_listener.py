@@ -14,10 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-import structlog
 from psycopg.sql import SQL, Identifier
 
-log = structlog.get_logger("session_awareness")
+from session_awareness.logs import get_logger
+
+log = get_logger()
 MAX_BACKOFF = 5.0
 
 

@@ -16,9 +16,7 @@ from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
-import psycopg
 from eventsourcing.persistence import Notification
-from psycopg.rows import tuple_row
 
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.readmodel import (
@@ -81,10 +79,14 @@ class EventLog:
     def __init__(self, live: Any, id_column: str) -> None:
         self.live, self.id_column = live, id_column
         self.table = live.dialect.schema_prefix + q(live.events_table_name)
+        self.tuple_row: Any = None
         if live.dialect.placeholder == "%s":
             # PostgreSQL: ids come as text and are decoded here, once each (psycopg would
-            # build a UUID for every row).
-            self.originator, self.convert = "originator_id::text", UUID
+            # build a UUID for every row); rows as tuples, not a dict each. psycopg is
+            # imported here only: the SQLite default runs without it.
+            from psycopg.rows import tuple_row  # noqa: PLC0415
+
+            self.originator, self.convert, self.tuple_row = "originator_id::text", UUID, tuple_row
         else:
             self.originator = "originator_id"
             self.convert = getattr(live, "convert_originator_id", lambda value: value)
@@ -97,8 +99,8 @@ class EventLog:
             f"topic, state FROM {self.table} WHERE {where.format(id=ident)} "
             f"ORDER BY {ident} LIMIT ?"
         )
-        if isinstance(c, psycopg.Cursor):  # rows as tuples, not a dict each
-            factory, c.row_factory = c.row_factory, tuple_row
+        if self.tuple_row is not None:
+            factory, c.row_factory = c.row_factory, self.tuple_row
             try:
                 c.execute(sql, (*params, limit))
                 rows = c.fetchall()

@@ -1,54 +1,33 @@
-"""Shared fixtures: an injected clock, a waker that remembers, and services per backend."""
+"""Shared fixtures: the shipped clock and waker doubles, and services per backend."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.replay import replayed_changes
-from tests.pgcluster import PostgresCluster
+from session_awareness.testing import START, FakeClock, RecordingWaker
+from session_awareness.testing.pgcluster import PostgresCluster
 
-START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
-
-
-class FakeClock:
-    """A clock that only moves when a test moves it."""
-
-    def __init__(self, now: datetime = START) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> datetime:
-        self.now += timedelta(**delta)
-        return self.now
-
-
-class RecordingWaker:
-    """A host waker that remembers whom it woke, in order."""
-
-    def __init__(self) -> None:
-        self.woken: list[str] = []
-
-    def __call__(self, watcher_key: str) -> None:
-        self.woken.append(watcher_key)
+__all__ = ["START", "FakeClock", "RecordingWaker"]  # the suite imports them from here
+pytest_plugins = ["pytester"]  # the shipped plugin is tested by running pytest on examples
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock(awareness_clock: FakeClock) -> FakeClock:
+    """The plugin's clock (session_awareness.testing.plugin), under the suite's short name."""
+    return awareness_clock
 
 
 @pytest.fixture
-def waker() -> RecordingWaker:
-    return RecordingWaker()
+def waker(awareness_waker: RecordingWaker) -> RecordingWaker:
+    """The plugin's waker, under the suite's short name."""
+    return awareness_waker
 
 
 BACKENDS = ["sqlite", "postgresql"]

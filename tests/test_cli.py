@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import logging
 import os
+import re
+import shlex
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +20,13 @@ import pytest
 import structlog
 import structlog.testing
 
-from session_awareness.application import open_service
-from session_awareness.application.service import DATABASE_URL_ENV
+import session_awareness
+from session_awareness.application import SessionAwareness, open_service
+from session_awareness.application.service import DATABASE_URL_ENV, redact
+from session_awareness.application.tools.schema import tool_schemas
 from session_awareness.infrastructure.cli import main
+from session_awareness.infrastructure.cli.common import log_level
+from session_awareness.testing.pgcluster import PostgresCluster
 
 MANAGER = "agent:main:main"
 RESEARCHER = "agent:main:subagent:researcher"
@@ -112,23 +121,57 @@ class TestDemo:
         assert captured.err == ""
         assert "signal_recorded" not in captured.out
 
-    def test_the_demo_defaults_to_a_fresh_temporary_database_and_prints_its_url(
+    def test_the_demo_defaults_to_a_temporary_database_and_removes_it_afterwards(
         self,
         tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str],
     ) -> None:
-        """Without --database-url the story runs on a new file in a new temporary folder."""
+        """Without --database-url the story runs on a new file in a new temporary folder,
+        and the folder is gone when the demo ends."""
         monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
         assert main(["demo"]) == 0
-        [url] = [
-            line.split()[1]
-            for line in capsys.readouterr().out.splitlines()
-            if line.startswith("database")
-        ]
+        out = capsys.readouterr().out
+        [url] = [line.split()[1] for line in out.splitlines() if line.startswith("database")]
         path = Path(url.removeprefix("sqlite:///"))
         assert path.parent.parent == tmp_path
-        assert path.is_file()
+        assert "(temporary, removed afterwards)" in out
+        assert not path.parent.exists()
+        assert list(tmp_path.iterdir()) == []
+
+    def test_the_demo_never_reads_the_database_url_from_the_environment(
+        self,
+        populated_url: str,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """With $SESSION_AWARENESS_DATABASE_URL naming a used store the demo still runs, on a
+        temporary file, and leaves that store alone; --help says so."""
+        monkeypatch.setenv(DATABASE_URL_ENV, populated_url)
+        assert main(["demo"]) == 0
+        assert "(temporary, removed afterwards)" in capsys.readouterr().out
+        with structlog.testing.capture_logs():
+            svc = open_service(populated_url)
+            try:
+                assert len(svc.sessions_list()) == 2
+            finally:
+                svc.close()
+        assert main(["demo", "--help"]) == 0
+        help_text = " ".join(capsys.readouterr().out.split())
+        assert f"The demo never reads ${DATABASE_URL_ENV}" in help_text
+        assert "temporary SQLite file, removed afterwards" in help_text
+
+    def test_the_demo_never_prints_the_databases_password(
+        self, postgres: PostgresCluster, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """On a PostgreSQL URL with a password, the timeline and the try-it line show the URL
+        with the password hidden."""
+        url = f"{postgres.url}?schema=t_{uuid.uuid4().hex[:12]}"
+        assert main(["demo", "--database-url", url]) == 0
+        out = capsys.readouterr().out
+        assert postgres.password not in out
+        assert f"database  {redact(url)}" in out
+        assert ":***@" in try_it(out)[-1]
 
     def test_the_demo_refuses_a_database_that_already_holds_sessions(
         self, populated_url: str, capsys: pytest.CaptureFixture[str]
@@ -143,24 +186,75 @@ class TestDemo:
 
     def test_the_installed_command_runs_the_demo(self, tmp_path: Path) -> None:
         """The installed `session-awareness demo` exits 0 and prints one notice and the delta."""
-        command = Path(sys.executable).parent / "session-awareness"
-        assert command.is_file(), f"not installed: {command}"
-        env = {**os.environ, "TMPDIR": str(tmp_path)}
-        env.pop(DATABASE_URL_ENV, None)
-        result = subprocess.run(
-            [str(command), "demo"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=False,
-        )
+        result = run_installed(["demo"], cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         assert result.stderr == ""
         [notice] = notice_lines(result.stdout)
         assert notice.endswith("changesSince 1.")
         kinds = [e["kind"] for e in json_block(result.stdout)["stateChanges"]["events"]]
         assert kinds == ["human_direct_message", "goal_changed"]
+
+    def test_the_try_it_line_after_a_kept_database_runs_as_printed(self, tmp_path: Path) -> None:
+        """On a database the operator named (as `make demo` does), the last line is a
+        command that runs as printed and shows the delta the manager reconciled."""
+        first = run_installed(["demo", "--database-url", "sqlite:///demo.db"], cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        command = try_it(first.stdout)
+        assert command[0] == str(INSTALLED)
+        second = run_installed(command[1:], cwd=tmp_path)
+        assert second.returncode == 0, second.stderr
+        assert "stateVersion 3" in second.stdout
+        assert "human message via telegram" in second.stdout
+
+    def test_the_try_it_line_after_a_temporary_database_keeps_one_to_query(
+        self, tmp_path: Path
+    ) -> None:
+        """On the temporary database, which is removed, the last line runs the demo again on
+        a file it keeps (the line is a shell command with a comment)."""
+        first = run_installed(["demo"], cwd=tmp_path)
+        [line] = [line for line in first.stdout.splitlines() if line.startswith("try it")]
+        shell = subprocess.run(
+            ["bash", "-c", line.removeprefix("try it")],
+            cwd=tmp_path,
+            env=clean_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert shell.returncode == 0, shell.stderr
+        assert (tmp_path / "demo.db").is_file()
+        assert "--changes-since 1 --database-url sqlite:///demo.db" in shell.stdout
+
+
+INSTALLED = Path(sys.executable).parent / "session-awareness"
+
+
+def clean_env(tmp_path: Path) -> dict[str, str]:
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env.pop(DATABASE_URL_ENV, None)
+    return env
+
+
+def run_installed(args: list[str], *, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The installed command, as a shell would run it."""
+    assert INSTALLED.is_file(), f"not installed: {INSTALLED}"
+    return subprocess.run(
+        [str(INSTALLED), *args],
+        cwd=cwd,
+        env=clean_env(cwd),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def try_it(output: str) -> list[str]:
+    """The demo's suggested command, split as a shell would split it."""
+    [line] = [line for line in output.splitlines() if line.startswith("try it")]
+    return shlex.split(line.removeprefix("try it"), comments=True)
 
 
 class TestStatus:
@@ -288,3 +382,180 @@ class TestServiceLogs:
         main(["status", RESEARCHER, "--database-url", populated_url])
         capsys.readouterr()
         assert structlog.get_config() == before
+
+
+class TestVersion:
+    def test_version_prints_the_installed_distributions_version(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`--version` and `-V` print the name and the version pip installed, and succeed."""
+        installed = importlib.metadata.version("session-awareness")
+        for flag in ("--version", "-V"):
+            assert main([flag]) == 0
+            assert capsys.readouterr().out == f"session-awareness {installed}\n"
+
+    def test_the_package_carries_the_same_version(self) -> None:
+        """`session_awareness.__version__` comes from the package metadata."""
+        assert session_awareness.__version__ == importlib.metadata.version("session-awareness")
+
+
+class TestToolsSchema:
+    def test_the_json_schema_format_is_the_default_and_json_is_accepted(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`--format json-schema`, `--json` and no option all print the same tool list."""
+        outputs = []
+        for args in ([], ["--format", "json-schema"], ["--json"]):
+            assert main(["tools-schema", *args]) == 0
+            outputs.append(json.loads(capsys.readouterr().out))
+        assert outputs[0] == outputs[1] == outputs[2] == tool_schemas()
+
+    def test_an_unknown_format_is_refused_with_the_known_ones(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A format the command does not know is bad input: exit 2, one line naming it."""
+        assert main(["tools-schema", "--format", "yaml"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert "'yaml' is not 'json-schema'" in err or "'yaml' is not one of" in err
+
+
+class TestList:
+    def test_an_unknown_kind_is_refused_like_the_tool_refuses_it(
+        self, populated_url: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`--kind bogus` names the item and the kinds, as sessions_list's `kinds.N` error
+        does, instead of listing nothing."""
+        code = main(["list", "--kind", "main", "--kind", "bogus", "--database-url", populated_url])
+        captured = capsys.readouterr()
+        assert code == 2
+        assert captured.out == ""
+        assert captured.err.startswith("error: kinds.1: must be one of: cron, group, hook, main")
+        with structlog.testing.capture_logs():
+            svc = open_service(populated_url)
+            try:
+                answer = svc.tools.call(
+                    "sessions_list", {"kinds": ["main", "bogus"]}, caller=MANAGER
+                )
+            finally:
+                svc.close()
+        assert answer["error"]["field"] == "kinds.1"
+
+    def test_list_json_rows_are_the_embedding_apis_and_the_tools(
+        self, populated_url: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """One row shape everywhere: `list --json`, `sessions_list()` and the sessions_list
+        tool (under visibility `all`) give the same rows, `stateVersion` only when > 0."""
+        assert main(["list", "--json", "--database-url", populated_url]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        with structlog.testing.capture_logs():
+            svc = open_service(populated_url, visibility="all")
+            try:
+                api = svc.sessions_list()
+                tool = svc.tools.call("sessions_list", {}, caller=MANAGER)["sessions"]
+            finally:
+                svc.close()
+        assert rows == api == tool
+        by_key = {row["sessionKey"]: row for row in rows}
+        assert "stateVersion" not in by_key[MANAGER]
+        assert by_key[RESEARCHER]["stateVersion"] == 2
+        assert by_key[MANAGER]["childSessionKeys"] == [RESEARCHER]
+
+
+class TestServiceLogFormats:
+    def test_json_logs_are_one_object_a_line_with_iso_utc_timestamps(
+        self, populated_url: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`--log-format json -v` writes each event to stderr as JSON: its name, level and
+        fields, stamped in ISO 8601 UTC."""
+        assert main(["audit", "-v", "--log-format", "json", "--database-url", populated_url]) == 0
+        events = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+        [finished] = [e for e in events if e["event"] == "audit_finished"]
+        assert finished["level"] == "info"
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", finished["timestamp"])
+
+    def test_console_logs_carry_iso_utc_timestamps(
+        self, populated_url: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The console format (the default) starts each line with the ISO UTC time."""
+        assert main(["audit", "--verbose", "--database-url", populated_url]) == 0
+        [line] = [line for line in capsys.readouterr().err.splitlines() if "audit_finished" in line]
+        assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z \[info", line)
+
+    def test_without_verbose_info_stays_quiet_and_an_unknown_format_is_refused(
+        self, populated_url: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Warnings and errors only by default; `--log-format xml` is bad input."""
+        assert main(["audit", "--database-url", populated_url]) == 0
+        assert capsys.readouterr().err == ""
+        assert main(["audit", "--log-format", "xml", "--database-url", populated_url]) == 2
+        assert "--log-format" in capsys.readouterr().err
+
+    @pytest.mark.parametrize(
+        ("verbose", "quiet", "level"),
+        [(0, 0, logging.WARNING), (1, 0, logging.INFO), (2, 0, logging.DEBUG),
+         (5, 0, logging.DEBUG), (0, 1, logging.ERROR), (0, 2, logging.CRITICAL),
+         (0, 9, logging.CRITICAL)],
+    )  # fmt: skip
+    def test_each_v_shows_one_level_more_and_each_q_one_less(
+        self, verbose: int, quiet: int, level: int
+    ) -> None:
+        """-v info, -vv debug; -q errors only, -qq critical only."""
+        assert log_level(verbose, quiet) == level
+
+    def test_quiet_hides_the_warnings_a_command_would_print(
+        self, populated_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """An upstream scan that cannot read a transcript logs a warning on stderr by
+        default; `-q` keeps only errors."""
+        transcript = tmp_path / "thread.jsonl"
+        transcript.write_text('{"type": "user"}\n')
+        adopt = ["adopt", RESEARCHER, "--claude-transcript", str(transcript)]
+        assert main([*adopt, "--database-url", populated_url]) == 0
+        transcript.unlink()
+        transcript.mkdir()  # still there, but no longer readable as a file
+        capsys.readouterr()
+        main(["upstream", "scan", "--database-url", populated_url])
+        loud = capsys.readouterr().err
+        main(["upstream", "scan", "-q", "--database-url", populated_url])
+        quiet = capsys.readouterr().err
+        assert "[warning  ] claude_transcript_read_failed" in loud
+        assert quiet == ""
+
+
+class TestExitCodes:
+    def test_an_interrupted_command_exits_130_with_one_line(
+        self,
+        populated_url: str,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """Ctrl-C during a query ends the command with the shell's SIGINT code, no traceback."""
+
+        def interrupted(*_: object, **__: object) -> None:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(SessionAwareness, "session_status", interrupted)
+        assert main(["status", RESEARCHER, "--database-url", populated_url]) == 130
+        err = capsys.readouterr().err
+        assert err.strip() == "error: interrupted"
+
+    def test_a_closed_pipe_exits_141_silently(self, tmp_path: Path) -> None:
+        """When the reader of stdout has gone (`| head` after one line), the command ends
+        with the shell's SIGPIPE code and prints nothing about it."""
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # no reader at all: the first write fails
+        try:
+            result = subprocess.run(
+                [str(INSTALLED), "tools-schema"],
+                stdout=write_end,
+                stderr=subprocess.PIPE,
+                env=clean_env(tmp_path),
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        finally:
+            os.close(write_end)
+        assert result.returncode == 141
+        assert result.stderr == ""

@@ -1,4 +1,4 @@
-"""Tests for the throwaway PostgreSQL helper in tests/pgcluster.py."""
+"""Tests for the throwaway PostgreSQL helper in session_awareness.testing.pgcluster."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import psycopg
 import pytest
 from structlog.testing import capture_logs
 
-from tests import pgcluster
-from tests.pgcluster import PostgresCluster, find_postgres_bindir
+from session_awareness.testing import pgcluster
+from session_awareness.testing.pgcluster import PostgresCluster, find_postgres_bindir
 
 
 def _fake_bindir(directory: Path) -> Path:
@@ -84,7 +84,7 @@ def test_failed_start_reports_log_tail_and_cleans_up() -> None:
     with capture_logs() as logs, pytest.raises(RuntimeError) as info, cluster:
         pass
     assert "no_such_setting" in str(info.value)
-    removed = [e["path"] for e in logs if e["event"] == "pgcluster.removed"]
+    removed = [e["path"] for e in logs if e["event"] == "pgcluster_removed"]
     assert len(removed) == 1 and not Path(removed[0]).exists()
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import structlog
-
 from session_awareness.application.ports import SessionRow
 from session_awareness.application.tools.errors import (
     DISPATCH_FAILED,
@@ -18,11 +16,12 @@ from session_awareness.application.tools.inputs import SessionsSendInput
 from session_awareness.application.tools.outputs import SessionsSendOutput
 from session_awareness.application.tools.visibility import Visibility
 from session_awareness.domain.keys import is_thread_scoped
+from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:
     from session_awareness.application.service import SessionAwareness
 
-log = structlog.get_logger("session_awareness")
+log = get_logger()
 TARGETS = ("sessionKey", "label", "agentId")
 
 

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-import structlog
 from pydantic import ValidationError
 
 from session_awareness.application.errors import SessionAwarenessError
@@ -46,11 +45,12 @@ from session_awareness.application.tools.outputs import (
 from session_awareness.application.tools.sending import send
 from session_awareness.application.tools.visibility import Visibility
 from session_awareness.domain.keys import InvalidKeyError, agent_of, check_key, is_subagent
+from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:
     from session_awareness.application.service import SessionAwareness
 
-log = structlog.get_logger("session_awareness")
+log = get_logger()
 
 
 class SessionTools:

@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from uuid import UUID
 
-import structlog
-
 from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.application.ports import UpstreamLinkRow
 from session_awareness.application.upstream.outcomes import LinkOutcome, LinkWriter
@@ -31,8 +29,9 @@ from session_awareness.application.upstream.ports import (
 )
 from session_awareness.application.upstream.probing import Answer, ProviderCalls
 from session_awareness.application.upstream.scheduler import ThreadScheduler
+from session_awareness.logs import get_logger
 
-log = structlog.get_logger("session_awareness")
+log = get_logger()
 FIRST_SCAN_DELAY = 15.0
 SCAN_INTERVAL = 60.0
 PROVIDER_TIMEOUT = 45.0

@@ -11,15 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-import structlog
-
 from session_awareness.application.upstream.ports import (
     UpstreamProbe,
     UpstreamProvider,
     UpstreamResult,
 )
+from session_awareness.logs import get_logger
 
-log = structlog.get_logger("session_awareness")
+log = get_logger()
 Results = Mapping[UUID, UpstreamResult | None]
 
 

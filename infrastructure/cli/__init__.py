@@ -1,5 +1,6 @@
 """The operator CLI `session-awareness` (DESIGN D8); the one place in the package that prints.
 
+    session-awareness --version
     session-awareness demo | tools-schema [--format json-schema|openai|openai-strict|anthropic|mcp]
     session-awareness status KEY [--changes-since N] [--agent-id A]
     session-awareness list [--agent-id A] [--kind K]... [--search TEXT] [--limit N]
@@ -13,10 +14,12 @@
     session-awareness hook claude-code [--agent A]
     session-awareness install claude-code [--project DIR | --user] [--dry-run] | uninstall …
 
-Every command that opens the store takes `--database-url URL` and `--verbose`; those that
+Every command that opens the store takes `--database-url URL` and the logging options
+`-v/--verbose`, `-q/--quiet` and `--log-format console|json` (logs go to stderr); those that
 print take `--json`. Exit codes: 0 success; 1 an audit that is not clean, or any other
 failure; 2 bad input (bad arguments, unknown session, bad changesSince, unusable or
-unreachable database). Errors are one line on stderr, never a traceback.
+unreachable database); 130 interrupted (Ctrl-C); 141 the reader of stdout went away (a
+closed pipe, as in `| head`). Errors are one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -27,19 +30,39 @@ import sys
 
 import click
 
+from session_awareness import __version__
 from session_awareness.application import SessionAwarenessError
 from session_awareness.infrastructure.cli import audit, claude, extras, sessions
 from session_awareness.infrastructure.cli.common import (
     EXIT_BAD_INPUT,
+    EXIT_BROKEN_PIPE,
     EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    PROG,
     NoDatabaseError,
 )
 from session_awareness.infrastructure.demo import DatabaseNotEmptyError
 
-PROG = "session-awareness"
+
+class StdoutClosed(Exception):
+    """The reader of stdout went away while a command was printing."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Commands(click.Group):
+    """The command group; a closed stdout leaves it as `StdoutClosed`, because click itself
+    would turn the `BrokenPipeError` into exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as error:
+            raise StdoutClosed from error
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(
+    __version__, "-V", "--version", prog_name=PROG, message="%(prog)s %(version)s"
+)
 def cli() -> None:
     """Operate session-awareness: a durable signal log, one notice per change, exact
     reconciliation, and an event store that audits it all."""
@@ -77,11 +100,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 -- one exit per
         return fail(f"{error.format_message()} (see {where} --help)", EXIT_BAD_INPUT)
     except click.ClickException as error:
         return fail(error.format_message(), error.exit_code)
-    except click.Abort:
-        return fail("aborted", EXIT_FAILURE)
-    except BrokenPipeError:  # e.g. `session-awareness history KEY | head`: the reader left
+    except (click.Abort, KeyboardInterrupt):  # Ctrl-C (click reports it as Abort)
+        return fail("interrupted", EXIT_INTERRUPTED)
+    except (BrokenPipeError, StdoutClosed):  # e.g. `… history KEY | head`: the reader left
         silence_stdout()
-        return EXIT_FAILURE
+        return EXIT_BROKEN_PIPE
     except (SessionAwarenessError, DatabaseNotEmptyError, NoDatabaseError) as error:
         return fail(str(error), EXIT_BAD_INPUT)
     except Exception as error:  # noqa: BLE001 -- an operator gets one line, never a traceback

@@ -65,7 +65,7 @@ def progress_bar(enabled: bool) -> Iterator[OnProgress | None]:
 @click.option("--rebuild", is_flag=True, help="Replace the live read models by the rebuilt ones.")
 @store_options
 @json_option
-def audit(rebuild: bool, database_url: str | None, verbose: bool, as_json: bool) -> int:
+def audit(rebuild: bool, database_url: str | None, verbose: int, as_json: bool) -> int:
     """Replay the event store into scratch read models and compare them with the live ones,
     row by row; exit 1 when anything differs or a recorded fact breaks a rule."""
     with (
@@ -119,7 +119,7 @@ def print_report(report: AuditReport) -> None:
 @store_options
 @json_option
 def history(
-    key: str, agent_id: str | None, database_url: str | None, verbose: bool, as_json: bool
+    key: str, agent_id: str | None, database_url: str | None, verbose: int, as_json: bool
 ) -> int:
     """A session's whole audit trail from the event store: signals (pruned ones too),
     lifecycle events and every cursor transition on it, in recording order."""
@@ -151,7 +151,7 @@ def prune(
     retention_days: int,
     retention_rows: int,
     database_url: str | None,
-    verbose: bool,
+    verbose: int,
     as_json: bool,
 ) -> int:
     """Apply retention (R-R1): drop old changesSince rows, raising watermarks, and expire

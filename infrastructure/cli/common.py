@@ -34,7 +34,10 @@ from session_awareness.application.service import (
     redact,
 )
 
+PROG = "session-awareness"
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+#: The shell's codes for a process ended by SIGINT and by SIGPIPE (128 + the signal number).
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 #: The width tables get when stdout is not a terminal (pipes, files, captured output).
 PIPE_WIDTH = 200
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,16 +47,57 @@ class NoDatabaseError(Exception):
     """A command named a SQLite file that does not exist."""
 
 
+#: Where the logging options leave their values, in the click context's `meta`.
+QUIET_KEY, LOG_FORMAT_KEY = "session_awareness.quiet", "session_awareness.log_format"
+LOG_FORMATS = ("console", "json")
+
+
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def callback(ctx: click.Context, _: click.Parameter, value: Any) -> None:
+        ctx.meta[key] = value
+
+    return callback
+
+
+def log_options(command: F) -> F:
+    """`-v/--verbose`, `-q/--quiet` and `--log-format`: how much of the service's logs goes to
+    stderr, and how. `verbose` reaches the command (a count); the others wait in `ctx.meta`."""
+    for option in (
+        click.option(
+            "--log-format",
+            type=click.Choice(LOG_FORMATS),
+            default="console",
+            show_default=True,
+            expose_value=False,
+            callback=_remember(LOG_FORMAT_KEY),
+            help="Logs as aligned text or as JSON lines, with ISO UTC timestamps.",
+        ),
+        click.option(
+            "-q",
+            "--quiet",
+            count=True,
+            expose_value=False,
+            callback=_remember(QUIET_KEY),
+            help="Fewer logs: -q errors only, -qq critical only.",
+        ),
+        click.option(
+            "-v",
+            "--verbose",
+            count=True,
+            help="More logs (warnings and errors by default): -v info, -vv debug.",
+        ),
+    ):
+        command = option(command)
+    return command
+
+
 def store_options(command: F) -> F:
-    """`--database-url` and `--verbose`, on every command that opens the store."""
-    command = click.option("--verbose", is_flag=True, help="Show the service's logs (on stderr).")(
-        command
-    )
+    """`--database-url` and the logging options, on every command that opens the store."""
     return click.option(
         "--database-url",
         metavar="URL",
         help=f"The store (default: ${DATABASE_URL_ENV}, else {DEFAULT_DATABASE_URL}).",
-    )(command)
+    )(log_options(command))
 
 
 def json_option(command: F) -> F:
@@ -69,7 +113,7 @@ def database_url(given: str | None) -> str:
 def open_store(
     given_url: str | None,
     *,
-    verbose: bool,
+    verbose: int,
     startup: bool = False,
     retention: Retention | None = None,
 ) -> Iterator[SessionAwareness]:
@@ -105,19 +149,37 @@ def require_existing_sqlite_file(url: str) -> None:
         )
 
 
-@contextmanager
-def service_logs(*, verbose: bool) -> Iterator[None]:
-    """Send the service's structlog output to stderr, warnings and errors only unless
-    `verbose`, and restore the previous configuration afterwards (main may run in-process)."""
-    saved = structlog.get_config()
-    structlog.configure(
-        processors=[
+def log_level(verbose: int, quiet: int) -> int:
+    """Warnings and errors by default; -v info, -vv debug; -q errors only, -qq critical."""
+    return min(max(logging.WARNING - 10 * verbose + 10 * quiet, logging.DEBUG), logging.CRITICAL)
+
+
+def log_processors(log_format: str) -> list[Any]:
+    """The CLI's rendering: `console` (aligned, no colours) or `json` (one object a line)."""
+    stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
+    if log_format == "json":
+        return [
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="%H:%M:%S"),
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
+            stamp,
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ]
+    return [structlog.processors.add_log_level, stamp, structlog.dev.ConsoleRenderer(colors=False)]
+
+
+@contextmanager
+def service_logs(*, verbose: int) -> Iterator[None]:
+    """Send the service's structlog events to stderr at the level and in the format the
+    command's options chose, and restore the previous configuration afterwards (main may run
+    in-process). The CLI is a host: it configures structlog, so the library follows it."""
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta if ctx is not None else {}
+    saved = structlog.get_config()
+    was_configured = structlog.is_configured()
+    structlog.configure(
+        processors=log_processors(meta.get(LOG_FORMAT_KEY, "console")),
         wrapper_class=structlog.make_filtering_bound_logger(
-            logging.INFO if verbose else logging.WARNING
+            log_level(verbose, meta.get(QUIET_KEY, 0))
         ),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
@@ -125,7 +187,10 @@ def service_logs(*, verbose: bool) -> Iterator[None]:
     try:
         yield
     finally:
-        structlog.configure(**saved)
+        if was_configured:
+            structlog.configure(**saved)
+        else:
+            structlog.reset_defaults()
 
 
 # -- printing -----------------------------------------------------------------------------------

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import importlib
 import json
+import shlex
+import sys
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import click
 
-from session_awareness.application.tools.schema import FLAVORS, Flavor, tool_schemas
+from session_awareness.application.service import DATABASE_URL_ENV
+from session_awareness.application.tools.schema import FLAVORS, tool_schemas
 from session_awareness.infrastructure.cli.common import (
     EXIT_OK,
+    PROG,
     counted,
     json_option,
     line,
+    log_options,
     open_store,
     print_json,
     row,
@@ -22,42 +30,72 @@ from session_awareness.infrastructure.cli.common import (
     store_options,
     table,
 )
-from session_awareness.infrastructure.demo import fresh_database_url, run_demo
+from session_awareness.infrastructure.demo import run_demo, temporary_database_url
 
-#: Written by the upstream issue; imported only when an upstream command runs.
+#: Imported only when an upstream command runs.
 UPSTREAM_COMMANDS = "session_awareness.infrastructure.upstream_commands"
 
 
-@click.command()
-@store_options
-def demo(database_url: str | None, verbose: bool) -> int:
-    """Tell the whole story on a fresh database, as a timeline.
+@click.command(
+    help=f"""Tell the whole story on a fresh database, as a timeline.
 
     A manager spawns two children, a human steps in, the manager gets one notice and
-    reconciles exactly. Uses a fresh temporary SQLite file unless --database-url names one
-    (which must hold no sessions)."""
+    reconciles exactly.
+
+    The story runs on a new temporary SQLite file, removed afterwards, unless --database-url
+    names a store that holds no sessions yet; that one is kept, to query afterwards. The demo
+    never reads ${DATABASE_URL_ENV}, so it never writes into the store you work with."""
+)
+@click.option(
+    "--database-url",
+    metavar="URL",
+    help="A store without sessions to tell the story in, kept afterwards "
+    "(default: a temporary SQLite file).",
+)
+@log_options
+def demo(database_url: str | None, verbose: int) -> int:
     with service_logs(verbose=verbose):
-        run_demo(database_url or fresh_database_url(), click.echo)
+        if database_url is not None:
+            run_demo(database_url, click.echo, program=invoked_as())
+        else:
+            with temporary_database_url() as url:
+                run_demo(url, click.echo, program=invoked_as(), kept=False)
     return EXIT_OK
+
+
+def invoked_as() -> str:
+    """The CLI as the shell ran it (`.venv/bin/session-awareness` after `make demo`), so a
+    command the demo suggests runs as printed; the bare name when it cannot tell."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    return shlex.quote(argv0) if Path(argv0).name == PROG else PROG
+
+
+#: The formats `tools-schema --format` prints: each a name and how to build it.
+SCHEMA_FORMATS: dict[str, Callable[[], Any]] = {
+    flavor: partial(tool_schemas, flavor) for flavor in FLAVORS
+}
 
 
 @click.command(name="tools-schema")
 @click.option(
     "--format",
-    "flavor",
-    type=click.Choice(FLAVORS),
+    "schema_format",
+    type=click.Choice(list(SCHEMA_FORMATS)),
     default="json-schema",
     show_default=True,
     help="The API's shape: plain JSON Schema, OpenAI (strict or not), Anthropic or MCP.",
 )
-def tools_schema(flavor: Flavor) -> int:
+@json_option
+def tools_schema(schema_format: str, as_json: bool) -> int:
     """Print the session tools' schemas as JSON, in the shape a function-calling API takes.
 
     For session_status, sessions_list, sessions_send and sessions_spawn: json-schema gives
     {name, description, parameters}; openai and openai-strict the Chat Completions tool
     ({type: function, function: {...}}); anthropic {name, description, input_schema}; mcp
-    {name, description, inputSchema}."""
-    print_json(tool_schemas(flavor))
+    {name, description, inputSchema}. The output is JSON either way (--json is accepted like
+    on every other command)."""
+    del as_json  # the output is JSON either way
+    print_json(SCHEMA_FORMATS[schema_format]())
     return EXIT_OK
 
 
@@ -69,7 +107,7 @@ def upstream() -> None:
 @upstream.command()
 @store_options
 @json_option
-def scan(database_url: str | None, verbose: bool, as_json: bool) -> int:
+def scan(database_url: str | None, verbose: int, as_json: bool) -> int:
     """Scan every watched, idle upstream link once and show what was found."""
     commands = importlib.import_module(UPSTREAM_COMMANDS)
     with open_store(database_url, verbose=verbose, startup=True) as svc:
@@ -105,7 +143,7 @@ def adopt(
     transcript: str,
     agent_id: str | None,
     database_url: str | None,
-    verbose: bool,
+    verbose: int,
     as_json: bool,
 ) -> int:
     """Adopt an upstream thread into session KEY: its new human turns become signals (R-U1)."""

@@ -39,7 +39,7 @@ def status(
     changes_since: str | None,
     agent_id: str | None,
     database_url: str | None,
-    verbose: bool,
+    verbose: int,
     as_json: bool,
 ) -> int:
     """A session's stateVersion, and with --changes-since N the exact delta after N."""
@@ -81,25 +81,23 @@ def list_sessions(
     search: str | None,
     limit: int | None,
     database_url: str | None,
-    verbose: bool,
+    verbose: int,
     as_json: bool,
 ) -> int:
-    """Live sessions, most recently updated first."""
+    """Live sessions, most recently updated first (--json: the sessions_list tool's rows)."""
     with open_store(database_url, verbose=verbose) as svc:
-        rows = svc.session_rows(agent_id=agent_id, kinds=kinds or None, search=search, limit=limit)
-    items: list[dict[str, Any]] = [
-        {"sessionKey": r.key, "agentId": r.agent_id, "kind": r.kind, "label": r.label,
-         "parentSessionKey": r.parent_key, "stateVersion": r.state_version,
-         "updatedAt": r.updated_at}
-        for r in rows
-    ]  # fmt: skip
+        items = svc.sessions_list(
+            agent_id=agent_id, kinds=kinds or None, search=search, limit=limit
+        )
     if as_json:
         print_json(items)
         return EXIT_OK
-    out = table("session", "agent", "kind", "label", "parent", ">stateVersion", "updated")
+    out = table("session", "agent", "kind", "label", "parent", ">children", ">stateVersion",
+                "updated")  # fmt: skip
     for item in items:
         row(out, item["sessionKey"], item["agentId"], item["kind"], item["label"],
-            item["parentSessionKey"], item["stateVersion"], when(item["updatedAt"]))  # fmt: skip
+            item["parentSessionKey"], len(item["childSessionKeys"]),
+            item.get("stateVersion", 0), when(item["updatedAt"]))  # fmt: skip
     show(out)
     line(counted(len(items), "session"))
     return EXIT_OK
@@ -111,7 +109,7 @@ def list_sessions(
 @store_options
 @json_option
 def notices(
-    watcher: str, drain: bool, database_url: str | None, verbose: bool, as_json: bool
+    watcher: str, drain: bool, database_url: str | None, verbose: int, as_json: bool
 ) -> int:
     """A watcher's pending notices, oldest first; --drain acknowledges them."""
     with open_store(database_url, verbose=verbose) as svc:
@@ -150,7 +148,7 @@ def watches(
     target: str | None,
     agent_id: str | None,
     database_url: str | None,
-    verbose: bool,
+    verbose: int,
     as_json: bool,
 ) -> int:
     """Cursor positions (L acknowledged, N notified, M material) and pending state."""

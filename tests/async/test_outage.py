@@ -18,7 +18,7 @@ from session_awareness.application import (
 )
 from tests.asyncio_support import Heartbeat, eventually
 from tests.contract.helpers import CHILD, MANAGER, notice, spawn
-from tests.pgcluster import PostgresCluster
+from session_awareness.testing.pgcluster import PostgresCluster
 
 #: Generous on purpose: this bounds a hang, it does not measure speed.
 NO_HANG = 20.0

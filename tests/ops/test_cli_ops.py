@@ -225,7 +225,8 @@ class TestBadInput:
         """Bad arguments: one line naming the problem and where help is."""
         code, out, err = run(capsys, "audit", "--rebuilt")
         assert (code, out) == (2, "")
-        assert err.startswith("error: No such option '--rebuilt'. Did you mean '--rebuild'?")
+        assert err.startswith("error: No such option '--rebuilt'.")
+        assert "'--rebuild'?" in err  # click's suggestion (with --quiet too, when it is close)
         assert err.rstrip().endswith("(see session-awareness audit --help)")
         assert err.count("\n") == 1
 

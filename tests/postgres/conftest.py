@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.pgcluster import PostgresCluster
+from session_awareness.testing.pgcluster import PostgresCluster
 
 WORKER = Path(__file__).with_name("worker.py")
 

@@ -9,9 +9,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from session_awareness.application import StoreUnavailableError, open_service
+from session_awareness.testing.pgcluster import PostgresCluster
 from tests.conftest import RecordingWaker, wait_until
 from tests.contract.helpers import CHILD, MANAGER, notice, spawn
-from tests.pgcluster import PostgresCluster
 
 #: Generous on purpose: this bounds a hang, it does not measure speed.
 NO_HANG = 20.0

@@ -12,9 +12,9 @@ import psycopg
 from psycopg import sql
 
 from session_awareness.application import SessionAwareness
+from session_awareness.testing.pgcluster import PostgresCluster
 from tests.conftest import assert_rebuild_matches
 from tests.conftest import wait_until as shared_wait_until
-from tests.pgcluster import PostgresCluster
 
 #: Generous on purpose: a deadline bounds a hang, it does not measure speed.
 DEADLINE = 60.0

@@ -15,8 +15,8 @@ import pytest
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.errors import StoreUnavailableError
+from session_awareness.testing.pgcluster import PostgresCluster
 from tests.contract.helpers import CHILD, MANAGER, notice
-from tests.pgcluster import PostgresCluster
 from tests.reliability.helpers import all_events, assert_audit_clean, wait_until
 from tests.reliability.proxy import CommitDroppingProxy
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from session_awareness.application import open_service
+from session_awareness.testing.pgcluster import PostgresCluster
 from tests.contract.helpers import CHILD, MANAGER, OTHER, cursor, spawn
-from tests.pgcluster import PostgresCluster
 from tests.reliability.helpers import all_events, assert_audit_clean
 from tests.reliability.ledger import Line, Proc, account_for, reconciled
 from tests.reliability.worker import SINCE

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from session_awareness.application import open_service
+from session_awareness.testing.pgcluster import PostgresCluster
 from tests.contract.helpers import CHILD, spawn
-from tests.pgcluster import PostgresCluster
 from tests.reliability.helpers import DEADLINE, wait_until
 
 #: Steady traffic: a producer call every STEP seconds, for WINDOW seconds after the restart.

@@ -19,8 +19,8 @@ from session_awareness.application import (
     open_service,
 )
 from session_awareness.infrastructure.readmodel import BULK_INLINE
+from session_awareness.testing.pgcluster import PostgresCluster
 from tests.contract.helpers import CHILD, MANAGER, spawn
-from tests.pgcluster import PostgresCluster
 from tests.reliability.helpers import all_events, assert_audit_clean
 
 

@@ -1,4 +1,4 @@
-"""Throwaway PostgreSQL servers for the test suite (no Docker, no network).
+"""Throwaway PostgreSQL servers for tests: the suite's and a host's (no Docker, no network).
 
 Usage::
 
@@ -34,10 +34,11 @@ from typing import Literal, Self
 from urllib.parse import quote
 
 import psycopg
-import structlog
 from psycopg import sql
 
-log = structlog.get_logger()
+from session_awareness.logs import get_logger
+
+log = get_logger()
 
 StopMode = Literal["smart", "fast", "immediate"]
 
@@ -262,7 +263,7 @@ class PostgresCluster:
                 self._create_database(self.dbname)
             self._db_created = True
         log.info(
-            "pgcluster.started",
+            "pgcluster_started",
             port=self.port,
             data_dir=str(self.data_dir),
             bindir=str(self.bindir),
@@ -297,7 +298,7 @@ class PostgresCluster:
                 f"{result.stdout.strip()}\n--- server log tail ---\n{_tail(self.log_file)}"
             )
         self._running = False
-        log.info("pgcluster.stopped", port=self.port, mode=mode)
+        log.info("pgcluster_stopped", port=self.port, mode=mode)
 
     def close(self) -> None:
         """Stop the server (fast, then immediate if needed) and remove the temp dir."""
@@ -308,7 +309,7 @@ class PostgresCluster:
                 try:
                     self.stop(mode="fast")
                 except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                    log.warning("pgcluster.stop_failed", mode="fast", error=str(exc))
+                    log.warning("pgcluster_stop_failed", mode="fast", error=str(exc))
                     self.stop(mode="immediate")
             elif (self.data_dir / "postmaster.pid").exists():
                 # A start that failed half-way may have left a postmaster behind.
@@ -317,7 +318,7 @@ class PostgresCluster:
             self._running = False
             self._db_created = False
             shutil.rmtree(self._tmpdir, ignore_errors=True)
-            log.info("pgcluster.removed", path=str(self._tmpdir))
+            log.info("pgcluster_removed", path=str(self._tmpdir))
             self._tmpdir = None
 
     # -- databases ---------------------------------------------------------
@@ -332,7 +333,7 @@ class PostgresCluster:
     def _create_database(self, name: str) -> None:
         with psycopg.connect(self.url_for("postgres"), autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        log.info("pgcluster.database_created", dbname=name, port=self.port)
+        log.info("pgcluster_database_created", dbname=name, port=self.port)
 
     # -- internals ---------------------------------------------------------
 
@@ -425,11 +426,11 @@ class PostgresCluster:
             **self.settings,
         }
         with (self.data_dir / "postgresql.conf").open("a") as fh:
-            fh.write("\n# added by tests/pgcluster.py\n")
+            fh.write("\n# added by session_awareness.testing.pgcluster\n")
             for key, value in conf.items():
                 fh.write(f"{key} = {_conf_quote(value)}\n")
         log.info(
-            "pgcluster.initialised",
+            "pgcluster_initialised",
             data_dir=str(self.data_dir),
             version=check.stdout.strip(),
             port=self.port,

@@ -1,0 +1,74 @@
+"""One `sessions_list` row shape for every surface, refused kinds, and the kind `open_session`
+infers (R-K2, R-K3, R-S5, R-T1), on both backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from session_awareness.application import InvalidArgumentError, SessionAwareness
+from tests.conftest import FakeClock, ServiceFactory
+from tests.contract.helpers import CHILD, MANAGER, spawn
+
+
+class TestListRows:
+    def test_rows_are_the_tools_rows_with_children_and_the_update_time(
+        self, svc: SessionAwareness, clock: FakeClock
+    ) -> None:
+        """R-S5, R-T1: sessionKey, agentId, kind, label, parentSessionKey, childSessionKeys,
+        updatedAt (ms), and stateVersion only when > 0, in the tool's key order."""
+        spawn(svc)
+        rows = {row["sessionKey"]: row for row in svc.sessions_list()}
+        assert list(rows[CHILD]) == [
+            "sessionKey", "agentId", "kind", "label", "parentSessionKey", "childSessionKeys",
+            "updatedAt", "stateVersion",
+        ]  # fmt: skip
+        assert rows[MANAGER]["childSessionKeys"] == [CHILD]
+        assert rows[CHILD]["childSessionKeys"] == []
+        assert rows[CHILD]["updatedAt"] == int(clock().timestamp() * 1000)
+        assert "stateVersion" not in rows[MANAGER]
+
+    def test_the_embedding_api_and_the_tool_give_the_same_rows(
+        self, open_svc: ServiceFactory
+    ) -> None:
+        """R-T1: under visibility `all`, `sessions_list()` and the tool agree row for row."""
+        svc = open_svc(visibility="all")
+        spawn(svc)
+        svc.open_session("agent:ops:cron", kind="cron", label="nightly")
+        tool = svc.tools.call("sessions_list", {}, caller=MANAGER)
+        assert tool["sessions"] == svc.sessions_list()
+
+    def test_search_matches_the_key_or_the_label(self, svc: SessionAwareness) -> None:
+        """R-T1: `search` is a substring of the key or of the label, as in the tool."""
+        spawn(svc)
+        svc.open_session("agent:ops:cron", kind="cron", label="nightly")
+        assert [r["sessionKey"] for r in svc.sessions_list(search="night")] == ["agent:ops:cron"]
+        assert [r["sessionKey"] for r in svc.sessions_list(search="subagent")] == [CHILD]
+
+
+class TestKinds:
+    @pytest.mark.parametrize(
+        ("kinds", "field"),
+        [(["bogus"], "kinds.0"), (["main", "robot"], "kinds.1"), (["main", 3], "kinds.1"),
+         ("main", "kinds")],
+    )  # fmt: skip
+    def test_an_unknown_kind_is_refused_naming_the_item(
+        self, svc: SessionAwareness, kinds: object, field: str
+    ) -> None:
+        """R-K3: a kind outside the seven is an error naming it, never an empty list."""
+        spawn(svc)
+        with pytest.raises(InvalidArgumentError) as raised:
+            svc.sessions_list(kinds=kinds)  # type: ignore[arg-type]
+        assert raised.value.field == field
+        assert "cron, group, hook, main, node, other, subagent" in str(raised.value)
+
+    def test_without_a_kind_a_subagent_key_opens_a_subagent(self, svc: SessionAwareness) -> None:
+        """R-K2: `open_session` infers `subagent` from a `:subagent:` segment, else `main`."""
+        svc.open_session(CHILD)
+        svc.open_session(MANAGER)
+        kinds = {row["sessionKey"]: row["kind"] for row in svc.sessions_list()}
+        assert kinds == {CHILD: "subagent", MANAGER: "main"}
+
+    def test_a_kind_given_is_kept_even_on_a_subagent_key(self, svc: SessionAwareness) -> None:
+        """An explicit kind wins over the inference."""
+        svc.open_session(CHILD, kind="other")
+        assert svc.sessions_list()[0]["kind"] == "other"
