@@ -16,9 +16,9 @@ from session_awareness.application import (
     open_async_service,
     open_service,
 )
+from session_awareness.testing.pgcluster import PostgresCluster
 from tests.asyncio_support import Heartbeat, eventually
 from tests.contract.helpers import CHILD, MANAGER, notice, spawn
-from session_awareness.testing.pgcluster import PostgresCluster
 
 #: Generous on purpose: this bounds a hang, it does not measure speed.
 NO_HANG = 20.0
