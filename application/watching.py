@@ -12,6 +12,7 @@ from session_awareness.domain.keys import (
     SessionRef,
     check_key,
     is_agent_qualified,
+    may_hold_cursor,
 )
 from session_awareness.domain.watch import RemovalReason, Via, Watch, notice_text
 
@@ -84,6 +85,9 @@ class Watching(ServiceCore):
             return None
         if ref == SessionRef.of(watcher):
             self._refused(watcher, target, "self")
+            return None
+        if not may_hold_cursor(watcher, ref):
+            self._refused(watcher, target, "bare_target_of_another_agent")
             return None
         return ref
 
