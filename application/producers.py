@@ -170,12 +170,10 @@ class Producers(Lifecycle):
         except (UnknownSessionError, AmbiguousSessionError) as error:
             log.info("signal_skipped", session_key=item.key, kind=item.kind, reason=str(error))
             return None
-        except ParentRefusedError as error:  # a cycle or a re-parenting (R-T3)
-            log.warning("signal_rejected", session_key=item.key, kind=item.kind,
-                        reason=error.reason, detail=str(error))  # fmt: skip
-            return None
-        except ValueError as error:
-            log.warning("signal_rejected", session_key=item.key, kind=item.kind, reason=str(error))
+        except ValueError as error:  # a refused input, a cycle or a re-parenting (R-T3)
+            reason = error.reason if isinstance(error, ParentRefusedError) else str(error)
+            log.warning("signal_rejected", session_key=item.key, kind=item.kind, reason=reason,
+                        detail=str(error))  # fmt: skip
             return None
         except Exception as error:  # noqa: BLE001 -- best-effort recording (R-L8)
             log.error(

@@ -83,11 +83,15 @@ class Watching(ServiceCore):
         except (UnknownSessionError, ValueError):
             self._refused(watcher, target, "unknown_target")
             return None
-        if ref == SessionRef.of(watcher):
-            self._refused(watcher, target, "self")
-            return None
-        if not may_hold_cursor(watcher, ref):
-            self._refused(watcher, target, "bare_target_of_another_agent")
+        refusal = (
+            "self"
+            if ref == SessionRef.of(watcher)
+            else None
+            if may_hold_cursor(watcher, ref)
+            else "bare_target_of_another_agent"
+        )
+        if refusal is not None:
+            self._refused(watcher, target, refusal)
             return None
         return ref
 

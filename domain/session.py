@@ -352,8 +352,7 @@ class Session(Aggregate):
         if self.parent_key not in (None, parent_key):
             raise ParentRefusedError(
                 "reparent",
-                f"session {self.key!r} already has parent {self.parent_key!r}, "
-                f"not {parent_key!r}",
+                f"session {self.key!r} already has parent {self.parent_key!r}, not {parent_key!r}",
             )
 
     def reset(self, *, at: datetime) -> None:

@@ -49,8 +49,11 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             "sessions_spawn",
-            "Record that you spawned a child session the host created: you become its parent "
-            "and are notified when another actor changes it. Returns childSessionKey and runId.",
+            "Spawn an isolated child session for a background task. Non-blocking: returns at "
+            "once with the childSessionKey and runId the host chose. You become the child's "
+            "parent and get one notice when another actor later changes it. Options: runtime "
+            '"subagent" (default) or "acp"; model and thinking overrides; context "isolated" '
+            '(default) or "fork" (subagent only); sandbox "inherit" or "require"; thread.',
             SessionsSpawnInput,
         ),
     )

@@ -23,7 +23,7 @@ def rejections(logs: list[dict[str, object]]) -> list[object]:
     return [entry.get("reason") for entry in logs if entry["event"] == "signal_rejected"]
 
 
-class TestSpawnEdgesR_T3:
+class TestSpawnEdges:
     def test_a_session_cannot_spawn_its_own_manager(self, svc: SessionAwareness) -> None:
         """R-T3: a child's spawn edge onto its own parent (a cycle) records nothing and logs
         `signal_rejected` with the reason."""
@@ -90,7 +90,7 @@ class TestSpawnEdgesR_T3:
         assert svc.session_rows(keys=[ghost]) == []
 
 
-class TestOpenAgainR_K3:
+class TestOpenAgain:
     def test_a_changed_kind_and_label_are_applied_and_kept_in_history(
         self, svc: SessionAwareness
     ) -> None:
@@ -135,7 +135,7 @@ class TestOpenAgainR_K3:
         assert not again.is_sandboxed(CHILD)
 
 
-class TestBareKeysR_W3:
+class TestBareKeys:
     def test_a_spawn_onto_another_agents_bare_key_seeds_no_cursor(
         self, svc: SessionAwareness
     ) -> None:

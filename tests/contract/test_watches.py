@@ -102,8 +102,9 @@ class TestRefusals:
         svc.record_goal_changed("global", summary="goal created", agent_id="ops")
         svc.record_goal_changed("global", summary="goal created", agent_id="main")
         assert svc.pending_notices(MANAGER) == [notice("global", 0)]
-        assert svc.read_model.cursors_of_watcher(MANAGER, pending_only=False)[0].target_id == (
-            svc.resolve_id("global", "main")[1]
+        assert (
+            svc.read_model.cursors_of_watcher(MANAGER, pending_only=False)[0].target_id
+            == (svc.resolve_id("global", "main")[1])
         )
 
     def test_a_bare_session_still_keeps_a_log_and_answers_changes_since(
