@@ -73,7 +73,9 @@ SessionKey = Annotated[
 ]
 SendTargetKey = Annotated[SessionKey, AfterValidator(_send_target)]
 AgentId = Annotated[
-    str, Field(min_length=1, max_length=MAX_KEY_LENGTH, pattern=r"^[^:\s\x00-\x1f\x7f]+$")
+    str,
+    Field(min_length=1, max_length=MAX_KEY_LENGTH, pattern=r"^[^:\s\x00-\x1f\x7f]+$"),
+    AfterValidator(_no_control),
 ]
 Label = Annotated[
     str, Field(min_length=1, max_length=MAX_LABEL_LENGTH), AfterValidator(_single_line)

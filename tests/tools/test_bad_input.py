@@ -90,6 +90,13 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             "agentId", "agentId must be an agent id (1 to 512 characters, no ':' and no whitespace)"
         ),
     ),
+    (  # a zero-width character: an agent id is shown to agents as is (R-N1)
+        "sessions_list",
+        {"agentId": "ma\u200bin"},
+        invalid(
+            "agentId", "agentId must be an agent id (1 to 512 characters, no ':' and no whitespace)"
+        ),
+    ),
     (
         "sessions_list",
         {"search": ""},
