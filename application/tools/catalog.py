@@ -28,7 +28,8 @@ TOOLS: dict[str, Tool] = {
             "Report a visible session's stateVersion; with changesSince, the exact state "
             "changes after that version (events, truncated, earliestAvailableSequence, "
             "historyGap). Reconcile with it when a notice says a session changed. "
-            'sessionKey "current" (the default) is your own session.',
+            'sessionKey "current" (the default) is your own session; a bare sessionKey (such '
+            "as global) is your own agent's unless agentId names another.",
             SessionStatusInput,
         ),
         Tool(

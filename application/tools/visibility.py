@@ -12,8 +12,8 @@ another agent is neither reached nor confused with it.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
+from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
 from session_awareness.application.ports import SessionRow
@@ -44,16 +44,28 @@ WARNINGS = {
 CLAMPED = {"agent": "tree", "all": "tree"}
 
 
-@dataclass(frozen=True, slots=True)
 class Visibility:
     """What one caller may see: a set of sessions (`self`, `tree`), an agent, or all."""
 
-    mode: str
-    caller: str
-    agent_id: str  # the caller's agent: where a bare key resolves
-    pairs: frozenset[Pair] | None = None
-    read_pairs: frozenset[Pair] = field(default_factory=frozenset)  # reads only (groups)
-    scope_agent: str | None = None
+    def __init__(
+        self,
+        mode: str,
+        caller: str,
+        agent_id: str,
+        *,
+        pairs: frozenset[Pair] | None = None,
+        read_pairs: Callable[[], frozenset[Pair]] | None = None,
+        scope_agent: str | None = None,
+    ) -> None:
+        self.mode, self.caller = mode, caller
+        self.agent_id = agent_id  # the caller's agent: where a bare key resolves
+        self.pairs, self.scope_agent = pairs, scope_agent
+        self._read_pairs = read_pairs
+
+    @cached_property
+    def read_pairs(self) -> frozenset[Pair]:
+        """What reads add to `pairs` (the watched groups of `tree`), asked for on first use."""
+        return self._read_pairs() if self._read_pairs is not None else frozenset()
 
     @classmethod
     def of(cls, svc: SessionAwareness, mode: str, caller: str) -> Visibility:
@@ -67,9 +79,9 @@ class Visibility:
         if mode == "agent":
             return cls(mode, caller, agent, scope_agent=agent)
         if mode == "tree":
-            groups = _watched_groups(svc, caller, agent)
-            return cls(mode, caller, agent, frozenset(_tree(svc, me)), frozenset(groups))
-        return cls(mode, caller, agent, frozenset({me}))
+            groups = partial(_watched_groups, svc, caller, agent)
+            return cls(mode, caller, agent, pairs=frozenset(_tree(svc, me)), read_pairs=groups)
+        return cls(mode, caller, agent, pairs=frozenset({me}))
 
     @property
     def note(self) -> VisibilityNote | None:
@@ -162,42 +174,60 @@ class Visibility:
 
 def _tree(svc: SessionAwareness, root: Pair) -> set[Pair]:
     """`root` and every live session it spawned, transitively. A child belongs to a parent
-    by key; under a bare parent key, only the children of the parent's own agent."""
+    by key; under a bare parent key, only the children of the parent's own agent. A qualified
+    child under a qualified parent names its own agent, so the registry is asked for rows only
+    where a bare key is involved."""
     found = {root}
     frontier = {root}
     while frontier:
         agents_of: dict[str, set[str]] = {}
         for agent, key in frontier:
             agents_of.setdefault(key, set()).add(agent)
-        children = {c for kids in svc.children(list(agents_of)).values() for c in kids}
-        if not children:
-            break
-        frontier = set()
-        for row in svc.session_rows(keys=list(children)):
-            parent = row.parent_key
-            if parent is None or parent not in agents_of:
-                continue
-            if agent_of(parent) is None and row.agent_id not in agents_of[parent]:
-                continue
-            pair = (row.agent_id, row.key)
-            if pair not in found:
-                found.add(pair)
-                frontier.add(pair)
+        by_parent = svc.children(list(agents_of))
+        frontier, unsure = set(), False
+        for parent, kids in by_parent.items():
+            qualified_parent = agent_of(parent) is not None
+            for kid in kids:
+                agent = agent_of(kid)
+                if agent is not None and qualified_parent:
+                    frontier.add((agent, kid))
+                else:
+                    unsure = True
+        if unsure:
+            frontier.update(_child_pairs(svc, by_parent, agents_of))
+        frontier -= found
+        found |= frontier
     return found
 
 
-def _watched_groups(svc: SessionAwareness, caller: str, agent: str) -> set[Pair]:
+def _child_pairs(
+    svc: SessionAwareness, by_parent: dict[str, list[str]], agents_of: dict[str, set[str]]
+) -> set[Pair]:
+    """The (agent, key) of each child, read from the registry."""
+    keys = {kid for kids in by_parent.values() for kid in kids}
+    pairs = set()
+    for row in svc.session_rows(keys=list(keys)):
+        parent = row.parent_key
+        if parent is None or parent not in agents_of:
+            continue
+        if agent_of(parent) is None and row.agent_id not in agents_of[parent]:
+            continue
+        pairs.add((row.agent_id, row.key))
+    return pairs
+
+
+def _watched_groups(svc: SessionAwareness, caller: str, agent: str) -> frozenset[Pair]:
     """The same-agent `group` sessions the caller holds a cursor on ("reads include watched
     same-agent groups")."""
     if agent_of(caller) is None:
-        return set()  # a bare key never watches (R-W3)
+        return frozenset()  # a bare key never watches (R-W3)
     cursors = svc.read_model.cursors_of_watcher(caller, pending_only=False)
     targets = {row.target_id for row in cursors}
     if not targets:
-        return set()
+        return frozenset()
     keys = list({row.target_key for row in cursors})
     rows = svc.session_rows(keys=keys, agent_id=agent, kinds=["group"])
-    return {(row.agent_id, row.key) for row in rows if row.session_id in targets}
+    return frozenset((row.agent_id, row.key) for row in rows if row.session_id in targets)
 
 
 def _only_agent_of(svc: SessionAwareness, key: str) -> str | None:
