@@ -188,9 +188,9 @@ def _tree(svc: SessionAwareness, root: Pair) -> set[Pair]:
         for parent, kids in by_parent.items():
             qualified_parent = agent_of(parent) is not None
             for kid in kids:
-                agent = agent_of(kid)
-                if agent is not None and qualified_parent:
-                    frontier.add((agent, kid))
+                kid_agent = agent_of(kid)
+                if kid_agent is not None and qualified_parent:
+                    frontier.add((kid_agent, kid))
                 else:
                     unsure = True
         if unsure:
