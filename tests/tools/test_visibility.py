@@ -232,3 +232,20 @@ class TestBareKeysInTools:
         assert svc.pending_notices(MAIN) == []
         svc.record_goal_changed("global", summary="goal created", agent_id="main")
         assert len(svc.pending_notices(MAIN)) == 1
+
+    def test_a_bare_child_in_the_tree_is_that_agents_session_only(
+        self, world: SessionAwareness
+    ) -> None:
+        """R-T2: MAIN spawned `global` of ops; under tree it sees that one, named with its
+        agentId, and not `global` of its own agent, which it did not spawn."""
+        world.open_session("global", agent_id="main")
+        world.record_child_spawned("global", parent=MAIN, run_id="r", agent_id="ops")
+        theirs = world.tools.call("session_status", {"sessionKey": "global", "agentId": "ops"},
+                                  caller=MAIN)  # fmt: skip
+        assert theirs == {"sessionKey": "global", "stateVersion": 1}
+        mine = world.tools.call("session_status", {"sessionKey": "global"}, caller=MAIN)
+        assert mine == unknown("global")
+        rows = world.tools.call("sessions_list", {}, caller=MAIN)["sessions"]
+        assert [(r["agentId"], r["sessionKey"]) for r in rows if r["sessionKey"] == "global"] == [
+            ("ops", "global")
+        ]
