@@ -84,8 +84,8 @@ class Lifecycle(ServiceCore):
                 log.warning("session_open_refused", session_key=ref.key, agent_id=ref.agent_id,
                             parent=parent, reason=error.reason)  # fmt: skip
                 raise InvalidArgumentError("parent", str(error)) from None
-            if sandboxed:
-                session.mark_sandboxed(True, at=now)
+            if sandboxed is not None:
+                session.mark_sandboxed(sandboxed, at=now)
             log.info("session_opened", session_key=ref.key, agent_id=ref.agent_id,
                      kind=session.kind)  # fmt: skip
 
