@@ -198,13 +198,22 @@ Option = Annotated[
 ]
 
 
+#: What a spawn request holds for an option the agent left out.
+SPAWN_DEFAULTS: dict[str, object] = {
+    "runtime": "subagent",
+    "context": "isolated",
+    "sandbox": "inherit",
+    "thread": False,
+}
+
+
 class SessionsSpawnInput(ToolInput):
     """What an agent asks of a spawn; the host starts the child and names it and its run."""
 
     task: Task = Field(alias="task", description="What the child session is to do.")
     label: Label | None = Field(default=None, alias="label", description="A label for the child.")
-    runtime: Literal["subagent", "acp"] = Field(
-        default="subagent",
+    runtime: Literal["subagent", "acp"] | None = Field(
+        default=None,
         alias="runtime",
         description='"subagent" (the default) or "acp" for an external harness agent.',
     )
@@ -214,25 +223,26 @@ class SessionsSpawnInput(ToolInput):
     thinking: Option | None = Field(
         default=None, alias="thinking", description="A thinking-level override for the child."
     )
-    context: Literal["isolated", "fork"] = Field(
-        default="isolated",
+    context: Literal["isolated", "fork"] | None = Field(
+        default=None,
         alias="context",
         description='"isolated" (the default): a clean child; "fork": the child starts from '
         'your transcript (only with runtime "subagent").',
     )
-    sandbox: Literal["inherit", "require"] = Field(
-        default="inherit",
+    sandbox: Literal["inherit", "require"] | None = Field(
+        default=None,
         alias="sandbox",
         description='"inherit" (the default) your sandboxing, or "require" it for the child.',
     )
-    thread: bool = Field(
-        default=False, alias="thread", description="Bind the child to a chat thread."
+    thread: bool | None = Field(
+        default=None, alias="thread", description="Bind the child to a chat thread (default false)."
     )
 
     def request(self) -> dict[str, object]:
         """The validated request the host's spawner gets, with the documents' camelCase names
         and every default filled in; options left out stay out."""
-        return self.model_dump(by_alias=True, exclude_none=True)
+        given = self.model_dump(by_alias=True, exclude_none=True)
+        return {**given, **{name: given.get(name, value) for name, value in SPAWN_DEFAULTS.items()}}
 
 
 _KEY = "must be a session key (1 to 512 characters, no surrounding whitespace, no line breaks)"

@@ -37,21 +37,22 @@ def spawn(
     svc: SessionAwareness, view: Visibility, given: SessionsSpawnInput, caller: str
 ) -> SessionsSpawnOutput:
     """Ask the host's spawner for a child of `caller`; record the edge; name child and run."""
-    if given.context == "fork" and given.runtime != "subagent":
+    request = given.request()
+    if request["context"] == "fork" and request["runtime"] != "subagent":
         raise ToolError(INVALID_INPUT, RULES["context"], "context")
     if svc.spawner is None:
         raise ToolError(
             NOT_CONFIGURED, "sessions_spawn needs a spawner: open_service(..., spawner=...)"
         )
     try:
-        answer = svc.spawner(caller, given.request())
+        answer = svc.spawner(caller, request)
     except Exception as error:  # noqa: BLE001 -- the host refused or failed: a typed error
         # Only the type: an exception's text may quote the task.
         log.warning("tool_spawn_failed", caller=caller, error_type=type(error).__name__)
         raise ToolError(SPAWN_FAILED, FAILED) from None
     child, run_id = _checked(answer, caller)
     agent = agent_of(child) or view.agent_id
-    sandboxed = given.sandbox == "require" or svc.is_sandboxed(caller, agent_id=view.agent_id)
+    sandboxed = request["sandbox"] == "require" or svc.is_sandboxed(caller, agent_id=view.agent_id)
     if not svc.session_rows(keys=[child], agent_id=agent):  # a child this call opens
         kind = "subagent" if is_subagent(child) else "other"
         try:
