@@ -19,6 +19,8 @@ from session_awareness.domain.watch import Via, Watch, notice_text
 _SESSION_EVENTS: dict[type, str] = {
     Session.Opened: "opened",
     Session.Reopened: "reopened",
+    Session.Described: "described",
+    Session.SandboxSet: "sandbox_set",
     Session.Reset: "reset",
     Session.Deleted: "deleted",
     Session.HistoryPruned: "history_pruned",
@@ -33,7 +35,10 @@ def watchers_named(events: list[Any]) -> set[str]:
     for event in events:
         if isinstance(event, Session.WatcherAdded | Session.WatcherRemoved):
             named.add(event.watcher)
-        elif isinstance(event, Session.Opened | Session.Reopened) and event.parent_key:
+        elif (
+            isinstance(event, Session.Opened | Session.Reopened | Session.Described)
+            and event.parent_key
+        ):
             named.add(event.parent_key)
         elif isinstance(event, Session.ChildSpawned) and event.actor_id:
             named.add(event.actor_id)
@@ -73,10 +78,10 @@ def _entry(position: int, event: Any, target_key: str, watchers: dict[UUID, str]
         )
     elif isinstance(event, Session.Event):
         entry["event"] = _SESSION_EVENTS.get(type(event), type(event).__name__)
-        for field in ("kind", "label", "watcher", "watermark"):
+        for field in ("kind", "label", "watcher", "watermark", "sandboxed"):
             if hasattr(event, field):
                 entry[field] = getattr(event, field)
-        if isinstance(event, Session.Opened | Session.Reopened):
+        if isinstance(event, Session.Opened | Session.Reopened | Session.Described):
             entry["parentSessionKey"] = event.parent_key
     else:
         cursor = _cursor_entry(event, target_key)

@@ -18,8 +18,13 @@ from session_awareness.domain.keys import (
     is_agent_qualified,
     is_subagent,
 )
-from session_awareness.domain.session import SESSION_KINDS, Session
-from session_awareness.domain.signals import InvalidSignalError, one_line
+from session_awareness.domain.session import (
+    MAX_LINEAGE,
+    SESSION_KINDS,
+    ParentRefusedError,
+    Session,
+)
+from session_awareness.domain.signals import InvalidSignalError, check_label
 from session_awareness.domain.watch import RemovalReason, Watch
 
 PRUNE_INTERVAL = timedelta(hours=1)
@@ -36,30 +41,87 @@ class Lifecycle(ServiceCore):
         kind: str | None = None,
         label: str | None = None,
         parent: str | None = None,
+        sandboxed: bool | None = None,
     ) -> None:
-        """Open a session, or a deleted one's key again; opening an open session does nothing.
-        Without a `kind`, a key with a `:subagent:` segment opens a `subagent`, any other a
-        `main` session (R-K2)."""
+        """Open a session, or a deleted one's key again. Without a `kind`, a new session whose
+        key has a `:subagent:` segment opens as a `subagent`, any other as `main` (R-K2).
+        Opening an open session applies what the host gives that differs (kind, label, a first
+        parent, the sandbox mark) as events; what it leaves out stays. A parent that would make
+        a cycle or replace the session's parent is refused (R-T3)."""
         ref = _checked("sessionKey", lambda: SessionRef.of(key, agent_id))
-        if kind is None:
-            kind = "subagent" if is_subagent(ref.key) else "main"
-        label = _checked("label", lambda: one_line(label) or None if label is not None else None)
+        label = _checked("label", lambda: check_label(label) if label is not None else None)
+        first_kind = kind or ("subagent" if is_subagent(ref.key) else "main")
         if parent is not None:
             _checked("parent", lambda: check_key(parent))
-        if kind not in SESSION_KINDS:
+        if kind is not None and kind not in SESSION_KINDS:
             raise InvalidArgumentError("kind", f"must be one of {', '.join(sorted(SESSION_KINDS))}")
+        if sandboxed is not None and not isinstance(sandboxed, bool):
+            raise InvalidArgumentError("sandboxed", "must be a boolean")
 
         def attempt(uow: UnitOfWork) -> None:
             session, now = uow.session(ref), self.clock()
-            if session is None:
-                uow.add(Session.open(ref, kind=kind, label=label, parent_key=parent, at=now))
-            elif session.deleted:
-                session.reopen(kind=kind, label=label, parent_key=parent, at=now)
-            else:
-                return
-            log.info("session_opened", session_key=ref.key, agent_id=ref.agent_id, kind=kind)
+            lineage = self.lineage(uow, parent)
+            try:
+                if session is None:
+                    session = uow.add(
+                        Session.open(
+                            ref, kind=first_kind, label=label, parent_key=parent, at=now,
+                            lineage=lineage,
+                        )
+                    )  # fmt: skip
+                elif session.deleted:
+                    session.reopen(
+                        kind=first_kind, label=label, parent_key=parent, at=now,
+                        lineage=lineage,
+                    )  # fmt: skip
+                else:
+                    changed = session.describe(
+                        kind=kind or session.kind,
+                        label=session.label if label is None else label,
+                        parent_key=parent,
+                        at=now,
+                        lineage=lineage,
+                    )
+                    if sandboxed is not None:
+                        changed = session.mark_sandboxed(sandboxed, at=now) or changed
+                    if changed:
+                        log.info("session_described", session_key=ref.key, agent_id=ref.agent_id,
+                                 kind=session.kind)  # fmt: skip
+                    return
+            except ParentRefusedError as error:
+                log.warning("session_open_refused", session_key=ref.key, agent_id=ref.agent_id,
+                            parent=parent, reason=error.reason)  # fmt: skip
+                raise InvalidArgumentError("parent", str(error)) from None
+            if sandboxed is not None:
+                session.mark_sandboxed(sandboxed, at=now)
+            log.info("session_opened", session_key=ref.key, agent_id=ref.agent_id,
+                     kind=session.kind)  # fmt: skip
 
         self._retrying(attempt)
+
+    def is_sandboxed(self, key: str, *, agent_id: str | None = None) -> bool:
+        """Whether the host marked the session sandboxed (`open_session(..., sandboxed=True)`);
+        its tool calls then see at most its tree (R-T2). False for a session never opened."""
+        try:
+            ref = SessionRef.of(key, agent_id)
+        except InvalidKeyError:
+            return False
+        session = UnitOfWork(self).session(ref)
+        return session is not None and session.sandboxed
+
+    def lineage(self, uow: UnitOfWork, parent: str | None) -> list[str]:
+        """`parent` and its ancestors, nearest first, as far as the sessions know them (at
+        most `MAX_LINEAGE`): what a spawn edge from `parent` is checked against (R-T3)."""
+        chain: list[str] = []
+        key = parent
+        while key is not None and key not in chain and len(chain) < MAX_LINEAGE:
+            chain.append(key)
+            try:
+                session = uow.session(SessionRef.of(key))
+            except InvalidKeyError:
+                break
+            key = session.parent_key if session is not None else None
+        return chain
 
     def reset_session(self, key: str, *, agent_id: str | None = None) -> None:
         """Reset: the session's history stays; every cursor it holds as watcher goes (R-W6)."""

@@ -23,6 +23,11 @@ Waker = Callable[[str], None]
 #: The host's message delivery for `sessions_send`: (sender_key, target_key, message) -> the key
 #: of the session that actually received it; raises when delivery fails.
 Dispatcher = Callable[[str, str, str], str]
+#: The host's `sessions_spawn`: (caller_key, request) -> (childSessionKey, runId). The request
+#: is the validated tool input with camelCase keys (`task`, `runtime`, `context`, `sandbox`,
+#: `thread`, and `label`, `model`, `thinking` when given); the host starts the child from it,
+#: or raises to refuse.
+Spawner = Callable[[str, dict[str, Any]], tuple[str, str]]
 
 
 def system_clock() -> datetime:

@@ -3,7 +3,7 @@ into the caller (R-L8); notify-eligible kinds move the watchers' cursors (R-W4, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
@@ -20,8 +20,8 @@ from session_awareness.application.errors import (
 from session_awareness.application.lifecycle import Lifecycle
 from session_awareness.application.signals import SignalRequest
 from session_awareness.application.unit_of_work import StaleReadError, UnitOfWork, event_landed
-from session_awareness.domain.keys import SessionRef, agent_of, is_agent_qualified, is_subagent
-from session_awareness.domain.session import Session
+from session_awareness.domain.keys import SessionRef, agent_of, is_subagent, may_hold_cursor
+from session_awareness.domain.session import ParentRefusedError, Session
 from session_awareness.domain.watch import Via, Watch
 
 
@@ -122,14 +122,18 @@ class Producers(Lifecycle):
         parent = cast(str, request.actor_id)
         session = uow.session(ref)
         kind = "subagent" if is_subagent(ref.key) else "other"
+        lineage = self.lineage(uow, parent)
         if session is None:
-            session = uow.add(Session.open(ref, kind=kind, label=None, parent_key=parent, at=now))
+            session = uow.add(
+                Session.open(ref, kind=kind, label=None, parent_key=parent, at=now,
+                             lineage=lineage)
+            )  # fmt: skip
         elif session.deleted:
-            session.reopen(kind=kind, label=None, parent_key=parent, at=now)
+            session.reopen(kind=kind, label=None, parent_key=parent, at=now, lineage=lineage)
         if session.has_seen(request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
-        sequence = self._append(session, request, now)
-        if is_agent_qualified(parent) and parent != ref.key:
+        sequence = self._append(session, request, now, lineage)
+        if parent != ref.key and may_hold_cursor(parent, ref):
             watch = uow.watch(parent, ref)
             if watch is None:
                 uow.add(Watch.start(parent, ref, via=Via.SPAWN, at_sequence=sequence, at=now))
@@ -166,8 +170,10 @@ class Producers(Lifecycle):
         except (UnknownSessionError, AmbiguousSessionError) as error:
             log.info("signal_skipped", session_key=item.key, kind=item.kind, reason=str(error))
             return None
-        except ValueError as error:
-            log.warning("signal_rejected", session_key=item.key, kind=item.kind, reason=str(error))
+        except ValueError as error:  # a refused input, a cycle or a re-parenting (R-T3)
+            reason = error.reason if isinstance(error, ParentRefusedError) else str(error)
+            log.warning("signal_rejected", session_key=item.key, kind=item.kind, reason=reason,
+                        detail=str(error))  # fmt: skip
             return None
         except Exception as error:  # noqa: BLE001 -- best-effort recording (R-L8)
             log.error(
@@ -229,7 +235,9 @@ class Producers(Lifecycle):
         self._recorded(ref, request, sequence)
         return sequence
 
-    def _append(self, session: Session, request: SignalRequest, now: datetime) -> int:
+    def _append(
+        self, session: Session, request: SignalRequest, now: datetime, lineage: Sequence[str] = ()
+    ) -> int:
         return session.record(
             request.kind,
             actor_type=request.actor_type,
@@ -240,6 +248,7 @@ class Producers(Lifecycle):
             run_id=request.run_id,
             payload=request.payload,
             dedupe_key=request.dedupe_key,
+            lineage=lineage,
         )
 
     def _fan_out(
@@ -278,7 +287,7 @@ class Producers(Lifecycle):
 
     def _parent_can_watch(self, uow: UnitOfWork, session: Session) -> bool:
         parent = cast(str, session.parent_key)
-        if not is_agent_qualified(parent) or parent == session.key:
+        if parent == session.key or not may_hold_cursor(parent, session.ref):
             return False
         parent_session = uow.session(SessionRef.of(parent))
         return parent_session is None or not parent_session.deleted

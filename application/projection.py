@@ -46,6 +46,16 @@ class SessionReopened:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionDescribed:
+    """The host changed an open session's kind, label or (first) parent."""
+
+    session_id: UUID
+    kind: str
+    label: str | None
+    parent_key: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class SessionTouched:
     """The session changed: its registry row's `updatedAt` moves."""
 
@@ -154,6 +164,7 @@ class UpstreamLinkRemoved:
 RowChange = (
     SessionOpened
     | SessionReopened
+    | SessionDescribed
     | SessionTouched
     | ParentLinked
     | SignalAppended
@@ -212,6 +223,14 @@ def _(event: Session.Opened, position: int) -> list[RowChange]:
 def _(event: Session.Reopened, position: int) -> list[RowChange]:
     at = to_ms(event.timestamp)
     return [SessionReopened(event.originator_id, event.kind, event.label, event.parent_key, at)]
+
+
+@_rows.register
+def _(event: Session.Described, position: int) -> list[RowChange]:
+    return [
+        SessionDescribed(event.originator_id, event.kind, event.label, event.parent_key),
+        SessionTouched(event.originator_id, to_ms(event.timestamp)),
+    ]
 
 
 @_rows.register

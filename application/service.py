@@ -15,6 +15,7 @@ from session_awareness.application.errors import ConfigurationError, StoreUnavai
 from session_awareness.application.ports import (
     Clock,
     Dispatcher,
+    Spawner,
     WakeFeed,
     WakeListener,
     Waker,
@@ -55,6 +56,8 @@ class SessionAwareness(Producers, Upstream, Watching, Queries, Audit):
     visibility: str = "tree"
     #: The host's `sessions_send` delivery: (sender, target, message) -> receiving key.
     dispatcher: Dispatcher | None = None
+    #: The host's `sessions_spawn`: (caller, request) -> (childSessionKey, runId).
+    spawner: Spawner | None = None
 
     @cached_property
     def tools(self) -> SessionTools:
@@ -120,6 +123,7 @@ def open_service(
     retention_rows: int = 50_000,
     visibility: str = "tree",
     dispatcher: Dispatcher | None = None,
+    spawner: Spawner | None = None,
     signal_backlog: int = 1000,
     upstream_providers: Mapping[str, UpstreamProvider] | None = None,
     is_run_active: RunActivity | None = None,
@@ -129,6 +133,8 @@ def open_service(
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
     `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it.
+    `dispatcher` and `spawner` are the host's delivery for `sessions_send` and its child
+    start for `sessions_spawn` (the tools answer `not_configured` without them).
     Upstream monitoring (SPEC §8) is set up with providers by catalog id and the host's
     ports; the host starts it with `start_upstream_monitor()`."""
     if visibility not in VISIBILITIES:
@@ -151,7 +157,7 @@ def open_service(
     except Exception as error:
         hint = _POSTGRES_EXTRA_HINT if _lacks_postgres(error) else ""
         raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
-    service.visibility, service.dispatcher = visibility, dispatcher
+    service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
     try:
         service.configure_upstream(
             providers=upstream_providers,

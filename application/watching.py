@@ -12,6 +12,7 @@ from session_awareness.domain.keys import (
     SessionRef,
     check_key,
     is_agent_qualified,
+    may_hold_cursor,
 )
 from session_awareness.domain.watch import RemovalReason, Via, Watch, notice_text
 
@@ -82,8 +83,15 @@ class Watching(ServiceCore):
         except (UnknownSessionError, ValueError):
             self._refused(watcher, target, "unknown_target")
             return None
-        if ref == SessionRef.of(watcher):
-            self._refused(watcher, target, "self")
+        refusal = (
+            "self"
+            if ref == SessionRef.of(watcher)
+            else None
+            if may_hold_cursor(watcher, ref)
+            else "bare_target_of_another_agent"
+        )
+        if refusal is not None:
+            self._refused(watcher, target, refusal)
             return None
         return ref
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from uuid import UUID, uuid5
 
+from session_awareness.domain.signals import CONTROL_CHARACTERS
+
 #: Namespace of every aggregate id; changing it would orphan every stored stream.
 ID_NAMESPACE = UUID("6f1f7a3e-2b0c-5d55-9a1e-5e5510a3a2e1")
 
@@ -29,6 +31,16 @@ def agent_of(key: str) -> str | None:
 def is_agent_qualified(key: str) -> bool:
     """Whether the key names its agent, which a watcher's key must (R-W3)."""
     return agent_of(key) is not None
+
+
+def may_hold_cursor(watcher: str, target: SessionRef) -> bool:
+    """Whether `watcher` may hold a cursor on `target` (R-W3): the watcher names its agent,
+    and a bare-key target belongs to that same agent, so a notice's text (which quotes the
+    target's key) always names one session."""
+    agent = agent_of(watcher)
+    if agent is None:
+        return False
+    return is_agent_qualified(target.key) or target.agent_id == agent
 
 
 def is_subagent(key: str) -> bool:
@@ -57,7 +69,8 @@ class SessionRef:
             or len(self.agent_id) > MAX_KEY_LENGTH
             or _BAD_AGENT_CHARACTER.search(self.agent_id) is not None
         ):
-            raise InvalidKeyError(f"invalid agent id: {self.agent_id!r}")
+            shown = self.agent_id[:60] if isinstance(self.agent_id, str) else self.agent_id
+            raise InvalidKeyError(f"invalid agent id: {shown!r}")
         qualified = agent_of(self.key)
         if qualified is not None and qualified != self.agent_id:
             raise InvalidKeyError(
@@ -92,15 +105,16 @@ def watch_id(watcher_key: str, target_id: UUID) -> UUID:
 
 
 MAX_KEY_LENGTH = 512
-#: A double quote, a C0 control character, DEL or a surrogate: never in a key (R-N1).
-_BAD_KEY_CHARACTER = re.compile('["\x00-\x1f\x7f\ud800-\udfff]')
-#: A colon, whitespace, a C0 control character, DEL or a surrogate: never in an agent id.
-_BAD_AGENT_CHARACTER = re.compile("[:\\s\x00-\x1f\x7f\ud800-\udfff]")
+#: A double quote, or any control, format or line-separator character (C0, C1, U+2028,
+#: bidi controls, zero-width characters): never in a key, which notices quote as is (R-N1).
+_BAD_KEY_CHARACTER = re.compile(f'["{CONTROL_CHARACTERS}]')
+#: A colon, whitespace, or any character a key may not hold: never in an agent id.
+_BAD_AGENT_CHARACTER = re.compile(f"[:\\s{CONTROL_CHARACTERS}]")
 
 
 def check_key(key: str) -> None:
-    """Refuse keys that are empty, padded, too long, or hold a control character or a double
-    quote (the notice text quotes the key, byte-stable, R-N1)."""
+    """Refuse keys that are empty, padded, too long, or hold a double quote, a line break or a
+    control or format character (the notice text quotes the key, byte-stable, R-N1)."""
     if not isinstance(key, str) or not key or key != key.strip():
         raise InvalidKeyError(f"invalid session key: {key!r}")
     if len(key) > MAX_KEY_LENGTH or _BAD_KEY_CHARACTER.search(key) is not None:

@@ -6,6 +6,7 @@ The session also keeps the index of who watches it, so the record path needs no 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -30,6 +31,8 @@ from session_awareness.domain.upstream import (
 
 SESSION_KINDS = frozenset({"main", "group", "cron", "hook", "node", "subagent", "other"})
 T = "session_awareness:Session"
+#: How far up a parent's ancestry a spawn edge is checked for a cycle (R-T3).
+MAX_LINEAGE = 256
 
 
 class Session(Aggregate):
@@ -65,6 +68,29 @@ class Session(Aggregate):
             aggregate.deleted = False
             aggregate.kind, aggregate.label = self.kind, self.label
             aggregate.parent_key = self.parent_key
+
+    class Described(Event):
+        """The host opened an open session again with a changed kind, label or first parent:
+        the host is authoritative, so the change is applied, not ignored (R-K3)."""
+
+        TOPIC = f"{T}.Described"
+        kind: str
+        label: str | None
+        parent_key: str | None
+
+        def apply(self, aggregate: Session) -> None:
+            aggregate.kind, aggregate.label = self.kind, self.label
+            aggregate.parent_key = self.parent_key
+
+    class SandboxSet(Event):
+        """The host marked the session sandboxed, or lifted the mark: a sandboxed session's
+        tool calls see at most its tree (R-T2)."""
+
+        TOPIC = f"{T}.SandboxSet"
+        sandboxed: bool
+
+        def apply(self, aggregate: Session) -> None:
+            aggregate.sandboxed = self.sandboxed
 
     class Signal(Event):
         """Base of the signal events; never stored itself."""
@@ -212,6 +238,9 @@ class Session(Aggregate):
             aggregate.upstream = None
 
     SIGNAL_CLASSES: ClassVar[dict[SignalKind, type[Session.Signal]]]
+    #: Whether the host marked the session sandboxed; a class default, so a session stored
+    #: before the mark existed reads as not sandboxed.
+    sandboxed: bool = False
 
     def __deepcopy__(self, memo: dict[int, object]) -> Session:
         """The repository hands out a copy of each cached aggregate (so a failed save never
@@ -247,9 +276,12 @@ class Session(Aggregate):
         label: str | None,
         parent_key: str | None,
         at: datetime,
+        lineage: Collection[str] = (),
     ) -> Session:
-        """Open a new session for `ref`."""
+        """Open a new session for `ref`; `lineage` is the parent's ancestry, the parent
+        first (a session is never its own ancestor, R-T3)."""
         check_kind(kind)
+        check_no_cycle(ref.key, parent_key, lineage)
         return cls._create(
             cls.Opened,
             id=ref.session_id,
@@ -265,14 +297,63 @@ class Session(Aggregate):
     def ref(self) -> SessionRef:
         return SessionRef(self.agent_id, self.key)
 
-    def reopen(self, *, kind: str, label: str | None, parent_key: str | None, at: datetime) -> None:
-        """Open a deleted session's key again."""
+    def reopen(
+        self,
+        *,
+        kind: str,
+        label: str | None,
+        parent_key: str | None,
+        at: datetime,
+        lineage: Collection[str] = (),
+    ) -> None:
+        """Open a deleted session's key again: a new life, which may have a new parent."""
         check_kind(kind)
         if not self.deleted:
             raise SessionStateError(f"session {self.key!r} is open")
+        check_no_cycle(self.key, parent_key, lineage)
         self.trigger_event(
             self.Reopened, timestamp=at, kind=kind, label=label, parent_key=parent_key
         )
+
+    def describe(
+        self,
+        *,
+        kind: str,
+        label: str | None,
+        parent_key: str | None,
+        at: datetime,
+        lineage: Collection[str] = (),
+    ) -> bool:
+        """Apply the host's kind, label and parent to an open session; True when anything
+        changed. A parent is only ever given once: a different one is refused (R-T3)."""
+        self.check_open()
+        check_kind(kind)
+        parent_key = parent_key or self.parent_key
+        self.check_parent(parent_key, lineage)
+        if (kind, label, parent_key) == (self.kind, self.label, self.parent_key):
+            return False
+        self.trigger_event(
+            self.Described, timestamp=at, kind=kind, label=label, parent_key=parent_key
+        )
+        return True
+
+    def mark_sandboxed(self, sandboxed: bool, *, at: datetime) -> bool:
+        """Set or lift the sandbox mark; True when it changed."""
+        if sandboxed == self.sandboxed:
+            return False
+        self.trigger_event(self.SandboxSet, timestamp=at, sandboxed=sandboxed)
+        return True
+
+    def check_parent(self, parent_key: str | None, lineage: Collection[str]) -> None:
+        """A spawn edge from `parent_key` (whose ancestry is `lineage`, the parent first) is
+        refused when it would make the session its own ancestor, or replace the parent it
+        already has (R-T3). The same parent again is fine (R-W1's overwrite)."""
+        check_no_cycle(self.key, parent_key, lineage)
+        if self.parent_key not in (None, parent_key):
+            raise ParentRefusedError(
+                "reparent",
+                f"session {self.key!r} already has parent {self.parent_key!r}, not {parent_key!r}",
+            )
 
     def reset(self, *, at: datetime) -> None:
         self.check_open()
@@ -300,13 +381,18 @@ class Session(Aggregate):
         run_id: str | None = None,
         payload: Payload | None = None,
         dedupe_key: str | None = None,
+        lineage: Collection[str] = (),
     ) -> int:
-        """Append one signal as the next sequence (R-L4) and return that sequence."""
+        """Append one signal as the next sequence (R-L4) and return that sequence. A spawn
+        edge (`child_spawned`, its actor the parent; `lineage` the parent's ancestry) is
+        refused when it would make a cycle or re-parent the session (R-T3)."""
         self.check_open()
         if one_line(summary, limit=MAX_SUMMARY_LENGTH) != summary or not summary:
             raise InvalidSignalError("a summary is one non-blank line (R-L2)")
         if self.has_seen(dedupe_key):
             raise DuplicateSignalError(f"{kind.value} {dedupe_key!r} already recorded")
+        if kind is SignalKind.CHILD_SPAWNED:
+            self.check_parent(actor_id, lineage)
         sequence = self.state_version + 1
         self.trigger_event(
             self.SIGNAL_CLASSES[kind],
@@ -406,6 +492,15 @@ Session.SIGNAL_CLASSES = {
 }
 
 
+def check_no_cycle(key: str, parent_key: str | None, lineage: Collection[str]) -> None:
+    """Refuse a parent that is the session itself or one of its descendants: the session
+    would then be in its parent's ancestry (R-T3)."""
+    if parent_key is not None and (parent_key == key or key in lineage):
+        raise ParentRefusedError(
+            "parent_cycle", f"session {key!r} cannot be a child of itself or its descendant"
+        )
+
+
 def check_kind(kind: str) -> None:
     if kind not in SESSION_KINDS:
         raise SessionStateError(
@@ -421,4 +516,20 @@ class DuplicateSignalError(SessionStateError):
     """An idempotent producer repeated a key the session has already recorded."""
 
 
-__all__ = ["SESSION_KINDS", "DuplicateSignalError", "Session", "SessionStateError"]
+class ParentRefusedError(SessionStateError, ValueError):
+    """A spawn edge or parent that would make a cycle or replace an established parent;
+    `reason` is `parent_cycle` or `reparent` (R-T3)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+__all__ = [
+    "MAX_LINEAGE",
+    "SESSION_KINDS",
+    "DuplicateSignalError",
+    "ParentRefusedError",
+    "Session",
+    "SessionStateError",
+]

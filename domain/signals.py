@@ -65,8 +65,19 @@ GOAL_STATUS_PREFIX = "goal status changed to "
 MAX_SUMMARY_LENGTH = 200
 MAX_LABEL_LENGTH = 120
 MAX_SAFE_INTEGER = 2**53 - 1
-#: A C0 control character, DEL, or a surrogate (never text: it cannot be stored as UTF-8).
-_CONTROL = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+#: What never belongs in a key, a label or any one-line text an agent may read: every
+#: control character (C0, DEL, C1 with U+0085), the line and paragraph separators U+2028 and
+#: U+2029, every format control (bidi embeddings, overrides and isolates, zero-width
+#: characters, the BOM, soft hyphen, tags) and surrogates (not text: UTF-8 cannot hold them).
+#: Exactly the Unicode categories Cc, Cf, Zl, Zp and Cs (tests/domain checks it): any of them
+#: could split or reorder a notice line (R-N1).
+CONTROL_CHARACTERS = (
+    "\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f"
+)
+_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
 _GOAL_STATUS = re.compile(r"[A-Za-z0-9_\- ]{1,40}")
 
 
@@ -84,8 +95,19 @@ def one_line(text: str, *, limit: int = MAX_LABEL_LENGTH) -> str:
 
 
 def has_control(text: str) -> bool:
-    """Whether the text holds a C0 control character or DEL (NUL included), or a surrogate."""
+    """Whether the text holds a control, format or line-separator character, or a surrogate
+    (`CONTROL_CHARACTERS`)."""
     return _CONTROL.search(text) is not None
+
+
+def check_label(label: str) -> str | None:
+    """A session label: one line, refused when it holds any line break or control or format
+    character (it is shown to agents as is); runs of spaces collapse; blank is no label."""
+    if not isinstance(label, str):
+        raise InvalidSignalError(f"expected text, got {type(label).__name__}")
+    if has_control(label):
+        raise InvalidSignalError("a label holds a line break or a control character")
+    return one_line(label) or None
 
 
 def human_message_summary(channel: str | None) -> str:

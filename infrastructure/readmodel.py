@@ -506,6 +506,10 @@ _REOPEN = Write(
     "UPDATE {s}session_registry SET kind = ?, label = ?, parent_key = ?, opened_at = ?, "
     "updated_at = ?, deleted = 0 WHERE session_id = ?",
 )
+_DESCRIBE = Write(
+    "session_registry",
+    "UPDATE {s}session_registry SET kind = ?, label = ?, parent_key = ? WHERE session_id = ?",
+)
 _TOUCH = Write(
     "session_registry",
     "UPDATE {s}session_registry SET updated_at = {greatest}(updated_at, ?) WHERE session_id = ?",
@@ -604,6 +608,11 @@ def _session_reopened(store: ReadModelStore, change: p.SessionReopened) -> Write
     ]
 
 
+def _session_described(store: ReadModelStore, change: p.SessionDescribed) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [(_DESCRIBE, sid, (change.kind, change.label, change.parent_key, sid))]
+
+
 def _session_touched(store: ReadModelStore, change: p.SessionTouched) -> Writes:
     sid = store.param_id(change.session_id)
     return [(_TOUCH, sid, (change.at, sid))]
@@ -685,6 +694,7 @@ def _link_removed(store: ReadModelStore, change: p.UpstreamLinkRemoved) -> Write
 _WRITES: dict[type, Callable[[ReadModelStore, Any], Writes]] = {
     p.SessionOpened: _session_opened,
     p.SessionReopened: _session_reopened,
+    p.SessionDescribed: _session_described,
     p.SessionTouched: _session_touched,
     p.ParentLinked: _parent_linked,
     p.SignalAppended: _signal_appended,

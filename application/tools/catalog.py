@@ -28,7 +28,8 @@ TOOLS: dict[str, Tool] = {
             "Report a visible session's stateVersion; with changesSince, the exact state "
             "changes after that version (events, truncated, earliestAvailableSequence, "
             "historyGap). Reconcile with it when a notice says a session changed. "
-            'sessionKey "current" (the default) is your own session.',
+            'sessionKey "current" (the default) is your own session; a bare sessionKey (such '
+            "as global) is your own agent's unless agentId names another.",
             SessionStatusInput,
         ),
         Tool(
@@ -49,8 +50,11 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool(
             "sessions_spawn",
-            "Record that you spawned a child session the host created: you become its parent "
-            "and are notified when another actor changes it. Returns childSessionKey and runId.",
+            "Spawn an isolated child session for a background task. Non-blocking: returns at "
+            "once with the childSessionKey and runId the host chose. You become the child's "
+            "parent and get one notice when another actor later changes it. Options: runtime "
+            '"subagent" (default) or "acp"; model and thinking overrides; context "isolated" '
+            '(default) or "fork" (subagent only); sandbox "inherit" or "require"; thread.',
             SessionsSpawnInput,
         ),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -13,6 +14,7 @@ from session_awareness.application.errors import (
     UnknownSessionError,
 )
 from session_awareness.application.tools.inputs import RULES, THREAD_SCOPED, THREAD_SCOPED_RULE
+from session_awareness.domain.signals import CONTROL_CHARACTERS
 
 INVALID_INPUT = "invalid_input"
 UNKNOWN_SESSION = "unknown_session"
@@ -20,11 +22,25 @@ UNKNOWN_TOOL = "unknown_tool"
 AMBIGUOUS_TARGET = "ambiguous_target"
 DISPATCH_FAILED = "dispatch_failed"
 NOT_CONFIGURED = "not_configured"
-NOT_RECORDED = "not_recorded"
 INTERNAL_ERROR = "internal_error"
 SERVICE_ERROR = "service_error"
 INVALID_CALLER = "invalid_caller"
-CONFLICT = "conflict"
+SPAWN_FAILED = "spawn_failed"
+
+#: How much of a name an agent made up (an unknown field or tool) is echoed or logged.
+MAX_ECHO = 64
+_UNPRINTABLE = re.compile(f"[{CONTROL_CHARACTERS}]")
+
+
+def shown(name: object) -> str:
+    """A name an agent made up, safe to echo: at most `MAX_ECHO` characters (then `…`), every
+    control, format or line-separator character escaped as `\\uXXXX`, so a hostile name can
+    neither flood a message nor break its line. A non-string shows as its type."""
+    if not isinstance(name, str):
+        return f"<{type(name).__name__}>"
+    cut = name[:MAX_ECHO]
+    escaped = _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", cut)
+    return escaped + ("…" if len(name) > MAX_ECHO else "")
 
 
 class ToolError(SessionAwarenessError):
@@ -53,7 +69,7 @@ def from_validation(error: ValidationError, tool: str) -> ToolError:
     problems = sorted(error.errors(), key=lambda e: e["type"] != "extra_forbidden")
     problem = problems[0]
     loc = [str(part) for part in problem["loc"]]
-    field = ".".join(loc) if loc else None
+    field = shown(".".join(loc)) if loc else None
     if field is None:
         return ToolError(INVALID_INPUT, "the arguments must be a JSON object", "arguments")
     if problem["type"] == "extra_forbidden":
@@ -62,7 +78,7 @@ def from_validation(error: ValidationError, tool: str) -> ToolError:
         return ToolError(INVALID_INPUT, f"{field} is required", field)
     if problem["type"] == THREAD_SCOPED:
         return ToolError(INVALID_INPUT, THREAD_SCOPED_RULE, field)
-    rule = RULES.get(loc[0], f"{loc[0]} is not valid")
+    rule = RULES.get(loc[0], f"{shown(loc[0])} is not valid")
     return ToolError(INVALID_INPUT, rule, field)
 
 

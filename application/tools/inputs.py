@@ -81,7 +81,9 @@ SessionKey = Annotated[
 ]
 SendTargetKey = Annotated[SessionKey, AfterValidator(_send_target)]
 AgentId = Annotated[
-    str, Field(min_length=1, max_length=MAX_KEY_LENGTH, pattern=r"^[^:\s\x00-\x1f\x7f]+$")
+    str,
+    Field(min_length=1, max_length=MAX_KEY_LENGTH, pattern=r"^[^:\s\x00-\x1f\x7f]+$"),
+    AfterValidator(_no_control),
 ]
 Label = Annotated[
     str, Field(min_length=1, max_length=MAX_LABEL_LENGTH), AfterValidator(_single_line)
@@ -124,6 +126,12 @@ class SessionStatusInput(ToolInput):
         description='The session to report on; "current" (the default) is the caller.',
     )
     changes_since: ChangesSince | None = Field(default=None, alias="changesSince")
+    agent_id: AgentId | None = Field(
+        default=None,
+        alias="agentId",
+        description="The agent a bare sessionKey (such as global) belongs to; without it, a "
+        "bare key is your own agent's.",
+    )
 
 
 class SessionsListInput(ToolInput):
@@ -187,14 +195,71 @@ class SessionsSendInput(ToolInput):
     )
 
 
+#: How long a spawn's task may be: a prompt for the child, handed to the host, never stored.
+MAX_TASK_LENGTH = 65_536
+#: How long a model name or a thinking level may be.
+MAX_OPTION_LENGTH = 200
+#: Line breaks and tabs a task may hold; every other control character is refused.
+_TASK_WHITESPACE = str.maketrans("", "", "\n\r\t")
+
+
+def _task(value: str) -> str:
+    if not value.strip() or has_control(value.translate(_TASK_WHITESPACE)):
+        raise PydanticCustomError(INVALID, "not a task")
+    return value
+
+
+Task = Annotated[str, Field(min_length=1, max_length=MAX_TASK_LENGTH), AfterValidator(_task)]
+Option = Annotated[
+    str, Field(min_length=1, max_length=MAX_OPTION_LENGTH), AfterValidator(_single_line)
+]
+
+
+#: What a spawn request holds for an option the agent left out.
+SPAWN_DEFAULTS: dict[str, object] = {
+    "runtime": "subagent",
+    "context": "isolated",
+    "sandbox": "inherit",
+    "thread": False,
+}
+
+
 class SessionsSpawnInput(ToolInput):
-    child_session_key: SessionKey = Field(
-        alias="childSessionKey", description="The key of the child session the host created."
+    """What an agent asks of a spawn; the host starts the child and names it and its run."""
+
+    task: Task = Field(alias="task", description="What the child session is to do.")
+    label: Label | None = Field(default=None, alias="label", description="A label for the child.")
+    runtime: Literal["subagent", "acp"] | None = Field(
+        default=None,
+        alias="runtime",
+        description='"subagent" (the default) or "acp" for an external harness agent.',
     )
-    run_id: Label = Field(alias="runId", description="The child's run id.")
-    label: Label | None = Field(
-        default=None, alias="label", description="A label for the child, if it is new."
+    model: Option | None = Field(
+        default=None, alias="model", description="A model override for the child."
     )
+    thinking: Option | None = Field(
+        default=None, alias="thinking", description="A thinking-level override for the child."
+    )
+    context: Literal["isolated", "fork"] | None = Field(
+        default=None,
+        alias="context",
+        description='"isolated" (the default): a clean child; "fork": the child starts from '
+        'your transcript (only with runtime "subagent").',
+    )
+    sandbox: Literal["inherit", "require"] | None = Field(
+        default=None,
+        alias="sandbox",
+        description='"inherit" (the default) your sandboxing, or "require" it for the child.',
+    )
+    thread: bool | None = Field(
+        default=None, alias="thread", description="Bind the child to a chat thread (default false)."
+    )
+
+    def request(self) -> dict[str, object]:
+        """The validated request the host's spawner gets, with the documents' camelCase names
+        and every default filled in; options left out stay out."""
+        given = self.model_dump(by_alias=True, exclude_none=True)
+        return {**given, **{name: given.get(name, value) for name, value in SPAWN_DEFAULTS.items()}}
 
 
 _KEY = "must be a session key (1 to 512 characters, no surrounding whitespace, no line breaks)"
@@ -202,11 +267,17 @@ _LINE = "must be one line of 1 to 120 characters, without surrounding or repeate
 #: The rule each field breaks, whatever pydantic found wrong with it (R-T1, R-S4).
 RULES: dict[str, str] = {
     "sessionKey": f"sessionKey {_KEY}",
-    "childSessionKey": f"childSessionKey {_KEY}",
     "changesSince": "changesSince must be a non-negative integer",
     "kinds": "kinds must be an array of: main, group, cron, hook, node, other, subagent",
     "label": f"label {_LINE}",
-    "runId": f"runId {_LINE}",
+    "task": f"task must be a non-blank string of at most {MAX_TASK_LENGTH} characters, "
+    "without control characters other than line breaks and tabs",
+    "runtime": 'runtime must be "subagent" or "acp"',
+    "model": f"model must be one line of 1 to {MAX_OPTION_LENGTH} characters",
+    "thinking": f"thinking must be one line of 1 to {MAX_OPTION_LENGTH} characters",
+    "context": 'context must be "isolated" or "fork" (fork only with runtime "subagent")',
+    "sandbox": 'sandbox must be "inherit" or "require"',
+    "thread": "thread must be a boolean (true or false)",
     "agentId": "agentId must be an agent id (1 to 512 characters, no ':' and no whitespace)",
     "search": "search must be a string of 1 to 512 characters, without control characters",
     "activeMinutes": (

@@ -71,11 +71,20 @@ class SessionRow(ToolOutput):
     state_version: int | None = Field(default=None, alias="stateVersion", exclude_if=_absent)
 
 
+class VisibilityNote(ToolOutput):
+    """The documents' metadata on a restricted view: the effective mode and a warning that
+    the rows may be scope-limited (R-T2)."""
+
+    mode: Literal["self", "tree", "agent"] = Field(alias="mode")
+    warning: str = Field(alias="warning")
+
+
 class SessionsListOutput(ToolOutput):
-    """The visible rows, most recently updated first, and the visibility that scoped them."""
+    """The visible rows, most recently updated first; `visibility` when the view is
+    restricted (every mode but `all`)."""
 
     sessions: list[SessionRow] = Field(alias="sessions")
-    visibility: str = Field(alias="visibility")
+    visibility: VisibilityNote | None = Field(default=None, alias="visibility", exclude_if=_absent)
 
 
 class SessionsSendOutput(ToolOutput):
@@ -88,7 +97,9 @@ class SessionsSendOutput(ToolOutput):
 
 
 class SessionsSpawnOutput(ToolOutput):
-    """The spawn edge is recorded on the child; the caller, its parent, now watches it (R-W1)."""
+    """The host accepted the spawn and named the child and its run; the spawn edge is
+    recorded on the child, and the caller, its parent, watches it (R-L5, R-W1)."""
 
+    status: Literal["accepted"] = Field(default="accepted", alias="status")
     child_session_key: str = Field(alias="childSessionKey")
     run_id: str = Field(alias="runId")

@@ -15,18 +15,16 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from session_awareness.application.errors import SessionAwarenessError
-from session_awareness.application.ports import SessionRow as RegistryRow
 from session_awareness.application.tools.catalog import TOOLS
 from session_awareness.application.tools.errors import (
-    CONFLICT,
     INTERNAL_ERROR,
     INVALID_CALLER,
     INVALID_INPUT,
-    NOT_RECORDED,
     UNKNOWN_TOOL,
     ToolError,
     from_service,
     from_validation,
+    shown,
 )
 from session_awareness.application.tools.inputs import (
     CURRENT,
@@ -43,8 +41,9 @@ from session_awareness.application.tools.outputs import (
     SessionStatusOutput,
 )
 from session_awareness.application.tools.sending import send
+from session_awareness.application.tools.spawning import spawn
 from session_awareness.application.tools.visibility import Visibility
-from session_awareness.domain.keys import InvalidKeyError, agent_of, check_key, is_subagent
+from session_awareness.domain.keys import MAX_KEY_LENGTH, InvalidKeyError, check_key
 from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:
@@ -64,26 +63,27 @@ class SessionTools:
         produced, or the object decoded from it (`null` fields count as not given). The
         JSON-ready result, or `{"error": {"code", "field"?, "message"}}`. Never raises, never
         shows a traceback."""
-        log.info("tool_called", tool=name, caller=caller)
+        tool_name = shown(name)
+        who = caller if isinstance(caller, str) and len(caller) <= MAX_KEY_LENGTH else shown(caller)
+        log.info("tool_called", tool=tool_name, caller=who)
         try:
             tool = TOOLS.get(name) if isinstance(name, str) else None
             if tool is None:
                 known = ", ".join(TOOLS)
-                raise ToolError(UNKNOWN_TOOL, f"Unknown tool: {name} (known: {known})")
+                raise ToolError(UNKNOWN_TOOL, f"Unknown tool: {tool_name} (known: {known})")
             try:
                 given = tool.input.model_validate(decoded(arguments))
             except ValidationError as error:
                 raise from_validation(error, tool.name) from None
             output: Any = getattr(self, tool.name)(given, caller=caller)
         except ToolError as error:
-            log.info("tool_failed", tool=name, caller=caller, code=error.code, field=error.field)
+            log.info("tool_failed", tool=tool_name, caller=who, code=error.code, field=error.field)
             return error.to_json()
         except Exception as error:  # noqa: BLE001 -- an agent gets a typed error, never a traceback
-            log.error(
-                "tool_failed", tool=name, caller=caller, code=INTERNAL_ERROR, error=repr(error)
-            )
-            return ToolError(INTERNAL_ERROR, f"{name} failed unexpectedly").to_json()
-        log.info("tool_completed", tool=name, caller=caller)
+            log.error("tool_failed", tool=tool_name, caller=who, code=INTERNAL_ERROR,
+                      error_type=type(error).__name__)  # fmt: skip
+            return ToolError(INTERNAL_ERROR, f"{tool_name} failed unexpectedly").to_json()
+        log.info("tool_completed", tool=tool_name, caller=who)
         result: dict[str, Any] = output.to_json()
         return result
 
@@ -94,7 +94,7 @@ class SessionTools:
         view = self._view(caller)
         key = caller if given.session_key == CURRENT else given.session_key
         with _service_errors():
-            row = view.find(self.svc, key)
+            row = view.find(self.svc, key, agent_id=given.agent_id)
             status = self.svc.session_status(
                 row.key, changes_since=given.changes_since, agent_id=row.agent_id
             )
@@ -128,7 +128,7 @@ class SessionTools:
             )
             for row in rows
         ]
-        return SessionsListOutput(sessions=sessions, visibility=view.mode)
+        return SessionsListOutput(sessions=sessions, visibility=view.note)
 
     def sessions_send(self, given: SessionsSendInput, *, caller: str) -> SessionsSendOutput:
         """Deliver through the host's dispatcher; with `watch`, watch the receiver (R-W2)."""
@@ -136,33 +136,9 @@ class SessionTools:
             return send(self.svc, self._view(caller), given, caller)
 
     def sessions_spawn(self, given: SessionsSpawnInput, *, caller: str) -> SessionsSpawnOutput:
-        """Record the spawn edge on the child; the caller is the parent (R-L5, R-W1)."""
-        self._view(caller)  # refuses a malformed caller
-        child = given.child_session_key
-        if child == caller:
-            raise ToolError(INVALID_INPUT, "a session cannot spawn itself", "childSessionKey")
-        agent = agent_of(child) or agent_of(caller)
-        with _service_errors("childSessionKey"):
-            existing = self.svc.session_rows(keys=[child], agent_id=agent)
-            if existing and not _may_claim(existing[0], caller):
-                # Claiming another parent's session would re-parent it into the caller's
-                # tree, with its history (R-T2): refused, whatever the caller may see.
-                raise ToolError(
-                    CONFLICT,
-                    "childSessionKey names a session the caller did not spawn",
-                    "childSessionKey",
-                )
-            if given.label is not None:  # a child this call opens gets the label
-                kind = "subagent" if is_subagent(child) else "other"
-                self.svc.open_session(
-                    child, agent_id=agent, kind=kind, label=given.label, parent=caller
-                )
-            sequence = self.svc.record_child_spawned(
-                child, parent=caller, run_id=given.run_id, agent_id=agent
-            )
-            if sequence is None and not self.svc.session_rows(keys=[child], agent_id=agent):
-                raise ToolError(NOT_RECORDED, "the spawn edge could not be recorded")
-        return SessionsSpawnOutput(childSessionKey=child, runId=given.run_id)
+        """The host's spawner starts the child; the spawn edge is recorded (R-L5, R-W1)."""
+        with _service_errors():
+            return spawn(self.svc, self._view(caller), given, caller)
 
     def _view(self, caller: str) -> Visibility:
         try:
@@ -210,14 +186,6 @@ def decoded(arguments: object) -> object:
 def _malformed(reason: str) -> ToolError:
     message = f"the arguments must be a JSON object; got malformed JSON ({reason})"
     return ToolError(INVALID_INPUT, message, "arguments")
-
-
-def _may_claim(child: RegistryRow, caller: str) -> bool:
-    """A spawn edge may name a child already spawned by the caller, or a parentless session of
-    the caller's own agent (the host opened it first)."""
-    if child.parent_key is None:
-        return child.agent_id == agent_of(caller)
-    return child.parent_key == caller
 
 
 @contextmanager

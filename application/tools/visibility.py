@@ -1,71 +1,131 @@
 """Visibility: which sessions a caller's tools may see (SPEC R-T2).
 
 `self` is the caller, `tree` the caller and every session it spawned, transitively (the
-default), `agent` every session of the caller's agent, `all` everything. Nothing here needs the
-caller's own session to exist. Sessions are matched by key (and agent, for `agent`); a bare key
-shared by several agents is admitted under each of them, and a lookup that then finds two
-visible sessions is ambiguous rather than a guess.
+default), and for reads also the same-agent `group` sessions it watches; `agent` every session
+of the caller's agent, `all` everything. A session the host marked sandboxed is clamped to
+`tree`. Nothing here needs the caller's own session to exist.
+
+Sessions are matched by (agent, key), never by key alone: a bare key (`global`) names the
+session of the caller's agent unless the tool is given an agent id, so the same bare key of
+another agent is neither reached nor confused with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from functools import cached_property, partial
+from typing import TYPE_CHECKING
 
 from session_awareness.application.ports import SessionRow
-from session_awareness.application.queries import Queries
 from session_awareness.application.tools.errors import (
     AMBIGUOUS_TARGET,
     UNKNOWN_SESSION,
     ToolError,
     unknown_session,
 )
-from session_awareness.domain.keys import agent_of
+from session_awareness.application.tools.outputs import VisibilityNote
+from session_awareness.domain.keys import DEFAULT_AGENT_ID, agent_of
+
+if TYPE_CHECKING:
+    from session_awareness.application.service import SessionAwareness
+
+#: An (agent id, key) pair: what names one session.
+Pair = tuple[str, str]
+#: The documents' warning on a restricted `sessions_list` (R-T2), per effective mode.
+WARNINGS = {
+    "self": "Results may be scope-limited: visibility is self, so only the current session "
+    "is listed.",
+    "tree": "Results may be scope-limited: visibility is tree, so only the current session, "
+    "the sessions it spawned and the same-agent groups it watches are listed.",
+    "agent": "Results may be scope-limited: visibility is agent, so only the current "
+    "agent's sessions are listed.",
+}
+#: The modes a sandboxed session is clamped to: at most `tree`.
+CLAMPED = {"agent": "tree", "all": "tree"}
 
 
-@dataclass(frozen=True, slots=True)
 class Visibility:
-    """What one caller may see: a set of keys, an agent, or both unrestricted (`all`)."""
+    """What one caller may see: a set of sessions (`self`, `tree`), an agent, or all."""
 
-    mode: str
-    caller: str
-    keys: frozenset[str] | None = None
-    agent_id: str | None = None
+    def __init__(
+        self,
+        mode: str,
+        caller: str,
+        agent_id: str,
+        *,
+        pairs: frozenset[Pair] | None = None,
+        read_pairs: Callable[[], frozenset[Pair]] | None = None,
+        scope_agent: str | None = None,
+    ) -> None:
+        self.mode, self.caller = mode, caller
+        self.agent_id = agent_id  # the caller's agent: where a bare key resolves
+        self.pairs, self.scope_agent = pairs, scope_agent
+        self._read_pairs = read_pairs
+
+    @cached_property
+    def read_pairs(self) -> frozenset[Pair]:
+        """What reads add to `pairs` (the watched groups of `tree`), asked for on first use."""
+        return self._read_pairs() if self._read_pairs is not None else frozenset()
 
     @classmethod
-    def of(cls, svc: Queries, mode: str, caller: str) -> Visibility:
-        """The caller's view under the service's configured mode."""
+    def of(cls, svc: SessionAwareness, mode: str, caller: str) -> Visibility:
+        """The caller's view under the service's configured mode, clamped when sandboxed."""
+        agent = agent_of(caller) or _only_agent_of(svc, caller) or DEFAULT_AGENT_ID
+        if mode in CLAMPED and svc.is_sandboxed(caller, agent_id=agent):
+            mode = CLAMPED[mode]
+        me = (agent, caller)
         if mode == "all":
-            return cls(mode, caller)
+            return cls(mode, caller, agent)
         if mode == "agent":
-            agent = agent_of(caller) or _only_agent_of(svc, caller)
-            if agent is not None:
-                return cls(mode, caller, agent_id=agent)
-            return cls(mode, caller, keys=frozenset({caller}))  # a bare key of no single agent
+            return cls(mode, caller, agent, scope_agent=agent)
         if mode == "tree":
-            return cls(mode, caller, keys=frozenset({caller, *svc.descendants(caller)}))
-        return cls(mode, caller, keys=frozenset({caller}))
+            groups = partial(_watched_groups, svc, caller, agent)
+            return cls(mode, caller, agent, pairs=frozenset(_tree(svc, me)), read_pairs=groups)
+        return cls(mode, caller, agent, pairs=frozenset({me}))
 
-    def admits(self, row: SessionRow) -> bool:
-        if self.keys is not None and row.key not in self.keys:
-            return False
-        return self.agent_id is None or row.agent_id == self.agent_id
+    @property
+    def note(self) -> VisibilityNote | None:
+        """`sessions_list`'s visibility metadata when the view is restricted."""
+        if self.mode not in WARNINGS:
+            return None
+        return VisibilityNote.model_validate({"mode": self.mode, "warning": WARNINGS[self.mode]})
 
-    def find(self, svc: Queries, key: str, field: str = "sessionKey") -> SessionRow:
-        """The one visible live session with this key; invisible reads as unknown (R-T2)."""
-        rows = [row for row in svc.session_rows(keys=[key]) if self.admits(row)]
-        if not rows:
-            raise unknown_session(key, field)
-        if len(rows) > 1:
-            agents = ", ".join(row.agent_id for row in rows)
-            raise ToolError(
-                AMBIGUOUS_TARGET, f"Ambiguous sessionKey: {key} (visible under agents {agents})"
-            )
-        return rows[0]
+    def admits(self, row: SessionRow, *, read: bool = True) -> bool:
+        """Whether the caller may see the session; `read=False` for what a tool does to it
+        (a send), which the watched groups of `tree` do not widen."""
+        pair = (row.agent_id, row.key)
+        if self.pairs is not None:
+            return pair in self.pairs or (read and pair in self.read_pairs)
+        return self.scope_agent is None or row.agent_id == self.scope_agent
 
-    def find_by_label(self, svc: Queries, label: str) -> SessionRow:
+    def pair(self, key: str, agent_id: str | None = None) -> Pair | None:
+        """The session a key names for this caller: a qualified key names its agent (an agent
+        id contradicting it names nothing); a bare key the given agent, else the caller's."""
+        qualified = agent_of(key)
+        if qualified is not None:
+            return (qualified, key) if agent_id in (None, qualified) else None
+        return (agent_id or self.agent_id, key)
+
+    def find(
+        self,
+        svc: SessionAwareness,
+        key: str,
+        field: str = "sessionKey",
+        *,
+        agent_id: str | None = None,
+        read: bool = True,
+    ) -> SessionRow:
+        """The visible live session a key names; invisible reads as unknown (R-T2)."""
+        named = self.pair(key, agent_id)
+        if named is not None:
+            for row in svc.session_rows(keys=[key], agent_id=named[0]):
+                if row.key == key and self.admits(row, read=read):
+                    return row
+        raise unknown_session(key, field)
+
+    def find_by_label(self, svc: SessionAwareness, label: str, *, read: bool = True) -> SessionRow:
         """The one visible live session with this label."""
-        rows = [row for row in self.rows(svc, label=label) if self.admits(row)]
+        rows = [row for row in self.rows(svc, label=label) if self.admits(row, read=read)]
         if not rows:
             raise ToolError(UNKNOWN_SESSION, f"Unknown label: {label}", "label")
         if len(rows) > 1:
@@ -78,7 +138,7 @@ class Visibility:
 
     def rows(
         self,
-        svc: Queries,
+        svc: SessionAwareness,
         *,
         agent_id: str | None = None,
         kinds: Collection[str] | None = None,
@@ -88,26 +148,88 @@ class Visibility:
         limit: int | None = None,
     ) -> list[SessionRow]:
         """The visible registry rows that pass the filters, most recently updated first."""
-        if self.agent_id is not None and agent_id not in (None, self.agent_id):
+        if self.scope_agent is not None and agent_id not in (None, self.scope_agent):
             return []
+        keys = None
+        if self.pairs is not None:
+            keys = {key for _, key in self.pairs | self.read_pairs}
         rows = svc.session_rows(
-            agent_id=agent_id or self.agent_id,
+            agent_id=agent_id or self.scope_agent,
             kinds=list(kinds) if kinds is not None else None,
             label=label,
             search=search,
             active_minutes=active_minutes,
-            limit=limit,
-            keys=self.keys,
+            limit=limit if keys is None else None,  # a set of pairs is filtered here
+            keys=keys,
         )
-        return [row for row in rows if self.admits(row)]
+        visible = [row for row in rows if self.admits(row)]
+        return visible[:limit] if limit is not None else visible
 
-    def visible_keys(self, svc: Queries, keys: Collection[str]) -> set[str]:
+    def visible_keys(self, svc: SessionAwareness, keys: Collection[str]) -> set[str]:
         """Those of `keys` that name a visible live session."""
         if not keys:
             return set()
         return {row.key for row in svc.session_rows(keys=list(keys)) if self.admits(row)}
 
 
-def _only_agent_of(svc: Queries, key: str) -> str | None:
+def _tree(svc: SessionAwareness, root: Pair) -> set[Pair]:
+    """`root` and every live session it spawned, transitively. A child belongs to a parent
+    by key; under a bare parent key, only the children of the parent's own agent. A qualified
+    child under a qualified parent names its own agent, so the registry is asked for rows only
+    where a bare key is involved."""
+    found = {root}
+    frontier = {root}
+    while frontier:
+        agents_of: dict[str, set[str]] = {}
+        for agent, key in frontier:
+            agents_of.setdefault(key, set()).add(agent)
+        by_parent = svc.children(list(agents_of))
+        frontier, unsure = set(), False
+        for parent, kids in by_parent.items():
+            qualified_parent = agent_of(parent) is not None
+            for kid in kids:
+                kid_agent = agent_of(kid)
+                if kid_agent is not None and qualified_parent:
+                    frontier.add((kid_agent, kid))
+                else:
+                    unsure = True
+        if unsure:
+            frontier.update(_child_pairs(svc, by_parent, agents_of))
+        frontier -= found
+        found |= frontier
+    return found
+
+
+def _child_pairs(
+    svc: SessionAwareness, by_parent: dict[str, list[str]], agents_of: dict[str, set[str]]
+) -> set[Pair]:
+    """The (agent, key) of each child, read from the registry."""
+    keys = {kid for kids in by_parent.values() for kid in kids}
+    pairs = set()
+    for row in svc.session_rows(keys=list(keys)):
+        parent = row.parent_key
+        if parent is None or parent not in agents_of:
+            continue
+        if agent_of(parent) is None and row.agent_id not in agents_of[parent]:
+            continue
+        pairs.add((row.agent_id, row.key))
+    return pairs
+
+
+def _watched_groups(svc: SessionAwareness, caller: str, agent: str) -> frozenset[Pair]:
+    """The same-agent `group` sessions the caller holds a cursor on ("reads include watched
+    same-agent groups")."""
+    if agent_of(caller) is None:
+        return frozenset()  # a bare key never watches (R-W3)
+    cursors = svc.read_model.cursors_of_watcher(caller, pending_only=False)
+    targets = {row.target_id for row in cursors}
+    if not targets:
+        return frozenset()
+    keys = list({row.target_key for row in cursors})
+    rows = svc.session_rows(keys=keys, agent_id=agent, kinds=["group"])
+    return frozenset((row.agent_id, row.key) for row in rows if row.session_id in targets)
+
+
+def _only_agent_of(svc: SessionAwareness, key: str) -> str | None:
     agents = {row.agent_id for row in svc.session_rows(keys=[key])}
     return agents.pop() if len(agents) == 1 else None

@@ -170,19 +170,36 @@ class UpstreamMonitor:
     def _settle(self, row: UpstreamLinkRow, answer: Answer) -> LinkOutcome:
         if answer.failure is not None:
             return self._outcome(row, answer.failure)
+        if self._run_started(row):
+            # A run started while the provider read: the outcome waits for the next scan, with
+            # nothing written, the marker kept and no miss counted (R-U2).
+            return self._outcome(row, "deferred")
         result = answer.results.get(row.session_id)
         if isinstance(result, UpstreamMissing):
             return self._missed(row)
+        # The provider answered and did not say missing: the streak is broken (R-U4), even
+        # when it found nothing usable for this link (no activity, an unreadable source).
+        self._streaks.pop(row.session_id, None)
         if not isinstance(result, UpstreamActivity) or not _valid(result):
             if result is not None:
                 log.warning("upstream_result_invalid", session_key=row.session_key)
             return self._outcome(row, "nothing")
-        # Activity, or a successful scan without a missing result, breaks the streak (R-U4).
-        self._streaks.pop(row.session_id, None)
         if result.human_turns == 0 and result.marker == row.link.marker:
             return self._outcome(row, "idle")
         written = self._writer.record_upstream_activity(row, result)
         return self._outcome(row, written.status, result.human_turns, written.sequence)
+
+    def _run_started(self, row: UpstreamLinkRow) -> bool:
+        """Run activity checked again after the provider returned, before anything is
+        written (R-U2); a failing host port defers too, as it does before the read."""
+        if self._is_run_active is None:
+            return False
+        try:
+            return bool(self._is_run_active(row.session_key, row.agent_id))
+        except Exception as error:  # noqa: BLE001 -- a host port's failure defers one link
+            log.warning("upstream_host_port_failed", session_key=row.session_key,
+                        error_type=type(error).__name__)  # fmt: skip
+            return True
 
     def _missed(self, row: UpstreamLinkRow) -> LinkOutcome:
         generation, misses = self._streaks.get(row.session_id, (row.link.generation, 0))

@@ -92,14 +92,20 @@ class TestRefusals:
         assert svc.watch(MANAGER, "nobody") is False
 
     def test_an_ambiguous_bare_target_needs_the_agent_id(self, svc: SessionAwareness) -> None:
-        """R-W3: a bare key shared by several agents resolves only with the target's agent id."""
+        """R-W3: a bare key shared by several agents resolves only with the target's agent id,
+        and only the watcher's own agent's bare session may be watched."""
         svc.open_session("global", agent_id="main")
         svc.open_session("global", agent_id="ops")
         assert svc.watch(MANAGER, "global") is False
-        assert svc.watch(MANAGER, "global", target_agent_id="ops") is True
+        assert svc.watch(MANAGER, "global", target_agent_id="ops") is False
+        assert svc.watch(MANAGER, "global", target_agent_id="main") is True
         svc.record_goal_changed("global", summary="goal created", agent_id="ops")
         svc.record_goal_changed("global", summary="goal created", agent_id="main")
         assert svc.pending_notices(MANAGER) == [notice("global", 0)]
+        assert (
+            svc.read_model.cursors_of_watcher(MANAGER, pending_only=False)[0].target_id
+            == (svc.resolve_id("global", "main")[1])
+        )
 
     def test_a_bare_session_still_keeps_a_log_and_answers_changes_since(
         self, svc: SessionAwareness

@@ -48,6 +48,7 @@ def event_classes() -> list[type[Any]]:
 VALUES: dict[str, tuple[Any, Any]] = {
     "str": ("agent:main:subagent:c1", 'déjà vu \u2603 "quoted" \\ \n'),
     "int": (1, 2**53 - 1),
+    "bool": (True, False),
     "UUID": (uuid.uuid4(), uuid.UUID(int=0)),
     "datetime": (
         datetime(2026, 11, 30, 4, 5, 6, 789012, tzinfo=UTC),

@@ -13,10 +13,15 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from session_awareness.application import SessionAwareness, UnknownSessionError, open_service
+from session_awareness.application import (
+    InvalidArgumentError,
+    SessionAwareness,
+    UnknownSessionError,
+    open_service,
+)
 from tests.conftest import FakeClock
 from tests.reliability.helpers import Database, assert_audit_clean
-from tests.reliability.model import Model, Unknown
+from tests.reliability.model import Model, Refused, Unknown
 
 MAIN, OPS = "agent:main:main", "agent:ops:main"
 A, B, C = "agent:main:subagent:a", "agent:main:subagent:b", "agent:ops:subagent:c"
@@ -42,6 +47,8 @@ def outcome(call: Callable[[], Any]) -> Any:
         return call()
     except (UnknownSessionError, Unknown):
         return "Unknown sessionKey"
+    except (InvalidArgumentError, Refused):  # R-T3: a parent refused
+        return "Refused parent"
 
 
 class ServiceMachine(RuleBasedStateMachine):

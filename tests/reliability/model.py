@@ -24,6 +24,20 @@ class Unknown(LookupError):
     """R-S4: an unknown or deleted session."""
 
 
+class Refused(ValueError):
+    """R-T3: a parent that would make a cycle or replace an established one."""
+
+
+def agent(key: str) -> str:
+    """R-K1: a qualified key's agent; a bare key opened without an agent id is `main`'s."""
+    return key.split(":")[1] if qualified(key) else "main"
+
+
+def may_hold_cursor(watcher: str, target: str) -> bool:
+    """R-W3: a qualified watcher, and a bare target only of the watcher's own agent."""
+    return qualified(watcher) and (qualified(target) or agent(target) == agent(watcher))
+
+
 def ms(at: datetime) -> int:
     return int(at.timestamp() * 1000)
 
@@ -95,12 +109,34 @@ class Model:
         """R-R1: pruning runs at startup."""
         self.prune()
 
+    def ancestry(self, key: str | None) -> list[str]:
+        """`key` and its ancestors, as far as the sessions (deleted ones too) know them."""
+        chain: list[str] = []
+        while key is not None and key not in chain:
+            chain.append(key)
+            session = self.sessions.get(key)
+            key = session.parent if session is not None else None
+        return chain
+
+    def refuses(self, key: str, parent: str | None) -> bool:
+        """R-T3: the parent is the session itself, one of its descendants, or, for a live
+        session with a parent, a different one."""
+        if parent is None:
+            return False
+        session = self.sessions.get(key)
+        replaces = session is not None and session.live and session.parent not in (None, parent)
+        return key in self.ancestry(parent) or replaces
+
     def open(self, key: str, parent: str | None) -> None:
+        if self.refuses(key, parent):
+            raise Refused(key)
         session = self.sessions.get(key)
         if session is None:
             self.sessions[key] = Session(key, parent)
         elif not session.live:  # re-opened: sequences continue (R-L4)
             session.live, session.parent = True, parent
+        elif parent is not None:  # a first parent given later (R-K3)
+            session.parent = parent
 
     def live(self, key: str) -> Session:
         session = self.sessions.get(key)
@@ -152,6 +188,8 @@ class Model:
         return sequence
 
     def spawn(self, child: str, parent: str, run: str) -> int | None:
+        if self.refuses(child, parent):
+            return None  # R-T3: nothing recorded
         session = self.sessions.get(child)
         if session is None or not session.live:  # the spawn opens the child
             self.open(child, parent)
@@ -162,7 +200,7 @@ class Model:
         seq = self._append(session, "child_spawned", "agent", "child session spawned",
                            actorId=parent, runId=run)  # fmt: skip
         session.parent = parent
-        if qualified(parent) and parent != child:
+        if may_hold_cursor(parent, child) and parent != child:
             self.cursors[(parent, child)] = Cursor(seq, seq, seq, self._ms())
         return self._recorded(seq)
 
@@ -209,7 +247,7 @@ class Model:
     def _fan_out(self, session: Session, seq: int, actor: str | None) -> None:
         watchers = [w for w, t in self.cursors if t == session.key]
         parent = session.parent
-        if (parent is not None and qualified(parent) and parent != session.key
+        if (parent is not None and may_hold_cursor(parent, session.key) and parent != session.key
                 and parent not in watchers
                 and (parent not in self.sessions or self.sessions[parent].live)):  # fmt: skip
             watchers.append(parent)  # R-W4: a parent without a cursor gets one at L = 0
@@ -229,7 +267,8 @@ class Model:
 
     def watch(self, watcher: str, target: str) -> bool:
         session = self.sessions.get(target)
-        if not qualified(watcher) or watcher == target or session is None or not session.live:
+        if (not may_hold_cursor(watcher, target) or watcher == target or session is None
+                or not session.live):  # fmt: skip
             return False
         if (watcher, target) not in self.cursors:  # an existing cursor is left untouched
             head = session.head

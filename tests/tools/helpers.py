@@ -52,3 +52,19 @@ def unknown(key: str, field: str = "sessionKey") -> dict[str, Any]:
 
 def invalid(field: str, message: str) -> dict[str, Any]:
     return error("invalid_input", message, field)
+
+
+#: `sessions_list`'s visibility metadata per restricted mode, written out (R-T2).
+WARNINGS = {
+    "self": "Results may be scope-limited: visibility is self, so only the current session "
+    "is listed.",
+    "tree": "Results may be scope-limited: visibility is tree, so only the current session, "
+    "the sessions it spawned and the same-agent groups it watches are listed.",
+    "agent": "Results may be scope-limited: visibility is agent, so only the current "
+    "agent's sessions are listed.",
+}
+
+
+def note(mode: str) -> dict[str, str]:
+    """The `visibility` metadata of a `sessions_list` under a restricted mode."""
+    return {"mode": mode, "warning": WARNINGS[mode]}

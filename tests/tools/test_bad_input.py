@@ -24,6 +24,15 @@ THREAD_RULE = (
 )
 TIMEOUT = "timeoutSeconds must be a non-negative number, at most 9007199254740991"
 HI = {"message": "hi"}
+TASK = (
+    "task must be a non-blank string of at most 65536 characters, without control characters "
+    "other than line breaks and tabs"
+)
+RUNTIME = 'runtime must be "subagent" or "acp"'
+CONTEXT = 'context must be "isolated" or "fork" (fork only with runtime "subagent")'
+SANDBOX = 'sandbox must be "inherit" or "require"'
+THREAD_FLAG = "thread must be a boolean (true or false)"
+OPTION = "must be one line of 1 to 200 characters"
 
 BAD: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     # session_status: changesSince per R-S4
@@ -77,6 +86,13 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     (
         "sessions_list",
         {"agentId": "a:b"},
+        invalid(
+            "agentId", "agentId must be an agent id (1 to 512 characters, no ':' and no whitespace)"
+        ),
+    ),
+    (  # a zero-width character: an agent id is shown to agents as is (R-N1)
+        "sessions_list",
+        {"agentId": "ma\u200bin"},
         invalid(
             "agentId", "agentId must be an agent id (1 to 512 characters, no ':' and no whitespace)"
         ),
@@ -160,37 +176,35 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         {"sessionkey": WORKER, **HI},
         invalid("sessionkey", "sessionkey is not a parameter of sessions_send"),
     ),
-    # sessions_spawn
-    ("sessions_spawn", {}, invalid("childSessionKey", "childSessionKey is required")),
+    # sessions_spawn: the agent gives the task and options, never the child or its run
+    ("sessions_spawn", {}, invalid("task", "task is required")),
+    ("sessions_spawn", {"task": 5}, invalid("task", TASK)),
+    ("sessions_spawn", {"task": "  \n "}, invalid("task", TASK)),
+    ("sessions_spawn", {"task": "x" * 65_537}, invalid("task", TASK)),
+    ("sessions_spawn", {"task": "a\x00b"}, invalid("task", TASK)),
+    ("sessions_spawn", {"task": "a\u2028b"}, invalid("task", TASK)),
+    ("sessions_spawn", {"task": "t", "runtime": "robot"}, invalid("runtime", RUNTIME)),
     (
         "sessions_spawn",
-        {"childSessionKey": "agent:main:subagent:c"},
-        invalid("runId", "runId is required"),
+        {"task": "t", "runtime": "acp", "context": "fork"},
+        invalid("context", CONTEXT),
+    ),
+    ("sessions_spawn", {"task": "t", "context": "shared"}, invalid("context", CONTEXT)),
+    ("sessions_spawn", {"task": "t", "sandbox": "off"}, invalid("sandbox", SANDBOX)),
+    ("sessions_spawn", {"task": "t", "thread": "yes"}, invalid("thread", THREAD_FLAG)),
+    ("sessions_spawn", {"task": "t", "model": "a\nb"}, invalid("model", f"model {OPTION}")),
+    ("sessions_spawn", {"task": "t", "thinking": ""}, invalid("thinking", f"thinking {OPTION}")),
+    ("sessions_spawn", {"task": "t", "label": "a\u2028b"}, invalid("label", f"label {LINE_RULE}")),
+    ("sessions_spawn", {"task": "t", "label": "a\u202eb"}, invalid("label", f"label {LINE_RULE}")),
+    (
+        "sessions_spawn",
+        {"task": "t", "childSessionKey": "agent:main:subagent:c"},
+        invalid("childSessionKey", "childSessionKey is not a parameter of sessions_spawn"),
     ),
     (
         "sessions_spawn",
-        {"childSessionKey": "agent:main:subagent:c", "runId": 5},
-        invalid("runId", f"runId {LINE_RULE}"),
-    ),
-    (
-        "sessions_spawn",
-        {"childSessionKey": "agent:main:subagent:c", "runId": "a  b"},
-        invalid("runId", f"runId {LINE_RULE}"),
-    ),
-    (
-        "sessions_spawn",
-        {"childSessionKey": "", "runId": "r"},
-        invalid("childSessionKey", f"childSessionKey {KEY_RULE}"),
-    ),
-    (
-        "sessions_spawn",
-        {"childSessionKey": MAIN, "runId": "r"},
-        invalid("childSessionKey", "a session cannot spawn itself"),
-    ),
-    (
-        "sessions_spawn",
-        {"childSessionKey": "agent:main:subagent:c", "runId": "r", "model": "x"},
-        invalid("model", "model is not a parameter of sessions_spawn"),
+        {"task": "t", "runId": "grab"},
+        invalid("runId", "runId is not a parameter of sessions_spawn"),
     ),
     # the call itself
     (

@@ -27,8 +27,21 @@ EXAMPLES: list[tuple[str, dict[str, Any]]] = [
     ("sessions_send", {"sessionKey": "agent:main:main", "message": "status?", "timeoutSeconds": 0}),
     ("sessions_send", {"label": "worker", "message": "summarise", "watch": True}),
     ("sessions_send", {"agentId": "ops", "message": "deploy done", "timeoutSeconds": 30}),
-    ("sessions_spawn", {"childSessionKey": W, "runId": "run-1"}),
-    ("sessions_spawn", {"childSessionKey": W, "runId": "run-1", "label": "researcher"}),
+    ("session_status", {"sessionKey": "global", "agentId": "ops"}),
+    ("sessions_spawn", {"task": "Summarise the logs"}),
+    (
+        "sessions_spawn",
+        {
+            "task": "Summarise the logs",
+            "label": "researcher",
+            "runtime": "acp",
+            "model": "m",
+            "thinking": "high",
+            "sandbox": "require",
+            "thread": True,
+        },
+    ),
+    ("sessions_spawn", {"task": "Go on from here", "context": "fork"}),
 ]
 
 #: Wrong types, out-of-range values, unknown and missing fields.
@@ -54,9 +67,12 @@ WRONG: list[tuple[str, dict[str, Any]]] = [
     ("sessions_send", {"sessionKey": W, "message": 5}),
     ("sessions_send", {"sessionKey": W, "message": "hi", "watch": "true"}),
     ("sessions_send", {"sessionKey": W, "message": "hi", "timeoutSeconds": -1}),
-    ("sessions_spawn", {"runId": "run-1"}),
-    ("sessions_spawn", {"childSessionKey": 1, "runId": "run-1"}),
-    ("sessions_spawn", {"childSessionKey": W, "runId": "run-1", "model": "x"}),
+    ("sessions_spawn", {}),
+    ("sessions_spawn", {"task": 1}),
+    ("sessions_spawn", {"task": "t", "childSessionKey": W}),
+    ("sessions_spawn", {"task": "t", "runId": "run-1"}),
+    ("sessions_spawn", {"task": "t", "runtime": "robot"}),
+    ("sessions_spawn", {"task": "t", "thread": "yes"}),
 ]
 
 

@@ -170,3 +170,39 @@ class TestSessionsSend:
         assert raised.value.to_json() == error(
             "unknown_session", f"Unknown sessionKey: {PEER}", "sessionKey"
         )
+
+
+class TestRoutedOutsideTheView:
+    @pytest.mark.parametrize("routed", [PEER, OPS, "agent:main:nobody", "global"])
+    def test_a_receiver_outside_the_view_is_never_named_nor_watched(
+        self, world: SessionAwareness, dispatcher: RecordingDispatcher, routed: str
+    ) -> None:
+        """R-T2, R-W2: the result names the target as asked, creates no cursor and reports
+        `watched: false`, whether the receiver exists or not."""
+        dispatcher.redirect[WORKER] = routed
+        before = world.read_model.cursors_of_watcher(MAIN, pending_only=False)
+        answer = world.tools.call(
+            "sessions_send", {"sessionKey": WORKER, "message": "hi", "watch": True}, caller=MAIN
+        )
+        assert answer == {"status": "delivered", "sessionKey": WORKER, "watched": False}
+        assert world.read_model.cursors_of_watcher(MAIN, pending_only=False) == before
+
+    def test_without_watch_the_hidden_receiver_is_not_named_either(
+        self, world: SessionAwareness, dispatcher: RecordingDispatcher
+    ) -> None:
+        """R-T2: no `watched`, and still the target as asked."""
+        dispatcher.redirect[WORKER] = PEER
+        answer = world.tools.call(
+            "sessions_send", {"label": "worker", "message": "hi"}, caller=MAIN
+        )
+        assert answer == {"status": "delivered", "sessionKey": WORKER}
+
+    def test_a_visible_receiver_is_named_and_watched(
+        self, world: SessionAwareness, dispatcher: RecordingDispatcher
+    ) -> None:
+        """R-W2: inside the view, the receiver the host reports is the one watched."""
+        dispatcher.redirect[HELPER] = WORKER
+        answer = world.tools.call(
+            "sessions_send", {"sessionKey": HELPER, "message": "hi", "watch": True}, caller=MAIN
+        )
+        assert answer == {"status": "delivered", "sessionKey": WORKER, "watched": True}

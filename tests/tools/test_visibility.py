@@ -6,7 +6,7 @@ import pytest
 
 from session_awareness.application import SessionAwareness
 from tests.tools.conftest import WorldFactory
-from tests.tools.helpers import HELPER, MAIN, OPS, PEER, WORKER, error, unknown
+from tests.tools.helpers import HELPER, MAIN, OPS, PEER, WORKER, error, note, unknown
 
 SEEN_BY_MAIN = {
     "self": [MAIN],
@@ -29,7 +29,8 @@ class TestVisibility:
         """R-T2: self, tree (transitively spawned), agent and all scope sessions_list."""
         svc = open_world(visibility=mode)
         assert listed(svc, MAIN) == keys
-        assert svc.tools.call("sessions_list", {}, caller=MAIN)["visibility"] == mode
+        answer = svc.tools.call("sessions_list", {}, caller=MAIN)
+        assert answer.get("visibility") == (None if mode == "all" else note(mode))
 
     def test_the_tree_is_the_caller_and_what_it_spawned_not_its_parent(
         self, world: SessionAwareness
@@ -105,3 +106,146 @@ class TestVisibility:
         assert svc.tools.call("session_status", {"sessionKey": HELPER}, caller=WORKER) == (
             unknown(HELPER)
         )
+
+
+TEAM = "agent:main:team"  # a same-agent group
+OPS_TEAM = "agent:ops:team"  # another agent's group
+CRON = "agent:main:nightly"
+
+
+class TestWatchedGroupsInTheTree:
+    def test_a_watched_same_agent_group_is_readable_under_tree(
+        self, world: SessionAwareness
+    ) -> None:
+        """R-T2: tree reads include the same-agent group sessions the caller watches."""
+        world.open_session(TEAM, kind="group", label="team")
+        assert world.tools.call("session_status", {"sessionKey": TEAM}, caller=MAIN) == (
+            unknown(TEAM)
+        )
+        assert world.watch(MAIN, TEAM)
+        assert world.tools.call("session_status", {"sessionKey": TEAM}, caller=MAIN) == {
+            "sessionKey": TEAM,
+            "stateVersion": 0,
+        }
+        assert TEAM in listed(world, MAIN)
+
+    def test_a_watched_group_is_read_not_sent_to(self, world: SessionAwareness) -> None:
+        """R-T2: "reads include": sending to a watched group stays outside the tree."""
+        world.open_session(TEAM, kind="group")
+        world.watch(MAIN, TEAM)
+        answer = world.tools.call("sessions_send", {"sessionKey": TEAM, "message": "hi"},
+                                  caller=MAIN)  # fmt: skip
+        assert answer == unknown(TEAM)
+
+    def test_watched_sessions_that_are_not_same_agent_groups_stay_hidden(
+        self, world: SessionAwareness
+    ) -> None:
+        """R-T2: another agent's group, or a watched session of another kind, is not added."""
+        world.open_session(OPS_TEAM, kind="group")
+        world.open_session(CRON, kind="cron")
+        assert world.watch(MAIN, OPS_TEAM) and world.watch(MAIN, CRON)
+        for key in (OPS_TEAM, CRON):
+            answer = world.tools.call("session_status", {"sessionKey": key}, caller=MAIN)
+            assert answer == unknown(key)
+        assert listed(world, MAIN) == SEEN_BY_MAIN["tree"]
+
+    def test_an_unwatched_group_leaves_the_tree_again(self, world: SessionAwareness) -> None:
+        """R-T2, R-W6: the group is readable while the cursor exists."""
+        world.open_session(TEAM, kind="group")
+        world.watch(MAIN, TEAM)
+        world.unwatch(MAIN, TEAM)
+        answer = world.tools.call("session_status", {"sessionKey": TEAM}, caller=MAIN)
+        assert answer == unknown(TEAM)
+
+
+class TestSandboxedSessions:
+    @pytest.mark.parametrize("mode", ["agent", "all"])
+    def test_a_sandboxed_caller_is_clamped_to_its_tree(
+        self, open_world: WorldFactory, mode: str
+    ) -> None:
+        """R-T2: whatever the configured level, a sandboxed session sees its tree."""
+        svc = open_world(visibility=mode)
+        svc.open_session(MAIN, sandboxed=True)
+        answer = svc.tools.call("sessions_list", {}, caller=MAIN)
+        assert {row["sessionKey"] for row in answer["sessions"]} == set(SEEN_BY_MAIN["tree"])
+        assert answer["visibility"] == note("tree")
+        assert svc.tools.call("session_status", {"sessionKey": PEER}, caller=MAIN) == (
+            unknown(PEER)
+        )
+
+    def test_a_sandboxed_caller_under_self_stays_self(self, open_world: WorldFactory) -> None:
+        """R-T2: the clamp only ever narrows."""
+        svc = open_world(visibility="self")
+        svc.open_session(MAIN, sandboxed=True)
+        assert set(listed(svc, MAIN)) == set(SEEN_BY_MAIN["self"])
+
+    def test_other_sessions_keep_the_configured_level(self, open_world: WorldFactory) -> None:
+        """R-T2: the mark is per session: an unsandboxed caller sees what the mode allows."""
+        svc = open_world(visibility="agent")
+        svc.open_session(MAIN, sandboxed=True)
+        assert set(listed(svc, PEER)) == set(SEEN_BY_MAIN["agent"])
+
+
+class TestBareKeysInTools:
+    def test_a_bare_key_resolves_within_the_callers_agent(self, open_world: WorldFactory) -> None:
+        """R-T2, R-W3: `global` of two agents is never ambiguous to an agent: it is its own
+        agent's, unless `agentId` names another its visibility spans."""
+        svc = open_world(visibility="all")
+        svc.open_session("global", agent_id="main")
+        svc.open_session("global", agent_id="ops")
+        svc.record_goal_changed("global", summary="goal created", agent_id="ops")
+        mine = svc.tools.call("session_status", {"sessionKey": "global"}, caller=MAIN)
+        theirs = svc.tools.call("session_status", {"sessionKey": "global", "agentId": "ops"},
+                                caller=MAIN)  # fmt: skip
+        assert mine == {"sessionKey": "global", "stateVersion": 0}
+        assert theirs == {"sessionKey": "global", "stateVersion": 1}
+        assert svc.tools.call("session_status", {"sessionKey": "global"}, caller=OPS) == theirs
+
+    def test_an_agent_id_outside_the_view_reads_as_unknown(self, world: SessionAwareness) -> None:
+        """R-T2: under tree, another agent's bare session is unknown, like a missing one."""
+        world.open_session("global", agent_id="ops")
+        answer = world.tools.call("session_status", {"sessionKey": "global", "agentId": "ops"},
+                                  caller=MAIN)  # fmt: skip
+        assert answer == unknown("global")
+
+    def test_an_agent_id_contradicting_a_qualified_key_reads_as_unknown(
+        self, open_world: WorldFactory
+    ) -> None:
+        """R-T2: `agentId` never re-homes a qualified key."""
+        svc = open_world(visibility="all")
+        answer = svc.tools.call("session_status", {"sessionKey": OPS, "agentId": "main"},
+                                caller=MAIN)  # fmt: skip
+        assert answer == unknown(OPS)
+
+    def test_sending_to_a_bare_key_watches_the_callers_own_agents_session(
+        self, open_world: WorldFactory
+    ) -> None:
+        """R-W2, R-W3: the watch lands on the session the key named for the caller."""
+        svc = open_world(visibility="all")
+        svc.open_session("global", agent_id="main")
+        svc.open_session("global", agent_id="ops")
+        answer = svc.tools.call(
+            "sessions_send", {"sessionKey": "global", "message": "hi", "watch": True}, caller=MAIN
+        )
+        assert answer == {"status": "delivered", "sessionKey": "global", "watched": True}
+        svc.record_goal_changed("global", summary="goal created", agent_id="ops")
+        assert svc.pending_notices(MAIN) == []
+        svc.record_goal_changed("global", summary="goal created", agent_id="main")
+        assert len(svc.pending_notices(MAIN)) == 1
+
+    def test_a_bare_child_in_the_tree_is_that_agents_session_only(
+        self, world: SessionAwareness
+    ) -> None:
+        """R-T2: MAIN spawned `global` of ops; under tree it sees that one, named with its
+        agentId, and not `global` of its own agent, which it did not spawn."""
+        world.open_session("global", agent_id="main")
+        world.record_child_spawned("global", parent=MAIN, run_id="r", agent_id="ops")
+        theirs = world.tools.call("session_status", {"sessionKey": "global", "agentId": "ops"},
+                                  caller=MAIN)  # fmt: skip
+        assert theirs == {"sessionKey": "global", "stateVersion": 1}
+        mine = world.tools.call("session_status", {"sessionKey": "global"}, caller=MAIN)
+        assert mine == unknown("global")
+        rows = world.tools.call("sessions_list", {}, caller=MAIN)["sessions"]
+        assert [(r["agentId"], r["sessionKey"]) for r in rows if r["sessionKey"] == "global"] == [
+            ("ops", "global")
+        ]

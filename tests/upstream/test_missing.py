@@ -84,14 +84,29 @@ class TestMissingStreak:
         assert scan(usvc, provider, MISSING, MISSING) == ["missing", "missing"]
         assert "upstream_missing" not in kinds(usvc)
 
-    def test_a_scan_that_learns_nothing_keeps_the_streak(
+    def test_a_successful_scan_that_finds_nothing_for_the_link_breaks_the_streak(
         self, usvc: SessionAwareness, provider: ScriptedProvider
     ) -> None:
-        """R-U4: "nothing this time" (say, a read error) is neither a miss nor a success."""
+        """R-U4: the provider answered and did not say missing (no activity, say an unreadable
+        transcript): the count starts again, the link stays, nothing is recorded."""
         adopted_child(usvc)
         assert scan(usvc, provider, MISSING, None, MISSING, MISSING) == [
-            "missing", "nothing", "missing", "missing_recorded",
+            "missing", "nothing", "missing", "missing",
         ]  # fmt: skip
+        assert "upstream_missing" not in kinds(usvc)
+        assert usvc.upstream_link(CHILD) is not None
+        assert scan(usvc, provider, MISSING) == ["missing_recorded"]
+
+    def test_a_failing_provider_neither_counts_nor_breaks_the_streak(
+        self, usvc: SessionAwareness, provider: ScriptedProvider
+    ) -> None:
+        """R-U2, R-U4: a provider that raises answered nothing: the streak is kept as is."""
+        adopted_child(usvc)
+        scan(usvc, provider, MISSING, MISSING)
+        provider.error = RuntimeError("catalog down")
+        assert scan(usvc, provider, MISSING) == ["failed"]
+        provider.error = None
+        assert scan(usvc, provider, MISSING) == ["missing_recorded"]
 
     def test_adopting_again_after_missing_creates_a_new_link(
         self, usvc: SessionAwareness, provider: ScriptedProvider

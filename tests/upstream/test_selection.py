@@ -6,7 +6,14 @@ from session_awareness.application import SessionAwareness
 from session_awareness.application.upstream.ports import UpstreamActivity, UpstreamMissing
 from tests.conftest import ServiceFactory
 from tests.contract.helpers import CHILD, MANAGER
-from tests.upstream.fakes import CATALOG, ScriptedProvider, adopt, adopted_child, kinds
+from tests.upstream.fakes import (
+    CATALOG,
+    ScriptedProvider,
+    adopt,
+    adopted_child,
+    kinds,
+    marker,
+)
 
 
 class TestWatchedIdleLinks:
@@ -60,6 +67,49 @@ class TestWatchedIdleLinks:
         assert "upstream_missing" not in kinds(svc)
         svc.scan_upstream_once()
         assert kinds(svc)[-1] == "upstream_missing"
+
+    def test_a_run_that_starts_while_the_provider_reads_defers_the_outcome(
+        self, open_svc: ServiceFactory, provider: ScriptedProvider
+    ) -> None:
+        """R-U2: run activity is checked again after the provider returns: a run started
+        meanwhile means no activity recorded and the marker unchanged."""
+        running = {"now": False}
+        svc = open_svc(
+            upstream_providers={CATALOG: provider}, is_run_active=lambda k, a: running["now"]
+        )
+        adopted_child(svc)
+        provider.answers[CHILD] = UpstreamActivity(2, "m1", position="p1")
+        provider.during = lambda: running.update(now=True)
+        outcomes = svc.scan_upstream_once()
+        assert outcomes is not None and [o.outcome for o in outcomes] == ["deferred"]
+        assert kinds(svc) == ["child_spawned", "adopted"]
+        assert marker(svc) == "m0"
+        provider.during, running["now"] = None, False
+        outcomes = svc.scan_upstream_once()
+        assert outcomes is not None and [o.outcome for o in outcomes] == ["recorded"]
+        assert marker(svc) == "m1"
+
+    def test_a_run_that_starts_during_a_third_miss_keeps_the_link(
+        self, open_svc: ServiceFactory, provider: ScriptedProvider
+    ) -> None:
+        """R-U2, R-U4: a miss read while a run started is not counted: the third miss waits,
+        the link is kept, nothing is recorded."""
+        running = {"now": False}
+        svc = open_svc(
+            upstream_providers={CATALOG: provider}, is_run_active=lambda k, a: running["now"]
+        )
+        adopted_child(svc)
+        provider.answers[CHILD] = UpstreamMissing()
+        svc.scan_upstream_once()
+        svc.scan_upstream_once()
+        provider.during = lambda: running.update(now=True)
+        outcomes = svc.scan_upstream_once()
+        assert outcomes is not None and [o.outcome for o in outcomes] == ["deferred"]
+        assert "upstream_missing" not in kinds(svc)
+        assert svc.upstream_link(CHILD) is not None
+        provider.during, running["now"] = None, False
+        outcomes = svc.scan_upstream_once()
+        assert outcomes is not None and [o.outcome for o in outcomes] == ["missing_recorded"]
 
     def test_a_probe_carries_the_marker_and_the_ten_latest_own_texts_normalised(
         self, open_svc: ServiceFactory, provider: ScriptedProvider
