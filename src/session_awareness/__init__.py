@@ -8,18 +8,32 @@ host's own tests are in `session_awareness.testing`.
 from __future__ import annotations
 
 import logging
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 #: The standard-library logger every event of the library goes through when the host has not
 #: configured structlog; its only handler is a `NullHandler`, so nothing is written until the
 #: host configures logging (the convention for libraries).
 LOGGER_NAME = "session_awareness"
 
-try:
-    __version__: str = version("session-awareness")
-except PackageNotFoundError:  # imported from a source tree that was never installed
-    __version__ = "0+unknown"
-
 logging.getLogger(LOGGER_NAME).addHandler(logging.NullHandler())
+
+if TYPE_CHECKING:
+    __version__: str
+
+
+def __getattr__(name: str) -> str:
+    """`__version__`, read from the installed distribution's metadata when first asked for:
+    `importlib.metadata` is slow to import, and a hook run is a process start."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        found = version("session-awareness")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        found = "0+unknown"
+    globals()["__version__"] = found
+    return found
+
 
 __all__ = ["LOGGER_NAME", "__version__"]
