@@ -274,25 +274,19 @@ def _one_line(text: str) -> str:
 
 
 def quiet_logs(*, verbose: bool) -> None:
-    """The service's structlog events go to stderr when asked for, else nowhere: the hook's
-    own stderr line is all Claude Code shows."""
+    """With `--verbose`, the service's events go to stderr; without, nowhere (the library is
+    silent until asked, and structlog is then never imported): the hook's own stderr line is
+    all Claude Code shows."""
+    if not verbose:
+        return
     import logging  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
     import structlog  # noqa: PLC0415
 
-    def drop(_logger: object, _name: str, _event: object) -> Any:
-        raise structlog.DropEvent
-
-    rendering: list[Any] = [
-        structlog.processors.add_log_level,
-        structlog.processors.KeyValueRenderer(),
-    ]
     structlog.configure(
-        processors=rendering if verbose else [drop],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.INFO if verbose else logging.CRITICAL
-        ),
+        processors=[structlog.processors.add_log_level, structlog.processors.KeyValueRenderer()],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
@@ -306,9 +300,6 @@ def main(argv: list[str] | None = None) -> int:
     import argparse  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
-    # structlog renders with rich when rich is importable; a hook renders nothing, so it
-    # need not pay for importing it.
-    sys.modules.setdefault("rich", None)  # type: ignore[arg-type]
     parser = argparse.ArgumentParser(prog="session-awareness hook")
     parser.add_argument("host", choices=["claude-code"])
     parser.add_argument("--agent", default="claude")

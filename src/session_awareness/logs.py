@@ -16,41 +16,68 @@ when it is logged:
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
-
-import structlog
-from structlog.typing import EventDict, WrappedLogger
 
 from session_awareness import LOGGER_NAME
 
-_logfmt = structlog.processors.LogfmtRenderer(sort_keys=True)
+#: The level of each logging method the library calls.
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+}
+
+
+def _discard(*_args: Any, **_kwargs: Any) -> None:
+    return None
 
 
 def _to_record(
-    _: WrappedLogger, __: str, event_dict: EventDict
+    _: Any, __: str, event_dict: dict[str, Any]
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The stdlib record's message, `<event> key=value …`, and its exception, if any."""
+    import structlog  # noqa: PLC0415
+
     kwargs = {key: event_dict.pop(key) for key in ("exc_info", "stack_info") if key in event_dict}
     event = str(event_dict.pop("event", ""))
-    fields = _logfmt(None, "", event_dict) if event_dict else ""
-    return ((f"{event} {fields}" if fields else event),), kwargs
+    fields = structlog.processors.LogfmtRenderer(sort_keys=True)(None, "", event_dict)
+    return ((f"{event} {fields}" if event_dict else event),), kwargs
 
 
 class LibraryLogger:
     """A structlog logger that follows the host's structlog configuration when there is one,
-    and the standard library's `session_awareness` logger otherwise."""
+    and the standard library's `session_awareness` logger otherwise.
+
+    structlog is imported only when an event is going somewhere: a host that configured
+    structlog has imported it, and an event below the stdlib logger's level is dropped before
+    anything is built (importing structlog costs a process start a tenth of a second)."""
 
     def __init__(self) -> None:
-        self._configured: Any = structlog.get_logger(LOGGER_NAME)
-        self._stdlib: Any = structlog.wrap_logger(
-            logging.getLogger(LOGGER_NAME),
-            processors=[structlog.stdlib.filter_by_level, _to_record],
-            wrapper_class=structlog.stdlib.BoundLogger,
-        )
+        self._stdlib: Any = None
 
     def __getattr__(self, name: str) -> Any:
-        route = self._configured if structlog.is_configured() else self._stdlib
-        return getattr(route, name)
+        structlog: Any = sys.modules.get("structlog")
+        if structlog is not None and structlog.is_configured():
+            return getattr(structlog.get_logger(LOGGER_NAME), name)
+        level = _LEVELS.get(name)
+        if level is not None and not logging.getLogger(LOGGER_NAME).isEnabledFor(level):
+            return _discard
+        return getattr(self._stdlib_route(), name)
+
+    def _stdlib_route(self) -> Any:
+        if self._stdlib is None:
+            import structlog  # noqa: PLC0415
+
+            self._stdlib = structlog.wrap_logger(
+                logging.getLogger(LOGGER_NAME),
+                processors=[structlog.stdlib.filter_by_level, _to_record],
+                wrapper_class=structlog.stdlib.BoundLogger,
+            )
+        return self._stdlib
 
 
 _LOGGER = LibraryLogger()
