@@ -146,6 +146,7 @@ class AsyncSessionAwareness(_OffLoop):
     # -- generated from the sync facade (tests/async check that none is missing) -----------
 
     open_session = awaited(SessionAwareness.open_session)
+    is_sandboxed = awaited(SessionAwareness.is_sandboxed)
     reset_session = awaited(SessionAwareness.reset_session)
     delete_session = awaited(SessionAwareness.delete_session)
     record_child_spawned = awaited(SessionAwareness.record_child_spawned)

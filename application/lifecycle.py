@@ -60,7 +60,7 @@ class Lifecycle(ServiceCore):
 
         def attempt(uow: UnitOfWork) -> None:
             session, now = uow.session(ref), self.clock()
-            lineage = self.lineage(uow, parent)
+            lineage = self._lineage(uow, parent)
             try:
                 if session is None:
                     session = uow.add(
@@ -109,7 +109,7 @@ class Lifecycle(ServiceCore):
         session = UnitOfWork(self).session(ref)
         return session is not None and session.sandboxed
 
-    def lineage(self, uow: UnitOfWork, parent: str | None) -> list[str]:
+    def _lineage(self, uow: UnitOfWork, parent: str | None) -> list[str]:
         """`parent` and its ancestors, nearest first, as far as the sessions know them (at
         most `MAX_LINEAGE`): what a spawn edge from `parent` is checked against (R-T3)."""
         chain: list[str] = []

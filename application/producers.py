@@ -122,7 +122,7 @@ class Producers(Lifecycle):
         parent = cast(str, request.actor_id)
         session = uow.session(ref)
         kind = "subagent" if is_subagent(ref.key) else "other"
-        lineage = self.lineage(uow, parent)
+        lineage = self._lineage(uow, parent)
         if session is None:
             session = uow.add(
                 Session.open(ref, kind=kind, label=None, parent_key=parent, at=now,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 from session_awareness import LOGGER_NAME
@@ -36,13 +37,13 @@ def _discard(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
-def _to_record(
-    _: Any, __: str, event_dict: dict[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _to_record(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> tuple[Any, ...]:
     """The stdlib record's message, `<event> key=value …`, and its exception, if any."""
     import structlog  # noqa: PLC0415
 
-    kwargs = {key: event_dict.pop(key) for key in ("exc_info", "stack_info") if key in event_dict}
+    kwargs: dict[str, Any] = {
+        key: event_dict.pop(key) for key in ("exc_info", "stack_info") if key in event_dict
+    }
     event = str(event_dict.pop("event", ""))
     fields = structlog.processors.LogfmtRenderer(sort_keys=True)(None, "", event_dict)
     return ((f"{event} {fields}" if event_dict else event),), kwargs
