@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.application.ports import SessionRow
 from session_awareness.application.queries import Queries
 from session_awareness.application.tools.errors import (
     AMBIGUOUS_TARGET,
     UNKNOWN_SESSION,
     ToolError,
+    from_service,
     unknown_session,
 )
 from session_awareness.domain.keys import agent_of
@@ -34,7 +36,15 @@ class Visibility:
 
     @classmethod
     def of(cls, svc: Queries, mode: str, caller: str) -> Visibility:
-        """The caller's view under the service's configured mode."""
+        """The caller's view under the service's configured mode; an unreachable store is a
+        `service_error`, as in every tool."""
+        try:
+            return cls._of(svc, mode, caller)
+        except StoreUnavailableError as error:
+            raise from_service(error) from None
+
+    @classmethod
+    def _of(cls, svc: Queries, mode: str, caller: str) -> Visibility:
         if mode == "all":
             return cls(mode, caller)
         if mode == "agent":
