@@ -159,13 +159,18 @@ class ServiceCore(Application[UUID]):
                 result = attempt(uow)
                 uow.save()
             except STORE_ERRORS as error:
+                fast = time.monotonic() - started <= FAST_FAILURE
+                if not fast and uow.first_event is not None:
+                    # A server that did not answer in time would not answer a read-back
+                    # either: the save stays unconfirmed, and whoever records it again
+                    # (the signal backlog) first asks whether it landed.
+                    raise StoreUnavailableError(str(error), unconfirmed=uow.first_event) from error
                 # The answer may be lost after the commit landed: read it back first.
                 landed = uow.landed()
                 if landed:
                     log.warning("command_commit_answer_lost", error=str(error))
                     uow.committed()
                     return result
-                fast = time.monotonic() - started <= FAST_FAILURE
                 if landed is None or reconnected or not fast:
                     raise StoreUnavailableError(
                         str(error), unconfirmed=uow.first_event if landed is None else None
