@@ -21,7 +21,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from session_awareness.application.errors import ConfigurationError
-from session_awareness.application.service import secret_of
+from session_awareness.application.service import redact, secret_of
 
 #: PostgreSQL truncates identifiers (and channel names) to NAMEDATALEN - 1 bytes.
 MAX_IDENTIFIER_BYTES = 63
@@ -100,7 +100,7 @@ def parse_postgres_url(url: str) -> PostgresConfig:
         params = conninfo_to_dict(rebuilt)
     except (psycopg.Error, ValueError) as error:
         raise ConfigurationError(
-            _without_secret("bad PostgreSQL URL: " + _one_line(error), secret)
+            _without_secret("bad PostgreSQL URL: " + redact(_one_line(error)), secret)
         ) from None
     values = {name: _int_option(name, options.get(name)) for name in SERVICE_OPTIONS}
     schema = _schema(options.get("schema", "public"))
