@@ -66,7 +66,11 @@ def restart(cluster: PostgresCluster, mode: str) -> dict[str, Any]:
                      lambda: svc.drain_notices("agent:main:main")):  # fmt: skip
             failed += isinstance(seconds(call)[0], StoreUnavailableError)
         recorded = svc.record_goal_changed(CHILD, summary="goal updated") is not None
-        return {"scenario": f"restart ({mode})", "calls_failed": failed, "producer_recorded": recorded}
+        return {
+            "scenario": f"restart ({mode})",
+            "calls_failed": failed,
+            "producer_recorded": recorded,
+        }
 
 
 def outage(cluster: PostgresCluster, down: float) -> dict[str, Any]:
@@ -77,7 +81,9 @@ def outage(cluster: PostgresCluster, down: float) -> dict[str, Any]:
 
         def traffic(svc: SessionAwareness = svc) -> None:
             while not stop.is_set():
-                results.append(seconds(lambda: svc.record_goal_changed(CHILD, summary="goal updated")))
+                results.append(
+                    seconds(lambda: svc.record_goal_changed(CHILD, summary="goal updated"))
+                )
                 stop.wait(0.05)
 
         thread = threading.Thread(target=traffic)

@@ -3,7 +3,6 @@ errors that say why without a password (issue 13 item 4, issue 14 item 5)."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import uuid
@@ -36,7 +35,9 @@ class TestLibpqParameters:
             ("keepalives_idle=7", {"keepalives_idle": "7"}),
         ],
     )  # fmt: skip
-    def test_every_libpq_parameter_passes_through(self, query: str, expected: dict[str, str]) -> None:
+    def test_every_libpq_parameter_passes_through(
+        self, query: str, expected: dict[str, str]
+    ) -> None:
         config = parse_postgres_url(f"{BASE}?schema=s&{query}&pool_size=4")
         for name, value in expected.items():
             assert str(config.params[name]) == value
@@ -51,7 +52,9 @@ class TestLibpqParameters:
         bare = parse_postgres_url("postgresql:///agents")  # user, password, host: libpq's defaults
         assert "user" not in bare.params and "password" not in bare.params
 
-    def test_the_service_options_have_their_defaults_and_connect_timeout_reaches_libpq(self) -> None:
+    def test_the_service_options_have_their_defaults_and_connect_timeout_reaches_libpq(
+        self,
+    ) -> None:
         config = parse_postgres_url(BASE)
         assert (config.schema, config.pool_size, config.max_overflow) == ("public", 2, 8)
         assert (config.connect_timeout, config.lock_timeout) == (3, 0)
@@ -72,7 +75,9 @@ class TestLibpqParameters:
             ("schema=%20", "schema"),
         ],
     )
-    def test_what_the_server_or_the_pool_cannot_hold_is_refused(self, query: str, field: str) -> None:
+    def test_what_the_server_or_the_pool_cannot_hold_is_refused(
+        self, query: str, field: str
+    ) -> None:
         with pytest.raises(ConfigurationError, match=field):
             parse_postgres_url(f"{BASE}?{query}")
 
@@ -196,7 +201,7 @@ class TestSQLiteModes:
         for mode in ("ro", "rw"):
             with pytest.raises(ConfigurationError, match="no database"):
                 open_service(f"sqlite:///{tmp_path / 'missing.db'}?mode={mode}")
-        assert not os.listdir(tmp_path)
+        assert not list(tmp_path.iterdir())
 
 
 class TestOpenServiceArguments:
@@ -215,10 +220,10 @@ class TestOpenServiceArguments:
     ) -> None:
         with pytest.raises(ConfigurationError, match=field):
             open_service(f"sqlite:///{tmp_path / 'x.db'}", **options)
-        assert not os.listdir(tmp_path)
+        assert not list(tmp_path.iterdir())
 
     def test_psycopg_is_only_imported_by_the_postgresql_modules(self) -> None:
-        import session_awareness.application.service as service  # noqa: PLC0415
+        from session_awareness.application import service  # noqa: PLC0415
 
         assert "psycopg" not in Path(service.__file__).read_text()
         assert psycopg is not None

@@ -74,9 +74,9 @@ class TestCursorRaces:
         pool; on SQLite, another connection to the file)."""
         svc.open_session(WATCHER)
         svc.open_session(OTHER, kind="subagent")
-        worker = subprocess.Popen(  # noqa: S603 -- our own worker module
-            [sys.executable, "-m", "tests.reliability.race_worker", database_url, WATCHER, OTHER,
-             str(PAUSE)],  # fmt: skip
+        command = [sys.executable, "-m", "tests.reliability.race_worker"]
+        worker = subprocess.Popen(
+            [*command, database_url, WATCHER, OTHER, str(PAUSE)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
