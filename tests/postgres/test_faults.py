@@ -152,3 +152,24 @@ class TestRestarts:
             assert wait_until(lambda: svc.health()["signals"]["buffered"] == 0, timeout=20)
             assert time.monotonic() - answering < RESUMES_WITHIN
             assert svc.session_status(CHILD)["stateVersion"] == 6
+
+
+class TestBacklogCounts:
+    def test_a_kept_signal_the_rules_now_skip_is_counted_as_skipped(
+        self, own_cluster: PostgresCluster
+    ) -> None:
+        """R-L8: kept = flushed + skipped + dropped (+ buffered); a signal kept during an
+        outage whose session was deleted before it could land is skipped, not flushed."""
+        url = f"{own_cluster.url}?schema=skipped&connect_timeout=1"
+        with open_service(url) as svc:
+            spawn(svc)
+            own_cluster.stop(mode="immediate")
+            assert svc.record_goal_changed(CHILD, summary="goal updated") is None
+            with svc.backlog.flushing:  # the kept signal waits while its session goes
+                own_cluster.start()
+                assert wait_until(lambda: svc.health()["store"] == "ok", timeout=20)
+                svc.delete_session(CHILD)
+            assert wait_until(lambda: svc.health()["signals"]["buffered"] == 0, timeout=20)
+            assert svc.health()["signals"] == {
+                "buffered": 0, "kept": 1, "flushed": 0, "skipped": 1, "dropped": 0,
+            }  # fmt: skip
