@@ -174,7 +174,7 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
 
     def long_running(self) -> contextlib.AbstractContextManager[None]:
         """Statements that may run for long (an audit, a rebuild) run without a deadline."""
-        return bounded(None)
+        return bounded(None)  # type: ignore[return-value]
 
     def _insert_many(
         self, stored_events: Sequence[StoredEvent], projected_events: Sequence[Any]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import cache
 from operator import itemgetter
@@ -254,9 +255,14 @@ class ReadModelStore:
         for write, rows in batches.items():
             c.executemany(self.sql(write.template), rows)
 
+    def long_running(self) -> AbstractContextManager[None]:
+        """Statements that may run for long (an audit, a rebuild): PostgreSQL lifts its call
+        deadline for them; SQLite has none."""
+        return nullcontext()
+
     def replace_read_models(self, pages: Iterable[Sequence[p.RowChange]]) -> None:
         """Empty the read models and rebuild them from replayed pages, in one transaction."""
-        with self.datastore.transaction(commit=True) as c:
+        with self.long_running(), self.datastore.transaction(commit=True) as c:
             for table in READ_MODEL_TABLES:
                 self.exec(c, f"DELETE FROM {{s}}{table}")
             for changes in pages:
@@ -271,7 +277,7 @@ class ReadModelStore:
     def read_model_rows(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every read-model row, table by table, in key order and in backend-neutral values
         (ids as hex, JSON as text): what an audit compares."""
-        with self.datastore.transaction(commit=False) as c:
+        with self.long_running(), self.datastore.transaction(commit=False) as c:
             out = {}
             for table, order in READ_MODEL_TABLES.items():
                 c.execute(self.sql(f"SELECT * FROM {{s}}{table} ORDER BY {order}"))

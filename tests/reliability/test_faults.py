@@ -22,9 +22,10 @@ WATCHER = "agent:main:watcher"
 #: Rounds of resets and deletes raced against a watcher watching and unwatching (before
 #: the fix, about one round in six raised on PostgreSQL, one in two hundred on SQLite).
 ROUNDS, SLOW_ROUNDS = 60, 1000
-#: The watcher's pause between calls, as a caller's turn would: a watcher looping without
-#: one starves the other side's optimistic retries of the hot aggregate.
-PAUSE = 0.002
+#: The watcher's pause between calls, as a caller's turn would: a watcher writing the hot
+#: aggregate more often than the other side's attempt lasts starves its optimistic retries
+#: (another process, unlike a thread, is not slowed by this one's GIL).
+PAUSE, PROCESS_PAUSE = 0.002, 0.02
 
 
 def race_round(svc: SessionAwareness) -> None:
@@ -76,7 +77,7 @@ class TestCursorRaces:
         svc.open_session(OTHER, kind="subagent")
         command = [sys.executable, "-m", "tests.reliability.race_worker"]
         worker = subprocess.Popen(
-            [*command, database_url, WATCHER, OTHER, str(PAUSE)],
+            [*command, database_url, WATCHER, OTHER, str(PROCESS_PAUSE)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
