@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from session_awareness.application import StoreUnavailableError, open_service
+from session_awareness.domain.keys import SessionRef
 from tests.conftest import RecordingWaker, wait_until
 from tests.contract.helpers import CHILD, MANAGER, notice, spawn
 from tests.pgcluster import PostgresCluster, StopMode
@@ -173,3 +177,44 @@ class TestBacklogCounts:
             assert svc.health()["signals"] == {
                 "buffered": 0, "kept": 1, "flushed": 0, "skipped": 1, "dropped": 0,
             }  # fmt: skip
+
+
+class TestManyVisibleSessions:
+    @pytest.mark.slow
+    def test_seventy_thousand_visible_sessions_on_postgresql(
+        self, postgres: PostgresCluster
+    ) -> None:
+        """More visible sessions than PostgreSQL's 65,535 bind parameters: `tree` visibility
+        over 70,000 children lists, finds and answers without one parameter per key. The
+        children are registry rows copied in directly (through the service they would take
+        minutes); the service only reads them."""
+        schema = f"many_{uuid.uuid4().hex[:8]}"
+        with open_service(f"{postgres.url}?schema={schema}", visibility="tree") as svc:
+            spawn(svc)
+            with psycopg.connect(postgres.url) as conn, conn.cursor() as cur:
+                table = sql.Identifier(schema, "session_registry")
+                copy = sql.SQL(
+                    "COPY {} (session_id, agent_id, session_key, kind, label, parent_key, "
+                    "opened_at, updated_at, deleted) FROM STDIN"
+                ).format(table)
+                keys = [f"agent:main:subagent:w{number}" for number in range(70_000)]
+                ids = [SessionRef.of(key).session_id for key in keys]
+                with cur.copy(copy) as rows:
+                    for key, session_id in zip(keys, ids, strict=True):
+                        rows.write_row(
+                            (session_id, "main", key, "subagent", None, MANAGER, 1, 1, 0)
+                        )
+                heads = sql.SQL("COPY {} FROM STDIN").format(
+                    sql.Identifier(schema, "session_state_heads")
+                )
+                with cur.copy(heads) as rows:
+                    for session_id in ids:
+                        rows.write_row((session_id, 0, 0))
+            listed = svc.tools.call("sessions_list", {"limit": 3}, caller=MANAGER)
+            assert len(listed["sessions"]) == 3, listed
+            status = svc.tools.call(
+                "session_status", {"sessionKey": "agent:main:subagent:w69999"}, caller=MANAGER
+            )
+            assert status == {"sessionKey": "agent:main:subagent:w69999", "stateVersion": 0}
+            found = svc.tools.call("session_status", {"sessionKey": CHILD}, caller=MANAGER)
+            assert found["stateVersion"] == 1
