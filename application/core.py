@@ -147,10 +147,13 @@ class ServiceCore(Application[UUID]):
         processing_event.saved_kwargs["projected_events"] = processing_event.events
         return super()._record(processing_event)
 
-    def _retrying(self, attempt: Callable[[UnitOfWork], R]) -> R:
+    def _retrying(self, attempt: Callable[[UnitOfWork], R], *, kept: bool = False) -> R:
         """Run a load-decide-save attempt, and again when a concurrent save won the race.
         A connection error is tried once more when it failed fast (a stale pooled
-        connection); otherwise it is a `StoreUnavailableError`."""
+        connection); otherwise it is a `StoreUnavailableError`. A save whose answer was lost
+        is read back, unless it is `kept` (the signal backlog confirms it before recording
+        it again) and the failure was slow: a server that did not answer in time would not
+        answer the read-back either."""
         reconnected = False
         for number in range(1, MAX_ATTEMPTS + 1):
             uow = UnitOfWork(self)
@@ -160,10 +163,7 @@ class ServiceCore(Application[UUID]):
                 uow.save()
             except STORE_ERRORS as error:
                 fast = time.monotonic() - started <= FAST_FAILURE
-                if not fast and uow.first_event is not None:
-                    # A server that did not answer in time would not answer a read-back
-                    # either: the save stays unconfirmed, and whoever records it again
-                    # (the signal backlog) first asks whether it landed.
+                if kept and not fast and uow.first_event is not None:
                     raise StoreUnavailableError(str(error), unconfirmed=uow.first_event) from error
                 # The answer may be lost after the commit landed: read it back first.
                 landed = uow.landed()

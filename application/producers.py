@@ -217,9 +217,11 @@ class Producers(Lifecycle):
         now = self.clock()
         if item.spawn is not None:
             ref = item.spawn
-            return self._retrying(lambda uow: self._spawn_once(uow, ref, item.request, now))
+            return self._retrying(
+                lambda uow: self._spawn_once(uow, ref, item.request, now), kept=True
+            )
         ref = self.resolve(item.key, item.agent_id)
-        return self._retrying(lambda uow: self._record_once(uow, ref, item.request, now))
+        return self._retrying(lambda uow: self._record_once(uow, ref, item.request, now), kept=True)
 
     def flush_signals(self, *, wait: bool = True) -> bool:
         """Record the signals kept while the store was unreachable, oldest first; False
