@@ -252,17 +252,28 @@ def sqlite_environment(url: str) -> dict[str, str]:
     return env
 
 
-def secret_of(url: str) -> str | None:
-    """The password of a URL as written (still percent-encoded), read without parsing the
-    URL: everything between the user's `:` and the last `@` of the authority. Generous on
-    purpose: whatever could be a password is treated as one."""
-    _, sep, rest = url.partition("://")
-    if not sep:
+def credentials_end(url: str) -> int | None:
+    """Where the `@` that ends a URL's credentials is, found without parsing the URL (whose
+    password may hold unencoded reserved characters): the last `@` before the query, or,
+    when no `@` comes before the first `?` (a `?` in the password), the last `@` of all.
+    Generous on purpose: whatever could be a password is treated as one."""
+    start = url.find("://")
+    if start < 0:
         return None
-    at = rest.rfind("@")
+    query = url.find("?", start)
+    at = url.rfind("@", start, query) if query >= 0 else -1
     if at < 0:
+        at = url.rfind("@", start)
+    return at if at >= 0 else None
+
+
+def secret_of(url: str) -> str | None:
+    """The password of a URL as written (still percent-encoded): between the user's `:` and
+    the `@` that ends the credentials."""
+    at = credentials_end(url)
+    if at is None:
         return None
-    user_info = rest[:at]
+    user_info = url[url.find("://") + 3 : at]
     colon = user_info.find(":")
     return user_info[colon + 1 :] if colon >= 0 else None
 
@@ -270,10 +281,9 @@ def secret_of(url: str) -> str | None:
 def redact(url: str) -> str:
     """The URL without its password, for messages and logs: the credentials' password (however
     it is written) and any `password=` query value become `***`."""
-    secret = secret_of(url)
-    if secret is not None:
-        scheme, _, rest = url.partition("://")
-        at = rest.rfind("@")
-        user = rest[: rest.find(":")]
-        url = f"{scheme}://{user}:***@{rest[at + 1 :]}"
+    if secret_of(url) is not None:
+        at = cast(int, credentials_end(url))
+        start = url.find("://") + 3
+        user = url[start : url.find(":", start)]
+        url = f"{url[:start]}{user}:***@{url[at + 1 :]}"
     return re.sub(r"(?i)(password=)[^&#\s]*", r"\1***", url)

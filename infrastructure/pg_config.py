@@ -21,7 +21,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from session_awareness.application.errors import ConfigurationError
-from session_awareness.application.service import redact, secret_of
+from session_awareness.application.service import credentials_end, redact, secret_of
 
 #: PostgreSQL truncates identifiers (and channel names) to NAMEDATALEN - 1 bytes.
 MAX_IDENTIFIER_BYTES = 63
@@ -118,8 +118,8 @@ def parse_postgres_url(url: str) -> PostgresConfig:
 def _split_query(url: str) -> tuple[str, str]:
     """The URL before its query, and the query. The query starts at the first `?` after the
     credentials (a password with an unencoded `?` was refused before)."""
-    at = url.rfind("@")
-    mark = url.find("?", at + 1 if at >= 0 else 0)
+    at = credentials_end(url)
+    mark = url.find("?", 0 if at is None else at + 1)
     if mark < 0:
         return url, ""
     return url[:mark], url[mark + 1 :]

@@ -33,6 +33,8 @@ class TestLibpqParameters:
             ("options=-c%20search_path%3Dx", {"options": "-c search_path=x"}),
             ("target_session_attrs=read-write", {"target_session_attrs": "read-write"}),
             ("keepalives_idle=7", {"keepalives_idle": "7"}),
+            ("application_name=ops%40gateway", {"application_name": "ops@gateway"}),
+            ("application_name=ops@gateway", {"application_name": "ops@gateway"}),
         ],
     )  # fmt: skip
     def test_every_libpq_parameter_passes_through(
