@@ -246,7 +246,6 @@ def sqlite_environment(url: str) -> dict[str, str]:
         if not os.path.isfile(path):  # noqa: PTH113 -- a path from a URL, checked as given
             raise ConfigurationError(f"no database at {path} (mode={mode} never creates one)")
         env["SQLITE_DBNAME"] = f"file:{quote(os.path.abspath(path))}?mode={mode}"  # noqa: PTH100
-        env["SQLITE_MODE"] = mode
         if mode == "ro":
             env["CREATE_TABLE"] = "n"  # a read-only file is used as it is
     return env

@@ -141,6 +141,26 @@ class TestConnectionFailures:
             assert "not-it" not in str(raised.value)
             assert postgres.password not in str(raised.value)
 
+    def test_credentials_and_a_service_file_from_the_environment(
+        self, postgres: PostgresCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """libpq's own defaults apply: PGUSER/PGPASSWORD, and a `service=` in PGSERVICEFILE."""
+        monkeypatch.setenv("PGUSER", postgres.user)
+        monkeypatch.setenv("PGPASSWORD", postgres.password)
+        where = f"{postgres.host}:{postgres.port}/{postgres.dbname}"
+        with open_service(f"postgresql://{where}?schema=env_{uuid.uuid4().hex[:6]}") as svc:
+            spawn(svc)
+        services = tmp_path / "pg_service.conf"
+        services.write_text(
+            f"[gateway]\nhost={postgres.host}\nport={postgres.port}\ndbname={postgres.dbname}\n"
+        )
+        monkeypatch.setenv("PGSERVICEFILE", str(services))
+        with open_service(
+            f"postgresql:///?service=gateway&schema=svc_{uuid.uuid4().hex[:6]}"
+        ) as svc:
+            spawn(svc)
+            assert svc.health()["store"] == "ok"
+
     def test_a_long_non_ascii_schema_records_and_wakes_across_services(
         self, postgres: PostgresCluster
     ) -> None:
