@@ -1,6 +1,8 @@
 """The bounded in-process backlog of signals that could not be recorded because the store
-was unreachable (SPEC R-L8, Beyond): kept in order, flushed in order when the store returns,
-the oldest dropped when full. Every keep, flush and drop is counted and logged."""
+was unreachable, or failed in any other way that was not the caller's input (SPEC R-L8,
+Beyond): kept in order, flushed in order when the store returns, the oldest dropped when full.
+Every keep, flush, skip and drop is counted and logged; `kept` always equals `flushed` +
+`skipped` + `dropped` + what is still `buffered`."""
 
 from __future__ import annotations
 
@@ -35,13 +37,17 @@ class Delivery:
 
 
 class SignalBacklog:
-    def __init__(self, capacity: int = 1000, rest_seconds: float = 1.0) -> None:
+    def __init__(self, capacity: int = 1000, rest_seconds: float = 0.5) -> None:
         self.capacity = capacity
         self.rest_seconds = rest_seconds
+        #: Guards the items and the counters; held only for a moment, never across a call
+        #: to the store.
         self.lock = threading.RLock()
+        #: Held by whoever is recording the kept signals (one at a time, in order).
+        self.flushing = threading.Lock()
         self._items: deque[Delivery] = deque()
         self._rest_until = 0.0
-        self.kept = self.flushed = self.dropped = 0
+        self.kept = self.flushed = self.skipped = self.dropped = 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -49,10 +55,13 @@ class SignalBacklog:
     def keep(self, item: Delivery) -> None:
         """Keep a signal for later; when full, the oldest kept signal is dropped."""
         with self.lock:
+            self.kept += 1
+            if self.capacity == 0:
+                self.drop(item, "backlog full")
+                return
             if len(self._items) >= self.capacity:
                 self.drop(self._items.popleft(), "backlog full")
             self._items.append(item)
-            self.kept += 1
         log.warning("signal_backlog_kept", session_key=item.key, kind=item.kind, size=len(self))
 
     def first(self) -> Delivery | None:
@@ -60,10 +69,19 @@ class SignalBacklog:
             return self._items[0] if self._items else None
 
     def flushed_first(self, sequence: int | None) -> None:
+        """The first kept signal is recorded (or had been: its commit had landed)."""
         with self.lock:
             item = self._items.popleft()
             self.flushed += 1
         log.info("signal_backlog_flushed", session_key=item.key, kind=item.kind, sequence=sequence)
+
+    def skipped_first(self, reason: str) -> None:
+        """The first kept signal was delivered and the rules record nothing for it now (a
+        session deleted meanwhile, a repeat, no audience): not flushed, not lost to a fault."""
+        with self.lock:
+            item = self._items.popleft()
+            self.skipped += 1
+        log.info("signal_backlog_skipped", session_key=item.key, kind=item.kind, reason=reason)
 
     def replace_first(self, item: Delivery) -> None:
         with self.lock:
@@ -85,11 +103,16 @@ class SignalBacklog:
     def resting(self) -> bool:
         return time.monotonic() < self._rest_until
 
+    def rest_left(self) -> float:
+        """Seconds until the store may be tried again (0 when it may be now)."""
+        return max(0.0, self._rest_until - time.monotonic())
+
     def stats(self) -> dict[str, int]:
         with self.lock:
             return {
                 "buffered": len(self._items),
                 "kept": self.kept,
                 "flushed": self.flushed,
+                "skipped": self.skipped,
                 "dropped": self.dropped,
             }

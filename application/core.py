@@ -4,6 +4,7 @@ retries on concurrent saves, key resolution and wakes (DESIGN D3)."""
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ MAX_ATTEMPTS = 100
 STORE_ERRORS = (OperationalError, InterfaceError)
 #: A connection error faster than this is a stale pooled connection, worth one more try.
 FAST_FAILURE = 0.5
+#: How long closing waits for the backlog's flusher to finish its attempt.
+FLUSHER_JOIN = 5.0
 #: How many resolved (key, agent id) pairs `resolve_id` keeps before starting afresh.
 RESOLVED_BOUND = 4096
 
@@ -48,7 +51,9 @@ CACHED_AGGREGATES = 20_000
 
 
 class GuardedReadModel:
-    """The read model, with connection errors turned into `StoreUnavailableError`."""
+    """The read model, with connection errors turned into `StoreUnavailableError`. A query
+    that failed fast (a connection the server had closed, as after a restart) is asked once
+    more: reads change nothing, so asking again is always safe."""
 
     def __init__(self, inner: object) -> None:
         self._inner = inner
@@ -57,6 +62,13 @@ class GuardedReadModel:
         method = getattr(self._inner, name)
 
         def guarded(*args: Any, **kwargs: Any) -> Any:
+            started = time.monotonic()
+            try:
+                return method(*args, **kwargs)
+            except STORE_ERRORS as error:
+                if time.monotonic() - started > FAST_FAILURE:
+                    raise StoreUnavailableError(str(error)) from error
+                log.info("query_retried", query=name, error=str(error))
             try:
                 return method(*args, **kwargs)
             except STORE_ERRORS as error:
@@ -96,13 +108,19 @@ class ServiceCore(Application[UUID]):
         self.aggregates = AggregateCache(cast(NotificationLog, self.recorder), CACHED_AGGREGATES)
         self.backlog = SignalBacklog(signal_backlog)
         self._resolved: dict[tuple[str, str | None], tuple[SessionRef, UUID]] = {}
-        self._next_prune: datetime | None = None
+        self._pruned_at: datetime | None = None
+        self._closing = threading.Event()
+        self._flusher_lock = threading.Lock()
 
     closed = False
 
     def close(self) -> None:
         """Release the database connections; the service cannot be used afterwards."""
         self.closed = True
+        self._closing.set()
+        flusher = getattr(self, "_flusher", None)
+        if flusher is not None and flusher is not threading.current_thread():
+            flusher.join(timeout=FLUSHER_JOIN)
         close_readers = getattr(self.recorder, "close_readers", None)
         if close_readers is not None:  # SQLite's per-thread reading connections
             close_readers()
@@ -129,10 +147,13 @@ class ServiceCore(Application[UUID]):
         processing_event.saved_kwargs["projected_events"] = processing_event.events
         return super()._record(processing_event)
 
-    def _retrying(self, attempt: Callable[[UnitOfWork], R]) -> R:
+    def _retrying(self, attempt: Callable[[UnitOfWork], R], *, kept: bool = False) -> R:
         """Run a load-decide-save attempt, and again when a concurrent save won the race.
         A connection error is tried once more when it failed fast (a stale pooled
-        connection); otherwise it is a `StoreUnavailableError`."""
+        connection); otherwise it is a `StoreUnavailableError`. A save whose answer was lost
+        is read back, unless it is `kept` (the signal backlog confirms it before recording
+        it again) and the failure was slow: a server that did not answer in time would not
+        answer the read-back either."""
         reconnected = False
         for number in range(1, MAX_ATTEMPTS + 1):
             uow = UnitOfWork(self)
@@ -141,13 +162,15 @@ class ServiceCore(Application[UUID]):
                 result = attempt(uow)
                 uow.save()
             except STORE_ERRORS as error:
+                fast = time.monotonic() - started <= FAST_FAILURE
+                if kept and not fast and uow.first_event is not None:
+                    raise StoreUnavailableError(str(error), unconfirmed=uow.first_event) from error
                 # The answer may be lost after the commit landed: read it back first.
                 landed = uow.landed()
                 if landed:
                     log.warning("command_commit_answer_lost", error=str(error))
                     uow.committed()
                     return result
-                fast = time.monotonic() - started <= FAST_FAILURE
                 if landed is None or reconnected or not fast:
                     raise StoreUnavailableError(
                         str(error), unconfirmed=uow.first_event if landed is None else None

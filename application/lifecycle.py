@@ -28,6 +28,14 @@ from session_awareness.domain.signals import InvalidSignalError, check_label
 from session_awareness.domain.watch import RemovalReason, Watch
 
 PRUNE_INTERVAL = timedelta(hours=1)
+#: How far past the age limit the newest recorded row may lie behind the clock before a prune
+#: takes the reading for a clock step and refuses to remove anything.
+CLOCK_LEAP = timedelta(days=30)
+#: Rows recorded this close to the reading (or after it) do not count as the newest: a wrong
+#: reading's own record must not vouch for it.
+RECENT = timedelta(minutes=1)
+#: A reading this far behind the last prune's is jitter, not a step back.
+CLOCK_SLACK = timedelta(minutes=1)
 
 
 class Lifecycle(ServiceCore):
@@ -144,7 +152,9 @@ class Lifecycle(ServiceCore):
             session, now = self._live_or_raise(uow, ref, key), self.clock()
             session.delete(at=now)  # clears its watcher index
             for row in self.read_model.cursors_on_target(ref.session_id):
-                cast(Watch, uow.get(row.watch_id)).remove(RemovalReason.DELETED, at=now)
+                watch = _still_active(uow, row)
+                if watch is not None:
+                    watch.remove(RemovalReason.DELETED, at=now)
             self._remove_cursors_held_by(uow, ref, RemovalReason.DELETED, now)
             log.info("session_deleted", session_key=ref.key, agent_id=ref.agent_id)
 
@@ -165,25 +175,49 @@ class Lifecycle(ServiceCore):
         return self._remove_cursors(uow, rows, reason, now)
 
     def _remove_cursors(
-        self, uow: UnitOfWork, rows: list[CursorRow], reason: RemovalReason, now: datetime
+        self,
+        uow: UnitOfWork,
+        rows: list[CursorRow],
+        reason: RemovalReason,
+        now: datetime,
+        *,
+        idle_before: datetime | None = None,
     ) -> int:
-        """Remove each cursor and take its watcher off the target's index."""
+        """Remove each cursor and take its watcher off the target's index. The rows come from
+        the read model, read before this attempt loaded the cursors: one another thread or
+        process removed meanwhile is skipped, and so is (with `idle_before`) one it moved
+        since the rows were read."""
+        removed = 0
         for row in rows:
-            cast(Watch, uow.get(row.watch_id)).remove(reason, at=now)
+            watch = _still_active(uow, row)
+            if watch is None or (idle_before is not None and watch.modified_on >= idle_before):
+                continue
+            watch.remove(reason, at=now)
+            removed += 1
             target = uow.session(row.target_id)
             if target is not None:
                 target.remove_watcher(row.watcher_key, at=now)
-        return len(rows)
+        return removed
 
     # -- maintenance ---------------------------------------------------------------------------
 
     def prune(self) -> dict[str, Any]:
         """Retention (R-R1): drop rows older than the age limit, then all but the newest rows
-        across sessions, raising each session's watermark first; expire idle cursors (R-W6)."""
+        across sessions, raising each session's watermark first; expire idle cursors (R-W6).
+
+        A clock reading far ahead of everything the store has recorded (more than the age
+        limit plus `CLOCK_LEAP` past its newest row) is taken for a wrong reading: nothing is
+        removed or expired, the refusal is logged (`history_prune_refused`), and the next
+        prune decides again."""
 
         def attempt(uow: UnitOfWork) -> dict[str, Any]:
             now = self.clock()
-            cutoff = to_ms(now - timedelta(days=self.retention.days))
+            limit = timedelta(days=self.retention.days)
+            newest = self.read_model.newest_recorded(before=to_ms(now - RECENT))
+            if newest is not None and to_ms(now) - newest > to_ms_span(limit + CLOCK_LEAP):
+                return {"removedRows": 0, "watermarks": [], "expiredCursors": 0,
+                        "refused": newest}  # fmt: skip
+            cutoff = to_ms(now - limit)
             plans = self.read_model.prune_plan(
                 recorded_before=cutoff, keep_rows=self.retention.rows
             )
@@ -202,11 +236,22 @@ class Lifecycle(ServiceCore):
                     }
                 )
             stale = self.read_model.cursors_updated_before(cutoff)
-            expired = self._remove_cursors(uow, stale, RemovalReason.EXPIRED, now)
+            expired = self._remove_cursors(
+                uow, stale, RemovalReason.EXPIRED, now, idle_before=now - limit
+            )
             return {"removedRows": removed, "watermarks": raised, "expiredCursors": expired}
 
         result = self._retrying(attempt)
-        self._next_prune = self.clock() + PRUNE_INTERVAL
+        self._pruned_at = self.clock()
+        refused = result.pop("refused", None)
+        if refused is not None:
+            log.warning(
+                "history_prune_refused",
+                reason="the clock reads far ahead of the newest recorded time",
+                now=to_ms(self._pruned_at),
+                newest_recorded=refused,
+            )
+            return result
         log.info(
             "history_pruned",
             removed_rows=result["removedRows"],
@@ -216,13 +261,16 @@ class Lifecycle(ServiceCore):
         return result
 
     def _maybe_prune(self, now: datetime) -> None:
-        """At most hourly on the record path (R-R1); a failure here never reaches a producer."""
-        if self._next_prune is not None and now < self._next_prune:
+        """At most hourly on the record path (R-R1); a failure here never reaches a producer.
+        A reading behind the last prune's (the clock stepped back, or that reading was
+        wrong) makes a prune due at once: a single wrong reading never postpones pruning."""
+        last = self._pruned_at
+        if last is not None and last - CLOCK_SLACK <= now < last + PRUNE_INTERVAL:
             return
         try:
             self.prune()
         except Exception as error:  # noqa: BLE001 -- pruning is maintenance, never the caller's problem
-            self._next_prune = now + PRUNE_INTERVAL
+            self._pruned_at = now
             log.error("history_prune_failed", error=repr(error))
 
     def sweep(self) -> int:
@@ -239,6 +287,16 @@ class Lifecycle(ServiceCore):
 
 
 T = TypeVar("T")
+
+
+def _still_active(uow: UnitOfWork, row: CursorRow) -> Watch | None:
+    """The row's cursor, unless it was removed since the read model was read."""
+    watch = cast(Watch | None, uow.get(row.watch_id))
+    return watch if watch is not None and watch.active else None
+
+
+def to_ms_span(span: timedelta) -> int:
+    return int(span.total_seconds() * 1000)
 
 
 def _checked(field: str, check: Callable[[], T]) -> T:

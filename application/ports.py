@@ -164,6 +164,11 @@ class ReadModel(Protocol):
 
     def watchers_with_pending(self) -> list[str]: ...
 
+    def newest_recorded(self, *, before: int) -> int | None:
+        """The newest bookkeeping time (ms) of a retained row or a cursor earlier than
+        `before`; None when there is none."""
+        ...
+
     def prune_plan(self, *, recorded_before: int, keep_rows: int) -> list[PrunePlan]:
         """Per session, what retention removes: rows older than the cutoff, then all but the
         newest `keep_rows` rows; always a per-session prefix, so the watermark is exact."""

@@ -3,6 +3,7 @@ into the caller (R-L8); notify-eligible kinds move the watchers' cursors (R-W4, 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -153,10 +154,13 @@ class Producers(Lifecycle):
         return self._deliver(item)
 
     def _deliver(self, item: Delivery) -> int | None:
-        if not self.flush_signals():  # kept signals go first, in order
+        if len(self.backlog):
+            # Kept signals go first, in order, recorded by the background flusher as soon as
+            # the store answers; until then the store is known to be down: keep this one
+            # too, at once, so that no producer waits twice for an outage.
             log.error("signal_record_failed", session_key=item.key, kind=item.kind,
                       error="the session store is unreachable")  # fmt: skip
-            self.backlog.keep(item)
+            self._keep(item)
             return None
         try:
             sequence = self._record_delivery(item)
@@ -164,8 +168,8 @@ class Producers(Lifecycle):
             log.error(
                 "signal_record_failed", session_key=item.key, kind=item.kind, error=str(error)
             )
-            self.backlog.keep(replace(item, unconfirmed=error.unconfirmed))
             self.backlog.rest()
+            self._keep(replace(item, unconfirmed=error.unconfirmed))
             return None
         except (UnknownSessionError, AmbiguousSessionError) as error:
             log.info("signal_skipped", session_key=item.key, kind=item.kind, reason=str(error))
@@ -176,26 +180,63 @@ class Producers(Lifecycle):
                         detail=str(error))  # fmt: skip
             return None
         except Exception as error:  # noqa: BLE001 -- best-effort recording (R-L8)
+            # Not the caller's input and not a known outage: kept like one, tried again once
+            # in order, and counted as dropped if it still cannot land.
             log.error(
                 "signal_record_failed", session_key=item.key, kind=item.kind, error=repr(error)
             )
+            self._keep(item)
             return None
         if sequence is not None:
             self._maybe_prune(self.clock())
         return sequence
 
+    _flusher: threading.Thread | None = None
+
+    def _keep(self, item: Delivery) -> None:
+        """Keep a signal, and make sure a background flusher records the kept ones as soon as
+        the store answers (producers never wait for it)."""
+        self.backlog.keep(item)
+        with self._flusher_lock:
+            if self._flusher is None and not self.closed:
+                self._flusher = threading.Thread(
+                    target=self._flush_in_background, name="session-awareness-backlog", daemon=True
+                )
+                self._flusher.start()
+
+    def _flush_in_background(self) -> None:
+        while True:
+            with self._flusher_lock:
+                if self.closed or not len(self.backlog):
+                    self._flusher = None
+                    return
+            if self._closing.wait(self.backlog.rest_left()):
+                continue  # closing: the loop ends above
+            try:
+                if not self.flush_signals():
+                    self._closing.wait(self.backlog.rest_left())
+            except Exception as error:  # noqa: BLE001 -- the flusher must outlive any one failure
+                log.error("signal_backlog_flush_failed", error=repr(error))
+                self.backlog.rest()
+
     def _record_delivery(self, item: Delivery) -> int | None:
         now = self.clock()
         if item.spawn is not None:
             ref = item.spawn
-            return self._retrying(lambda uow: self._spawn_once(uow, ref, item.request, now))
+            return self._retrying(
+                lambda uow: self._spawn_once(uow, ref, item.request, now), kept=True
+            )
         ref = self.resolve(item.key, item.agent_id)
-        return self._retrying(lambda uow: self._record_once(uow, ref, item.request, now))
+        return self._retrying(lambda uow: self._record_once(uow, ref, item.request, now), kept=True)
 
-    def flush_signals(self) -> bool:
+    def flush_signals(self, *, wait: bool = True) -> bool:
         """Record the signals kept while the store was unreachable, oldest first; False
-        while it still is (R-L8, Beyond). Signals that can no longer be recorded are dropped."""
-        with self.backlog.lock:
+        while it still is (R-L8, Beyond). A kept signal the rules now skip is counted as
+        skipped; one that fails for any other reason is dropped (counted and logged).
+        Without `wait`, gives up at once (False) when another thread is flushing."""
+        if not self.backlog.flushing.acquire(blocking=wait):
+            return len(self.backlog) == 0
+        try:
             if self.backlog.resting():
                 return len(self.backlog) == 0
             while (item := self.backlog.first()) is not None:
@@ -213,11 +254,19 @@ class Producers(Lifecycle):
                         self.backlog.replace_first(replace(item, unconfirmed=error.unconfirmed))
                     self.backlog.rest()
                     return False
+                except (UnknownSessionError, AmbiguousSessionError, ValueError) as error:
+                    self.backlog.skipped_first(str(error))
+                    continue
                 except Exception as error:  # noqa: BLE001 -- a kept signal that cannot land
                     self.backlog.drop_first(repr(error))
                     continue
-                self.backlog.flushed_first(sequence)
+                if sequence is None:
+                    self.backlog.skipped_first("nothing to record")
+                else:
+                    self.backlog.flushed_first(sequence)
             return True
+        finally:
+            self.backlog.flushing.release()
 
     def _record_once(
         self, uow: UnitOfWork, ref: SessionRef, request: SignalRequest, now: datetime

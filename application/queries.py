@@ -12,7 +12,10 @@ from session_awareness.application.ports import SessionRow
 from session_awareness.application.projection import to_ms
 from session_awareness.application.status import PAGE_SIZE, parse_changes_since, status_json
 from session_awareness.domain.session import SESSION_KINDS
-from session_awareness.domain.signals import has_control
+from session_awareness.domain.signals import MAX_SAFE_INTEGER, has_control
+
+#: `activeMinutes` beyond a century would overflow the clock arithmetic.
+MAX_ACTIVE_MINUTES = 100 * 365 * 24 * 60
 
 
 class Queries(ServiceCore):
@@ -73,21 +76,38 @@ class Queries(ServiceCore):
             if text is not None and (not isinstance(text, str) or has_control(text)):
                 raise InvalidArgumentError(field, "must be text without control characters")
         if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= MAX_SAFE_INTEGER
         ):
-            raise InvalidArgumentError("limit", "must be a positive integer")
+            raise InvalidArgumentError(
+                "limit", f"must be a positive integer, at most {MAX_SAFE_INTEGER}"
+            )
+        if kinds is not None:
+            if isinstance(kinds, str | bytes) or not isinstance(kinds, Sequence | set | frozenset):
+                raise InvalidArgumentError("kinds", "must be a list of session kinds")
+            kinds = list(kinds)
+            for index, kind in enumerate(kinds):
+                if not isinstance(kind, str) or kind not in SESSION_KINDS:
+                    raise InvalidArgumentError(
+                        f"kinds.{index}", f"must be one of {', '.join(sorted(SESSION_KINDS))}"
+                    )
         updated_since = None
         if active_minutes is not None:
             if (
                 isinstance(active_minutes, bool)
                 or not isinstance(active_minutes, int | float)
-                or not active_minutes > 0
+                or not 0 < active_minutes <= MAX_ACTIVE_MINUTES
             ):
-                raise InvalidArgumentError("activeMinutes", "must be a positive number")
+                raise InvalidArgumentError(
+                    "activeMinutes", f"must be a positive number, at most {MAX_ACTIVE_MINUTES}"
+                )
             updated_since = to_ms(self.clock() - timedelta(minutes=active_minutes))
+        if keys is not None:
+            keys = [key for key in keys if isinstance(key, str)]
         return self.read_model.list_sessions(
             agent_id=agent_id,
-            kinds=list(kinds) if kinds is not None else None,
+            kinds=kinds,
             label=label,
             updated_since=updated_since,
             limit=limit,

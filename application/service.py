@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from session_awareness.application.audit import Audit
 from session_awareness.application.core import Retention, log
@@ -41,6 +42,7 @@ _PREFIX = "SESSIONAWARENESS_"
 # Named by topic, not imported: the application layer never imports infrastructure.
 SQLITE_RECORDER_TOPIC = "session_awareness.infrastructure.sqlite:SQLiteReadModelRecorder"
 POSTGRES_RECORDER_TOPIC = "session_awareness.infrastructure.postgres:PostgresReadModelRecorder"
+POSTGRES_FACTORY_TOPIC = "session_awareness.infrastructure.postgres:ServicePostgresFactory"
 
 
 VISIBILITIES = ("self", "tree", "agent", "all")
@@ -142,6 +144,21 @@ def open_service(
     for name, value in (("retention_days", retention_days), ("retention_rows", retention_rows)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+    for name, port in (("clock", clock), ("waker", waker), ("dispatcher", dispatcher)):
+        if port is not None and not callable(port):
+            raise ConfigurationError(f"{name} must be callable, got {type(port).__name__}")
+    if (
+        isinstance(signal_backlog, bool)
+        or not isinstance(signal_backlog, int)
+        or signal_backlog < 0
+    ):
+        raise ConfigurationError(
+            f"signal_backlog must be a non-negative integer, got {signal_backlog!r}"
+        )
+    if database_url is not None and not isinstance(database_url, str):
+        raise ConfigurationError(
+            f"database_url must be a string, got {type(database_url).__name__}"
+        )
     url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
     # No library cache: the service keeps its own (application/aggregate_cache.py).
     settings = environment_for(url)
@@ -154,6 +171,8 @@ def open_service(
             retention=Retention(retention_days, retention_rows),
             signal_backlog=signal_backlog,
         )
+    except ConfigurationError as error:
+        raise ConfigurationError(f"cannot open {redact(url)}: {error}") from None
     except Exception as error:
         hint = _POSTGRES_EXTRA_HINT if _lacks_postgres(error) else ""
         raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
@@ -187,78 +206,102 @@ def _lacks_postgres(error: BaseException | None) -> bool:
 
 
 def environment_for(url: str) -> dict[str, str]:
-    """The eventsourcing environment for a database URL."""
-    parts = urlsplit(url)
-    if parts.scheme == "sqlite":
-        if parts.netloc:
-            raise ConfigurationError(
-                "SQLite URLs have no host: use sqlite:///relative.db or sqlite:////abs.db, "
-                f"got {redact(url)}"
-            )
-        path = unquote(parts.path)[1:] if parts.path.startswith("/") else ""
-        if not path:
-            raise ConfigurationError(f"SQLite URL names no file: {url}")
-        if path == ":memory:":
-            path = f"file:session-awareness-{uuid.uuid4().hex}?mode=memory&cache=shared"
+    """The eventsourcing environment for a database URL; `ConfigurationError` for a URL the
+    service cannot use."""
+    if not isinstance(url, str) or not url:
+        raise ConfigurationError("the database URL must be a non-empty string")
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme == "sqlite":
+        return sqlite_environment(url)
+    if sep and scheme in ("postgresql", "postgres"):
+        # Read with libpq's own parser, in the store's factory (infrastructure/pg_config.py).
         return {
-            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-            "SQLITE_DBNAME": path,
-            "APPLICATION_RECORDER_TOPIC": SQLITE_RECORDER_TOPIC,
+            "PERSISTENCE_MODULE": POSTGRES_FACTORY_TOPIC,
+            "APPLICATION_RECORDER_TOPIC": POSTGRES_RECORDER_TOPIC,
+            "POSTGRES_URL": url,
         }
-    if parts.scheme in ("postgresql", "postgres"):
-        return postgres_environment(url)
     raise ConfigurationError(
         f"unsupported database URL {redact(url)!r}: expected sqlite:///… or postgresql://…"
     )
 
 
-#: URL query options for PostgreSQL, with their defaults (the library's environment keys).
-POSTGRES_OPTIONS = {
-    "schema": ("POSTGRES_SCHEMA", "public"),
-    "pool_size": ("POSTGRES_POOL_SIZE", "2"),
-    "max_overflow": ("POSTGRES_MAX_OVERFLOW", "8"),
-    "connect_timeout": ("POSTGRES_CONNECT_TIMEOUT", "3"),
-    "lock_timeout": ("POSTGRES_LOCK_TIMEOUT", "0"),
-}
+#: `sqlite:///path?mode=…`: how the file is opened (SQLite's own URI modes).
+SQLITE_MODES = ("ro", "rw", "rwc")
 
 
-def postgres_environment(url: str) -> dict[str, str]:
-    """`postgresql://user:password@host:port/db?schema=…&pool_size=…&max_overflow=…
-    &connect_timeout=…` (a unix socket: `?host=/path/to/dir`)."""
-    parts = urlsplit(url)
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    unknown = set(query) - set(POSTGRES_OPTIONS) - {"host", "port"}
-    if unknown:
-        raise ConfigurationError(f"unknown PostgreSQL URL options: {', '.join(sorted(unknown))}")
-    host = query.get("host") or parts.hostname
-    database = unquote(parts.path.lstrip("/"))
-    if not host or not database or parts.username is None:
-        raise ConfigurationError(
-            f"PostgreSQL URLs need a user, a host and a database: {redact(url)}"
-        )
+def sqlite_environment(url: str) -> dict[str, str]:
+    """`sqlite:///relative.db`, `sqlite:////abs.db`, `sqlite:///:memory:`; `?mode=ro` opens
+    the file read-only (it must exist), `rw` read-write (it must exist), `rwc` (the default)
+    creates it when missing."""
     try:
-        port = query.get("port") or str(parts.port or 5432)
+        parts = urlsplit(url)
     except ValueError as error:
-        raise ConfigurationError(f"bad port in {redact(url)}: {error}") from None
+        raise ConfigurationError(f"bad SQLite URL {redact(url)}: {error}") from None
+    if parts.netloc:
+        raise ConfigurationError(
+            "SQLite URLs have no host: use sqlite:///relative.db or sqlite:////abs.db, "
+            f"got {redact(url)}"
+        )
+    path = unquote(parts.path)[1:] if parts.path.startswith("/") else ""
+    if not path:
+        raise ConfigurationError(f"SQLite URL names no file: {redact(url)}")
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    mode = query.pop("mode", "rwc")
+    if query:
+        raise ConfigurationError(f"unknown SQLite URL options: {', '.join(sorted(query))}")
+    if mode not in SQLITE_MODES:
+        raise ConfigurationError(f"mode must be one of {', '.join(SQLITE_MODES)}, got {mode!r}")
     env = {
-        "PERSISTENCE_MODULE": "eventsourcing.postgres",
-        "APPLICATION_RECORDER_TOPIC": POSTGRES_RECORDER_TOPIC,
-        "POSTGRES_DBNAME": database,
-        "POSTGRES_HOST": unquote(host),
-        "POSTGRES_PORT": port,
-        "POSTGRES_USER": unquote(parts.username),
-        "POSTGRES_PASSWORD": unquote(parts.password or ""),
-        "POSTGRES_ENABLE_DB_FUNCTIONS": "n",  # keep the table lock (DESIGN D4)
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "APPLICATION_RECORDER_TOPIC": SQLITE_RECORDER_TOPIC,
     }
-    for option, (key, default) in POSTGRES_OPTIONS.items():
-        env[key] = query.get(option) or default
+    if path == ":memory:":
+        if mode != "rwc":
+            raise ConfigurationError("an in-memory SQLite database is always read-write")
+        env["SQLITE_DBNAME"] = f"file:session-awareness-{uuid.uuid4().hex}?mode=memory&cache=shared"
+    elif mode == "rwc":
+        env["SQLITE_DBNAME"] = path
+    else:
+        if not os.path.isfile(path):  # noqa: PTH113 -- a path from a URL, checked as given
+            raise ConfigurationError(f"no database at {path} (mode={mode} never creates one)")
+        env["SQLITE_DBNAME"] = f"file:{quote(os.path.abspath(path))}?mode={mode}"  # noqa: PTH100
+        if mode == "ro":
+            env["CREATE_TABLE"] = "n"  # a read-only file is used as it is
     return env
 
 
+def credentials_end(url: str) -> int | None:
+    """Where the `@` that ends a URL's credentials is, found without parsing the URL (whose
+    password may hold unencoded reserved characters): the last `@` before the query, or,
+    when no `@` comes before the first `?` (a `?` in the password), the last `@` of all.
+    Generous on purpose: whatever could be a password is treated as one."""
+    start = url.find("://")
+    if start < 0:
+        return None
+    query = url.find("?", start)
+    at = url.rfind("@", start, query) if query >= 0 else -1
+    if at < 0:
+        at = url.rfind("@", start)
+    return at if at >= 0 else None
+
+
+def secret_of(url: str) -> str | None:
+    """The password of a URL as written (still percent-encoded): between the user's `:` and
+    the `@` that ends the credentials."""
+    at = credentials_end(url)
+    if at is None:
+        return None
+    user_info = url[url.find("://") + 3 : at]
+    colon = user_info.find(":")
+    return user_info[colon + 1 :] if colon >= 0 else None
+
+
 def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return parts._replace(netloc=netloc).geturl()
+    """The URL without its password, for messages and logs: the credentials' password (however
+    it is written) and any `password=` query value become `***`."""
+    if secret_of(url) is not None:
+        at = cast(int, credentials_end(url))
+        start = url.find("://") + 3
+        user = url[start : url.find(":", start)]
+        url = f"{url[:start]}{user}:***@{url[at + 1 :]}"
+    return re.sub(r"(?i)(password=)[^&#\s]*", r"\1***", url)

@@ -167,13 +167,18 @@ class PostgresScratch:
         return self.audit.notifications(after, limit)
 
     def apply(self, changes: Sequence[p.RowChange]) -> None:
-        with self.audit.live.datastore.transaction(commit=True) as c:
+        live = self.audit.live
+        with live.long_running(), live.datastore.transaction(commit=True) as c:
             self.store.apply_changes_in_bulk(c, changes)
 
     @contextmanager
     def against_live(self, *, lock: bool) -> Iterator[View]:
         live = self.audit.live
-        with live.datastore.get_connection() as conn, conn.transaction(force_rollback=not lock):
+        with (
+            live.long_running(),
+            live.datastore.get_connection() as conn,
+            conn.transaction(force_rollback=not lock),
+        ):
             c = conn.cursor()
             if lock:
                 for statement in live.lock_table_statements:

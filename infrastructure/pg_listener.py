@@ -1,8 +1,9 @@
 """LISTEN for wakes published by any process, on a dedicated connection (SPEC R-N7).
 
-A lost connection is re-opened with back-off; after each reconnect `on_reconnect` runs
-(the service wakes every watcher with a pending notice), so a lost NOTIFY costs only a late
-wake, never a notice: notices are durable cursor state.
+A lost connection is re-opened with a short back-off (at most half a second apart, so the
+listener is back within a second of the server); after each reconnect `on_reconnect` runs
+(the service records the signals it kept and wakes every watcher with a pending notice), so
+a lost NOTIFY costs only a late wake, never a notice: notices are durable cursor state.
 """
 
 from __future__ import annotations
@@ -19,21 +20,21 @@ from psycopg.sql import SQL, Identifier
 from session_awareness.logs import get_logger
 
 log = get_logger()
-MAX_BACKOFF = 5.0
+MAX_BACKOFF = 0.5
 
 
 class WakeListener:
     def __init__(
         self,
         *,
-        connect_kwargs: dict[str, Any],
+        conninfo: str,
         channel: str,
         on_wake: Callable[[str], None],
         on_reconnect: Callable[[], None],
         skip: Callable[[int], bool],
         poll_interval: float = 0.5,
     ) -> None:
-        self._kwargs = {k: v for k, v in connect_kwargs.items() if k != "row_factory"}
+        self._conninfo = conninfo  # holds the password: never logged
         self._channel = channel
         self._on_wake = on_wake
         self._on_reconnect = on_reconnect
@@ -93,7 +94,7 @@ class WakeListener:
         backoff, first = 0.05, True
         while not self._stop.is_set():
             try:
-                with psycopg.connect(autocommit=True, **self._kwargs) as conn:
+                with psycopg.connect(self._conninfo, autocommit=True) as conn:
                     conn.execute(SQL("LISTEN {}").format(Identifier(self._channel)))
                     self.connection = conn
                     self.connected.set()

@@ -2,13 +2,15 @@
 
 `ReadModelStore` turns the projection's row changes into SQL and answers the `ReadModel`
 queries. Its SQL is written with `?` placeholders and three dialect holes — `{s}` (schema
-prefix), `{greatest}` and `{strpos}` — that each backend fills in (`Dialect`).
+prefix), `{greatest}` and `{strpos}` — that each backend fills in (`Dialect`); a list of
+values is always one parameter (`one_of`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import cache
 from operator import itemgetter
@@ -147,6 +149,7 @@ class Dialect:
     text_type: str = "TEXT"
     keyed: str = ""  # " WITHOUT ROWID" on SQLite
     stacked_state: bool = False  # `session_state` as head row + page rows (PostgreSQL)
+    arrays: bool = False  # array parameters (PostgreSQL); else a JSON array (SQLite's json_each)
 
     def render(self, template: str) -> str:
         """A statement template (`{s}`, `{greatest}`, … and `?` placeholders) for this backend."""
@@ -252,9 +255,14 @@ class ReadModelStore:
         for write, rows in batches.items():
             c.executemany(self.sql(write.template), rows)
 
+    def long_running(self) -> AbstractContextManager[None]:
+        """Statements that may run for long (an audit, a rebuild): PostgreSQL lifts its call
+        deadline for them; SQLite has none."""
+        return nullcontext()
+
     def replace_read_models(self, pages: Iterable[Sequence[p.RowChange]]) -> None:
         """Empty the read models and rebuild them from replayed pages, in one transaction."""
-        with self.datastore.transaction(commit=True) as c:
+        with self.long_running(), self.datastore.transaction(commit=True) as c:
             for table in READ_MODEL_TABLES:
                 self.exec(c, f"DELETE FROM {{s}}{table}")
             for changes in pages:
@@ -269,7 +277,7 @@ class ReadModelStore:
     def read_model_rows(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every read-model row, table by table, in key order and in backend-neutral values
         (ids as hex, JSON as text): what an audit compares."""
-        with self.datastore.transaction(commit=False) as c:
+        with self.long_running(), self.datastore.transaction(commit=False) as c:
             out = {}
             for table, order in READ_MODEL_TABLES.items():
                 c.execute(self.sql(f"SELECT * FROM {{s}}{table} ORDER BY {order}"))
@@ -321,6 +329,13 @@ class ReadModelStore:
             return SessionState(head, [], None)
         return SessionState(head, [row[:8] for row in page], first[10])
 
+    def one_of(self, column: str, values: Collection[str]) -> tuple[str, Any]:
+        """`column` is one of `values`, as ONE bound parameter however many values there are
+        (PostgreSQL refuses more than 65,535 parameters, SQLite more than 32,766)."""
+        if self.dialect.arrays:
+            return f"{column} = ANY(CAST(? AS text[]))", list(values)
+        return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(list(values))
+
     def list_sessions(
         self,
         *,
@@ -333,21 +348,14 @@ class ReadModelStore:
         keys: Collection[str] | None = None,
     ) -> list[SessionRow]:
         where, params = ["r.deleted = 0"], []
-        if keys is not None:
-            where.append(f"r.session_key IN ({', '.join('?' for _ in keys) or 'NULL'})")
-            params.extend(keys)
-        if search:
-            where.append(
-                "({strpos}(lower(r.session_key), lower(?)) > 0 "
-                "OR {strpos}(lower(COALESCE(r.label, '')), lower(?)) > 0)"
-            )
-            params.extend([search, search])
+        for column, values in (("r.session_key", keys), ("r.kind", kinds)):
+            if values is not None:
+                clause, param = self.one_of(column, values)
+                where.append(clause)
+                params.append(param)
         if agent_id is not None:
             where.append("r.agent_id = ?")
             params.append(agent_id)
-        if kinds is not None:
-            where.append(f"r.kind IN ({', '.join('?' for _ in kinds) or 'NULL'})")
-            params.extend(kinds)
         if label is not None:
             where.append("r.label = ?")
             params.append(label)
@@ -355,18 +363,29 @@ class ReadModelStore:
             where.append("r.updated_at >= ?")
             params.append(updated_since)
         sql = _SESSION + " AND ".join(where) + " ORDER BY r.updated_at DESC, r.session_key"
-        if limit is not None:
+        if limit is not None and not search:
             sql += " LIMIT ?"
             params.append(limit)
-        return [_session(r) for r in self.fetch(sql, params)]
+        rows = [_session(r) for r in self.fetch(sql, params)]
+        if search:
+            # Case folded in Python, the same on both backends and beyond ASCII (SQLite's
+            # lower() folds ASCII only, and PostgreSQL's follows the database's locale).
+            term = search.casefold()
+            rows = [
+                row for row in rows
+                if term in row.key.casefold() or term in (row.label or "").casefold()
+            ][:limit]  # fmt: skip
+        return rows
 
     def children_of(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {key: [] for key in parent_keys}
         if out:
+            clause, param = self.one_of("parent_key", list(out))
             rows = self.fetch(
                 "SELECT parent_key, session_key FROM {s}session_registry WHERE deleted = 0 AND "
-                f"parent_key IN ({', '.join('?' for _ in out)}) ORDER BY session_key",
-                list(out),
+                + clause
+                + " ORDER BY session_key",
+                [param],
             )
             for row in rows:
                 out[row["parent_key"]].append(row["session_key"])
@@ -406,6 +425,15 @@ class ReadModelStore:
     def upstream_link(self, session_id: UUID) -> UpstreamLinkRow | None:
         rows = self.fetch(_LINK + " AND l.session_id = ?", (self.param_id(session_id),))
         return _link(rows[0]) if rows else None
+
+    def newest_recorded(self, *, before: int) -> int | None:
+        rows = self.fetch_tuples(
+            "SELECT MAX(t) FROM (SELECT MAX(recorded_at) AS t FROM {s}session_state_events "
+            "WHERE recorded_at < ? UNION ALL SELECT MAX(updated_at) FROM "
+            "{s}session_watch_cursors WHERE updated_at < ?) newest",
+            (before, before),
+        )
+        return None if not rows or rows[0][0] is None else int(rows[0][0])
 
     def prune_plan(self, *, recorded_before: int, keep_rows: int) -> list[PrunePlan]:
         rows = self.fetch(_PRUNE_PLAN, (keep_rows, recorded_before))

@@ -143,7 +143,9 @@ class _StatementCachingPool(SQLiteConnectionPool):
             )  # fmt: skip
         except (sqlite3.Error, TypeError) as error:
             raise InterfaceError(error) from error
-        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+        if "mode=ro" in self.db_name:
+            c.execute("PRAGMA query_only = ON")  # and never switch a read-only file to WAL
+        elif not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
             mode = c.execute("PRAGMA journal_mode").fetchone()[0]
             if mode.lower() != "wal":
                 c.execute("PRAGMA journal_mode=WAL")

@@ -16,11 +16,13 @@ from collections.abc import Callable, Collection
 from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
+from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.application.ports import SessionRow
 from session_awareness.application.tools.errors import (
     AMBIGUOUS_TARGET,
     UNKNOWN_SESSION,
     ToolError,
+    from_service,
     unknown_session,
 )
 from session_awareness.application.tools.outputs import VisibilityNote
@@ -69,7 +71,15 @@ class Visibility:
 
     @classmethod
     def of(cls, svc: SessionAwareness, mode: str, caller: str) -> Visibility:
-        """The caller's view under the service's configured mode, clamped when sandboxed."""
+        """The caller's view under the service's configured mode, clamped when sandboxed; an
+        unreachable store is a `service_error`, as in every tool."""
+        try:
+            return cls._of(svc, mode, caller)
+        except StoreUnavailableError as error:
+            raise from_service(error) from None
+
+    @classmethod
+    def _of(cls, svc: SessionAwareness, mode: str, caller: str) -> Visibility:
         agent = agent_of(caller) or _only_agent_of(svc, caller) or DEFAULT_AGENT_ID
         if mode in CLAMPED and svc.is_sandboxed(caller, agent_id=agent):
             mode = CLAMPED[mode]

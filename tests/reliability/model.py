@@ -15,6 +15,8 @@ from typing import Any
 PAGE = 200  # R-S1
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
+MINUTE_MS = 60_000
+CLOCK_LEAP_DAYS = 30  # as the service (application/lifecycle.py, CLOCK_LEAP)
 NOTIFYING = {"human_direct_message", "goal_changed", "upstream_missing"}  # R-L1
 FAILED = {"error": "child run failed", "timeout": "child run timed out",
           "cancelled": "child run cancelled"}  # fmt: skip
@@ -319,6 +321,14 @@ class Model:
     def prune(self) -> dict[str, Any]:
         now = self._ms()
         cutoff = now - self.days * DAY_MS
+        # A reading more than the age limit plus 30 days past the newest row or cursor
+        # (those older than a minute) is taken for a wrong clock: nothing goes (R-R1).
+        times = [r.recorded_at for s in self.sessions.values() for r in s.rows]
+        times += [cursor.updated for cursor in self.cursors.values()]
+        newest = max((t for t in times if t < now - MINUTE_MS), default=None)
+        if newest is not None and now - newest > (self.days + CLOCK_LEAP_DAYS) * DAY_MS:
+            self.next_prune = now + HOUR_MS
+            return {"removedRows": 0, "watermarks": {}, "expiredCursors": 0}
         rows = sorted((row.position, key) for key, s in self.sessions.items() for row in s.rows)
         kept = {position for position, _ in rows[-self.cap :]} if self.cap else set()
         removed, watermarks = 0, {}

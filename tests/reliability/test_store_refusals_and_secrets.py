@@ -21,7 +21,7 @@ from session_awareness.application import (
 from session_awareness.infrastructure.readmodel import BULK_INLINE
 from session_awareness.testing.pgcluster import PostgresCluster
 from tests.contract.helpers import CHILD, MANAGER, spawn
-from tests.reliability.helpers import all_events, assert_audit_clean
+from tests.reliability.helpers import all_events, assert_audit_clean, wait_until
 
 
 @pytest.fixture
@@ -39,7 +39,8 @@ class TestRefusedWrites:
         self, own: SessionAwareness, database_url: str, request: pytest.FixtureRequest
     ) -> None:
         """R-R2, DESIGN D4: events and rows commit together or not at all; a failure while
-        writing the rows leaves the event store and the read models as they were."""
+        writing the rows leaves the event store and the read models as they were. The
+        signal is kept (R-L8) and recorded once the fault is gone, before later ones."""
         spawn(own)
         recorder: Any = own.recorder
         apply_changes = recorder.apply_changes
@@ -51,10 +52,18 @@ class TestRefusedWrites:
                 apply_changes(c, [change])
 
         recorder.apply_changes = fail_after_the_first_row
-        assert own.record_goal_changed(CHILD, summary="goal updated") is None
-        recorder.apply_changes = apply_changes
-        assert own.record_goal_changed(CHILD, summary="goal cleared") == 2
-        assert [event["sequence"] for event in all_events(own, CHILD)] == [1, 2]
+        with own.backlog.flushing:  # nothing records the kept signal until the fault is gone
+            assert own.record_goal_changed(CHILD, summary="goal updated") is None
+            assert [event["sequence"] for event in all_events(own, CHILD)] == [1]
+            assert own.health()["signals"]["buffered"] == 1
+            recorder.apply_changes = apply_changes
+        assert wait_until(own.flush_signals)
+        assert own.record_goal_changed(CHILD, summary="goal cleared") == 3
+        events = all_events(own, CHILD)
+        assert [(e["sequence"], e["summary"]) for e in events[1:]] == [
+            (2, "goal updated"),
+            (3, "goal cleared"),
+        ]
         assert_audit_clean(own)
 
     def test_a_failing_projection_rolls_a_large_save_back_too(

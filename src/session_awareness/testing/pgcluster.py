@@ -17,12 +17,14 @@ When running as root, the server runs as the ``postgres`` system user (or
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import pwd
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -146,6 +148,15 @@ def _conf_quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+def _parent_of(proc_entry: Path) -> int | None:
+    """The parent pid of a /proc/<pid> entry (None when it has gone)."""
+    try:
+        stat = (proc_entry / "stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
 def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -187,6 +198,7 @@ class PostgresCluster:
         self._tmpdir: Path | None = None
         self._running = False
         self._db_created = False
+        self._frozen = False
 
     # -- paths -------------------------------------------------------------
 
@@ -304,6 +316,8 @@ class PostgresCluster:
         """Stop the server (fast, then immediate if needed) and remove the temp dir."""
         if self._tmpdir is None:
             return
+        if self._frozen:
+            self.thaw()
         try:
             if self._running:
                 try:
@@ -320,6 +334,34 @@ class PostgresCluster:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             log.info("pgcluster_removed", path=str(self._tmpdir))
             self._tmpdir = None
+
+    def server_pids(self) -> list[int]:
+        """The postmaster's pid and those of every process it started (backends, workers)."""
+        pid_file = self.data_dir / "postmaster.pid"
+        postmaster = int(pid_file.read_text().split("\n", 1)[0])
+        children = [
+            int(entry.name)
+            for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and _parent_of(entry) == postmaster
+        ]
+        return [postmaster, *children]
+
+    def freeze(self) -> None:
+        """SIGSTOP the whole server: it keeps its sockets open (the kernel still acknowledges
+        every packet) and answers nothing, like a frozen host or a partition."""
+        for pid in self.server_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        self._frozen = True
+        log.info("pgcluster.frozen", port=self.port)
+
+    def thaw(self) -> None:
+        """SIGCONT what `freeze` stopped: the server answers again, where it left off."""
+        for pid in self.server_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self._frozen = False
+        log.info("pgcluster.thawed", port=self.port)
 
     # -- databases ---------------------------------------------------------
 
