@@ -183,10 +183,11 @@ class AsyncSessionAwareness(_OffLoop):
 
 def worker_threads(service: SessionAwareness) -> int:
     """As many workers as the store serves at once (see the module docstring)."""
-    pool_size = service.env.get("POSTGRES_POOL_SIZE")
-    if pool_size is None:
-        return SQLITE_THREADS
-    return int(pool_size) + int(service.env.get("POSTGRES_MAX_OVERFLOW") or 0)
+    # A PostgreSQL store serves as many calls at once as its pool has connections
+    # (`pool_size + max_overflow`, psycopg_pool's public `max_size`); SQLite has no such pool.
+    pool = getattr(getattr(service.recorder, "datastore", None), "pool", None)
+    max_size = getattr(pool, "max_size", None)
+    return max_size if isinstance(max_size, int) and max_size > 0 else SQLITE_THREADS
 
 
 class _Opening:
