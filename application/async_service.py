@@ -42,6 +42,7 @@ NOT_MIRRORED = {
     "save": "the event store's own save, used inside commands",
     "start": "open_async_service runs the startup duties",
     "configure_upstream": "open_async_service takes the upstream options",
+    "lineage": "a step of the commands, given their unit of work",
 }
 
 
@@ -148,6 +149,13 @@ class AsyncSessionAwareness(_OffLoop):
     open_session = awaited(SessionAwareness.open_session)
     reset_session = awaited(SessionAwareness.reset_session)
     delete_session = awaited(SessionAwareness.delete_session)
+    is_sandboxed = awaited(SessionAwareness.is_sandboxed)
+    set_session_label = awaited(SessionAwareness.set_session_label)
+    pin_session = awaited(SessionAwareness.pin_session)
+    unpin_session = awaited(SessionAwareness.unpin_session)
+    archive_session = awaited(SessionAwareness.archive_session)
+    unarchive_session = awaited(SessionAwareness.unarchive_session)
+    migrate_read_models = awaited(SessionAwareness.migrate_read_models)
     record_child_spawned = awaited(SessionAwareness.record_child_spawned)
     record_human_direct_message = awaited(SessionAwareness.record_human_direct_message)
     record_goal_changed = awaited(SessionAwareness.record_goal_changed)

@@ -66,6 +66,23 @@ class SessionRow:
     updated_at: int
     state_version: int
     deleted: bool
+    #: What the log knows: the channel of the latest human turn, and the latest run the
+    #: session had as a child (`running`, or its outcome), with its start and end times.
+    channel: str | None = None
+    run_id: str | None = None
+    run_status: str | None = None
+    run_started_at: int | None = None
+    run_ended_at: int | None = None
+    #: The host's marks.
+    pinned: bool = False
+    archived: bool = False
+
+    @property
+    def last_run_aborted(self) -> bool | None:
+        """Whether the latest run was cancelled or timed out (None: never ran as a child)."""
+        if self.run_status is None:
+            return None
+        return self.run_status in ("cancelled", "timeout")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +165,14 @@ class ReadModel(Protocol):
         limit: int | None,
         search: str | None = None,
         keys: Collection[str] | None = None,
+        archived: bool | None = None,
     ) -> list[SessionRow]:
         """Live sessions, most recently updated first; `search` is a case-insensitive
-        substring of the key or label; `keys` restricts the rows to those keys."""
+        substring of the key or label; `keys` restricts the rows to those keys; `archived`
+        to the archived (True) or the active (False) ones."""
+
+    def read_models_outdated(self) -> bool:
+        """Whether the read models were written by an earlier version (a rebuild migrates)."""
 
     def children_of(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
         """The live sessions whose parent is each of `parent_keys`, keys sorted."""

@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from session_awareness.application.audit import Audit
 from session_awareness.application.core import Retention, log
 from session_awareness.application.errors import ConfigurationError, StoreUnavailableError
+from session_awareness.application.marks import Marks
 from session_awareness.application.ports import (
     Clock,
     Dispatcher,
@@ -49,7 +50,7 @@ _POSTGRES_EXTRA = frozenset({"psycopg", "psycopg_pool"})
 _POSTGRES_EXTRA_HINT = " (install the postgres extra: pip install 'session-awareness[postgres]')"
 
 
-class SessionAwareness(Producers, Upstream, Watching, Queries, Audit):
+class SessionAwareness(Producers, Upstream, Watching, Marks, Queries, Audit):
     """Signal log, watches, notices and reconciliation for a host's sessions (DESIGN D3)."""
 
     #: What a tool caller may see (R-T2): self, tree (default), agent or all.
@@ -70,7 +71,9 @@ class SessionAwareness(Producers, Upstream, Watching, Queries, Audit):
 
     def start(self, *, listener_timeout: float = 5.0) -> None:
         """Startup duties: prune (R-R1), re-deliver wakes for pending notices (R-N6), and on
-        a store that publishes wakes, listen for other processes' notices (R-N7)."""
+        a store that publishes wakes, listen for other processes' notices (R-N7). Read
+        models an earlier version wrote are rebuilt first (`migrate_read_models`)."""
+        self.migrate_read_models()
         self._maybe_prune(self.clock())
         self.sweep()
         feed = getattr(self.recorder, "wake_listener", None)

@@ -162,6 +162,11 @@ class SessionsListInput(ToolInput):
         le=MAX_SAFE_INTEGER,
         description="At most this many rows, most recently updated first.",
     )
+    archived: bool | None = Field(
+        default=None,
+        alias="archived",
+        description="true: list the archived sessions instead of the active ones (default false).",
+    )
 
 
 class SessionsSendInput(ToolInput):
@@ -286,6 +291,7 @@ RULES: dict[str, str] = {
     "limit": f"limit must be a positive integer, at most {MAX_SAFE_INTEGER}",
     "message": "message must be a non-empty string",
     "watch": "watch must be a boolean (true or false)",
+    "archived": "archived must be a boolean (true or false)",
     "timeoutSeconds": f"timeoutSeconds must be a non-negative number, at most {MAX_SAFE_INTEGER}",
 }
 THREAD_SCOPED_RULE = (

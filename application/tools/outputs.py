@@ -12,6 +12,10 @@ def _absent(value: object) -> bool:
     return value is None
 
 
+#: A run's status: running while the spawned run has no terminal report, else its outcome.
+RunStatus = Literal["running", "completed", "failed", "timeout", "cancelled"]
+
+
 class ToolOutput(BaseModel):
     model_config = ConfigDict(frozen=True, serialize_by_alias=True)
 
@@ -59,7 +63,8 @@ class SessionStatusOutput(ToolOutput):
 
 
 class SessionRow(ToolOutput):
-    """One `sessions_list` row; `stateVersion` only when it is > 0 (R-S5)."""
+    """One `sessions_list` row (`queries.list_row`); `stateVersion` only when it is > 0
+    (R-S5); `channel`, `runStatus` and `lastRunAborted` only when the log knows them."""
 
     session_key: str = Field(alias="sessionKey")
     agent_id: str = Field(alias="agentId")
@@ -69,6 +74,11 @@ class SessionRow(ToolOutput):
     child_session_keys: list[str] = Field(alias="childSessionKeys")
     updated_at: int = Field(alias="updatedAt")
     state_version: int | None = Field(default=None, alias="stateVersion", exclude_if=_absent)
+    channel: str | None = Field(default=None, alias="channel", exclude_if=_absent)
+    pinned: bool = Field(default=False, alias="pinned")
+    archived: bool = Field(default=False, alias="archived")
+    run_status: RunStatus | None = Field(default=None, alias="runStatus", exclude_if=_absent)
+    last_run_aborted: bool | None = Field(default=None, alias="lastRunAborted", exclude_if=_absent)
 
 
 class VisibilityNote(ToolOutput):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from session_awareness.application.errors import SessionAwarenessError
+from session_awareness.application.queries import list_row
 from session_awareness.application.tools.catalog import TOOLS
 from session_awareness.application.tools.errors import (
     INTERNAL_ERROR,
@@ -112,19 +113,13 @@ class SessionTools:
                 search=given.search,
                 active_minutes=given.active_minutes,
                 limit=given.limit,
+                archived=bool(given.archived),
             )
             children = self.svc.children([row.key for row in rows])
             visible = view.visible_keys(self.svc, {c for kids in children.values() for c in kids})
         sessions = [
-            SessionRow(
-                sessionKey=row.key,
-                agentId=row.agent_id,
-                kind=row.kind,
-                label=row.label,
-                parentSessionKey=row.parent_key,
-                childSessionKeys=[c for c in children.get(row.key, []) if c in visible],
-                updatedAt=row.updated_at,
-                stateVersion=row.state_version or None,
+            SessionRow.model_validate(
+                list_row(row, [c for c in children.get(row.key, []) if c in visible])
             )
             for row in rows
         ]

@@ -146,6 +146,7 @@ class Visibility:
         search: str | None = None,
         active_minutes: float | None = None,
         limit: int | None = None,
+        archived: bool | None = None,
     ) -> list[SessionRow]:
         """The visible registry rows that pass the filters, most recently updated first."""
         if self.scope_agent is not None and agent_id not in (None, self.scope_agent):
@@ -161,6 +162,7 @@ class Visibility:
             active_minutes=active_minutes,
             limit=limit if keys is None else None,  # a set of pairs is filtered here
             keys=keys,
+            archived=archived,
         )
         visible = [row for row in rows if self.admits(row)]
         return visible[:limit] if limit is not None else visible

@@ -114,8 +114,13 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("sessions_list", {"label": "x\udfff"}, invalid("label", f"label {LINE_RULE}")),
     (
         "sessions_list",
-        {"archived": True},
-        invalid("archived", "archived is not a parameter of sessions_list"),
+        {"pinned": True},
+        invalid("pinned", "pinned is not a parameter of sessions_list"),
+    ),
+    (
+        "sessions_list",
+        {"archived": "yes"},
+        invalid("archived", "archived must be a boolean (true or false)"),
     ),
     # sessions_send: the target
     ("sessions_send", HI, invalid("sessionKey", ONE_TARGET)),
