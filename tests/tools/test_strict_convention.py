@@ -73,9 +73,7 @@ class TestNullMeansNotGiven:
         self, world: SessionAwareness
     ) -> None:
         """R-T1: `null` for a required field reads as the field left out."""
-        result = world.tools.call(
-            "sessions_spawn", {"task": None, "label": None}, caller=MAIN
-        )
+        result = world.tools.call("sessions_spawn", {"task": None, "label": None}, caller=MAIN)
         assert result == invalid("task", "task is required")
 
     def test_a_null_inside_an_array_is_still_refused(self, world: SessionAwareness) -> None:
