@@ -102,6 +102,7 @@ class AsyncSessionTools(_OffLoop):
     sessions_list = awaited(SessionTools.sessions_list)
     sessions_send = awaited(SessionTools.sessions_send)
     sessions_spawn = awaited(SessionTools.sessions_spawn)
+    subagents = awaited(SessionTools.subagents)
 
 
 class AsyncSessionAwareness(_OffLoop):

@@ -28,6 +28,9 @@ Dispatcher = Callable[[str, str, str], str]
 #: `thread`, and `label`, `model`, `thinking` when given); the host starts the child from it,
 #: or raises to refuse.
 Spawner = Callable[[str, dict[str, Any]], tuple[str, str]]
+#: The host's `subagents` cancel: (caller_key, child_key, run_id) -> None; raises to refuse.
+#: The run's end is recorded when the host reports it (`record_run_terminal`).
+Canceller = Callable[[str, str, str], None]
 
 
 def system_clock() -> datetime:

@@ -14,6 +14,7 @@ from session_awareness.application.core import Retention, log
 from session_awareness.application.errors import ConfigurationError, StoreUnavailableError
 from session_awareness.application.marks import Marks
 from session_awareness.application.ports import (
+    Canceller,
     Clock,
     Dispatcher,
     Spawner,
@@ -59,6 +60,8 @@ class SessionAwareness(Producers, Upstream, Watching, Marks, Queries, Audit):
     dispatcher: Dispatcher | None = None
     #: The host's `sessions_spawn`: (caller, request) -> (childSessionKey, runId).
     spawner: Spawner | None = None
+    #: The host's `subagents` cancel: (caller, child, runId) -> None.
+    canceller: Canceller | None = None
 
     @cached_property
     def tools(self) -> SessionTools:
@@ -127,6 +130,7 @@ def open_service(
     visibility: str = "tree",
     dispatcher: Dispatcher | None = None,
     spawner: Spawner | None = None,
+    canceller: Canceller | None = None,
     signal_backlog: int = 1000,
     upstream_providers: Mapping[str, UpstreamProvider] | None = None,
     is_run_active: RunActivity | None = None,
@@ -136,8 +140,9 @@ def open_service(
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
     `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it.
-    `dispatcher` and `spawner` are the host's delivery for `sessions_send` and its child
-    start for `sessions_spawn` (the tools answer `not_configured` without them).
+    `dispatcher`, `spawner` and `canceller` are the host's delivery for `sessions_send`, its
+    child start for `sessions_spawn` and its run cancel for `subagents` (the tools answer
+    `not_configured` without them).
     Upstream monitoring (SPEC §8) is set up with providers by catalog id and the host's
     ports; the host starts it with `start_upstream_monitor()`."""
     if visibility not in VISIBILITIES:
@@ -161,6 +166,7 @@ def open_service(
         hint = _POSTGRES_EXTRA_HINT if _lacks_postgres(error) else ""
         raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
     service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
+    service.canceller = canceller
     try:
         service.configure_upstream(
             providers=upstream_providers,

@@ -113,3 +113,33 @@ class SessionsSpawnOutput(ToolOutput):
     status: Literal["accepted"] = Field(default="accepted", alias="status")
     child_session_key: str = Field(alias="childSessionKey")
     run_id: str = Field(alias="runId")
+
+
+class Subagent(ToolOutput):
+    """One session of the caller's tree with its latest run: when it was spawned, and when
+    it ended unless it is running."""
+
+    session_key: str = Field(alias="sessionKey")
+    agent_id: str = Field(alias="agentId")
+    label: str | None = Field(alias="label")
+    parent_session_key: str | None = Field(alias="parentSessionKey")
+    run_id: str | None = Field(alias="runId")
+    run_status: RunStatus = Field(alias="runStatus")
+    last_run_aborted: bool = Field(alias="lastRunAborted")
+    spawned_at: int | None = Field(default=None, alias="spawnedAt", exclude_if=_absent)
+    ended_at: int | None = Field(default=None, alias="endedAt", exclude_if=_absent)
+
+
+class SubagentsListOutput(ToolOutput):
+    """The caller's tree: running sessions first (latest spawned first), then runs that
+    ended within `recentMinutes` (latest ended first)."""
+
+    subagents: list[Subagent] = Field(alias="subagents")
+    visibility: VisibilityNote | None = Field(default=None, alias="visibility", exclude_if=_absent)
+
+
+class SubagentsCancelOutput(ToolOutput):
+    """The host accepted to cancel the run; its end is recorded when the host reports it."""
+
+    status: Literal["requested"] = Field(default="requested", alias="status")
+    run_id: str = Field(alias="runId")

@@ -80,7 +80,7 @@ class Visibility:
             return cls(mode, caller, agent, scope_agent=agent)
         if mode == "tree":
             groups = partial(_watched_groups, svc, caller, agent)
-            return cls(mode, caller, agent, pairs=frozenset(_tree(svc, me)), read_pairs=groups)
+            return cls(mode, caller, agent, pairs=frozenset(tree_of(svc, me)), read_pairs=groups)
         return cls(mode, caller, agent, pairs=frozenset({me}))
 
     @property
@@ -174,7 +174,7 @@ class Visibility:
         return {row.key for row in svc.session_rows(keys=list(keys)) if self.admits(row)}
 
 
-def _tree(svc: SessionAwareness, root: Pair) -> set[Pair]:
+def tree_of(svc: SessionAwareness, root: Pair) -> set[Pair]:
     """`root` and every live session it spawned, transitively. A child belongs to a parent
     by key; under a bare parent key, only the children of the parent's own agent. A qualified
     child under a qualified parent names its own agent, so the registry is asked for rows only

@@ -42,6 +42,10 @@ EXAMPLES: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     ("sessions_spawn", {"task": "Go on from here", "context": "fork"}),
+    ("sessions_list", {"archived": True}),
+    ("subagents", {}),
+    ("subagents", {"action": "list", "recentMinutes": 120}),
+    ("subagents", {"action": "cancel", "runId": "run-1"}),
 ]
 
 #: Wrong types, out-of-range values, unknown and missing fields.
@@ -74,6 +78,10 @@ WRONG: list[tuple[str, dict[str, Any]]] = [
     ("sessions_spawn", {"task": "t", "runId": "run-1"}),
     ("sessions_spawn", {"task": "t", "runtime": "robot"}),
     ("sessions_spawn", {"task": "t", "thread": "yes"}),
+    ("subagents", {"action": "kill"}),
+    ("subagents", {"recentMinutes": 0}),
+    ("subagents", {"runId": 7}),
+    ("subagents", {"sessionKey": W}),
 ]
 
 
@@ -106,6 +114,7 @@ class TestToolSchemas:
             "sessions_list",
             "sessions_send",
             "sessions_spawn",
+            "subagents",
         ]
         for tool in schemas:
             assert set(tool) == {"name", "description", "parameters"}
