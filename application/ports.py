@@ -21,8 +21,11 @@ Clock = Callable[[], datetime]
 #: Called after commit with the key of a watcher (not a sub-agent) for whom a notice opened.
 Waker = Callable[[str], None]
 #: The host's message delivery for `sessions_send`: (sender_key, target_key, message) -> the key
-#: of the session that actually received it; raises when delivery fails.
-Dispatcher = Callable[[str, str, str], str]
+#: of the session that actually received it; raises when delivery fails. One that declares a
+#: `timeout_seconds` keyword receives the call's timeout (None when not given) and may return
+#: `{"sessionKey": …, "status": "accepted" | "ok" | "no_reply" | "timeout" | "error",
+#: "reply": …}` instead (application/tools/sending.py).
+Dispatcher = Callable[..., Any]
 #: The host's `sessions_spawn`: (caller_key, request) -> (childSessionKey, runId). The request
 #: is the validated tool input with camelCase keys (`task`, `runtime`, `context`, `sandbox`,
 #: `thread`, and `label`, `model`, `thinking` when given); the host starts the child from it,

@@ -97,12 +97,20 @@ class SessionsListOutput(ToolOutput):
     visibility: VisibilityNote | None = Field(default=None, alias="visibility", exclude_if=_absent)
 
 
-class SessionsSendOutput(ToolOutput):
-    """Delivered to `sessionKey`, the session that actually received the message; `watched`
-    only when `watch` was passed (R-W2)."""
+#: A send's status: `accepted` (handed over, no wait), or after waiting for the reply `ok`
+#: (with it), `no_reply`, `timeout` or `error`.
+SendStatus = Literal["accepted", "ok", "no_reply", "timeout", "error"]
+SEND_STATUSES = frozenset(("accepted", "ok", "no_reply", "timeout", "error"))
 
-    status: Literal["delivered"] = Field(default="delivered", alias="status")
+
+class SessionsSendOutput(ToolOutput):
+    """Sent to `sessionKey`, the session that actually received the message; `reply` with
+    status `ok`; `watched` on every result after a successful dispatch when `watch` was
+    passed (R-W2, R-T1)."""
+
+    status: SendStatus = Field(default="accepted", alias="status")
     session_key: str = Field(alias="sessionKey")
+    reply: str | None = Field(default=None, alias="reply", exclude_if=_absent)
     watched: bool | None = Field(default=None, alias="watched", exclude_if=_absent)
 
 
