@@ -32,6 +32,7 @@ from session_awareness.application.upstream.ports import (
     Scheduler,
     UpstreamProvider,
 )
+from session_awareness.application.wakes import DEFAULT_WAKE_COALESCE_SECONDS, WakeCoalescer
 from session_awareness.application.watching import Watching
 
 if TYPE_CHECKING:
@@ -137,6 +138,7 @@ def open_service(
     own_user_texts: OwnUserTexts | None = None,
     upstream_scheduler: Scheduler | None = None,
     upstream_timeout: float = 45.0,
+    wake_coalesce_seconds: float = DEFAULT_WAKE_COALESCE_SECONDS,
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
     `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it.
@@ -144,12 +146,21 @@ def open_service(
     child start for `sessions_spawn` and its run cancel for `subagents` (the tools answer
     `not_configured` without them).
     Upstream monitoring (SPEC §8) is set up with providers by catalog id and the host's
-    ports; the host starts it with `start_upstream_monitor()`."""
+    ports; the host starts it with `start_upstream_monitor()`. Wakes coalesce per watcher:
+    at most one per `wake_coalesce_seconds` of the service clock (0: every wake, R-N5)."""
     if visibility not in VISIBILITIES:
         raise ConfigurationError(f"visibility must be one of {', '.join(VISIBILITIES)}")
     for name, value in (("retention_days", retention_days), ("retention_rows", retention_rows)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+    if (
+        isinstance(wake_coalesce_seconds, bool)
+        or not isinstance(wake_coalesce_seconds, int | float)
+        or not 0 <= wake_coalesce_seconds < float("inf")
+    ):
+        raise ConfigurationError(
+            f"wake_coalesce_seconds must be a non-negative number, got {wake_coalesce_seconds!r}"
+        )
     url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
     # No library cache: the service keeps its own (application/aggregate_cache.py).
     settings = environment_for(url)
@@ -167,6 +178,7 @@ def open_service(
         raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
     service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
     service.canceller = canceller
+    service.wakes = WakeCoalescer(wake_coalesce_seconds)
     try:
         service.configure_upstream(
             providers=upstream_providers,
