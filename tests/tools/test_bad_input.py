@@ -9,6 +9,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from session_awareness.application import SessionAwareness
+from session_awareness.application.tools import TOOLS
 from tests.tools.conftest import RecordingDispatcher
 from tests.tools.helpers import MAIN, PEER, THREAD, WORKER, error, invalid, unknown
 
@@ -212,14 +213,10 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         invalid("runId", "runId is not a parameter of sessions_spawn"),
     ),
     # the call itself
-    (
-        "sessions_history",
+    (  # sessions_yield stays the host's: never a tool of this service
+        "sessions_yield",
         {},
-        error(
-            "unknown_tool",
-            "Unknown tool: sessions_history (known: session_status, sessions_list, "
-            "sessions_send, sessions_spawn)",
-        ),
+        error("unknown_tool", f"Unknown tool: sessions_yield (known: {', '.join(TOOLS)})"),
     ),
 ]
 
