@@ -101,6 +101,7 @@ class AsyncSessionTools(_OffLoop):
     sessions_list = awaited(SessionTools.sessions_list)
     sessions_send = awaited(SessionTools.sessions_send)
     sessions_spawn = awaited(SessionTools.sessions_spawn)
+    subagents = awaited(SessionTools.subagents)
 
 
 class AsyncSessionAwareness(_OffLoop):
@@ -149,6 +150,13 @@ class AsyncSessionAwareness(_OffLoop):
     is_sandboxed = awaited(SessionAwareness.is_sandboxed)
     reset_session = awaited(SessionAwareness.reset_session)
     delete_session = awaited(SessionAwareness.delete_session)
+    is_sandboxed = awaited(SessionAwareness.is_sandboxed)
+    set_session_label = awaited(SessionAwareness.set_session_label)
+    pin_session = awaited(SessionAwareness.pin_session)
+    unpin_session = awaited(SessionAwareness.unpin_session)
+    archive_session = awaited(SessionAwareness.archive_session)
+    unarchive_session = awaited(SessionAwareness.unarchive_session)
+    migrate_read_models = awaited(SessionAwareness.migrate_read_models)
     record_child_spawned = awaited(SessionAwareness.record_child_spawned)
     record_human_direct_message = awaited(SessionAwareness.record_human_direct_message)
     record_goal_changed = awaited(SessionAwareness.record_goal_changed)

@@ -123,6 +123,16 @@ class Audit(ServiceCore):
         )
         return report
 
+    def migrate_read_models(self) -> bool:
+        """Rebuild the read models from the event store when an earlier version wrote them
+        (a read model this version keeps is missing rows): True when it did. Checked on
+        every start, so a rebuild that did not finish is done again."""
+        if not self.read_model.read_models_outdated():
+            return False
+        report = self.audit(rebuild=True)
+        log.info("read_models_migrated", events=report.events, rebuilt=report.rebuilt)
+        return True
+
     def _compare(
         self, view: AuditView, keep: int
     ) -> tuple[dict[str, TableSummary], list[Difference]]:

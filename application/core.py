@@ -24,6 +24,7 @@ from session_awareness.application.errors import (
 )
 from session_awareness.application.ports import Clock, ReadModel, Waker
 from session_awareness.application.unit_of_work import UnitOfWork
+from session_awareness.application.wakes import WakeCoalescer
 from session_awareness.domain.keys import (
     InvalidKeyError,
     SessionRef,
@@ -111,6 +112,7 @@ class ServiceCore(Application[UUID]):
         self._pruned_at: datetime | None = None
         self._closing = threading.Event()
         self._flusher_lock = threading.Lock()
+        self.wakes = WakeCoalescer()  # open_service sets the host's window (R-N5)
 
     closed = False
 
@@ -187,11 +189,15 @@ class ServiceCore(Application[UUID]):
                 return result
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _wake(self, watchers: Iterable[str]) -> int:
-        """Wake each watcher that is not a sub-agent, once, after commit (R-N5)."""
+    def _wake(self, watchers: Iterable[str], *, coalesce: bool = True) -> int:
+        """Wake each watcher that is not a sub-agent, once, after commit (R-N5); with
+        `coalesce`, not one woken less than the coalescing window ago."""
         woken = 0
         for watcher in dict.fromkeys(watchers):
             if is_subagent(watcher) or self.waker is None:
+                continue
+            if coalesce and not self.wakes.admit(watcher, self.clock()):
+                log.debug("wake_coalesced", watcher=watcher)
                 continue
             try:
                 self.waker(watcher)

@@ -21,6 +21,8 @@ _SESSION_EVENTS: dict[type, str] = {
     Session.Reopened: "reopened",
     Session.Described: "described",
     Session.SandboxSet: "sandbox_set",
+    Session.PinSet: "pin_set",
+    Session.ArchiveSet: "archive_set",
     Session.Reset: "reset",
     Session.Deleted: "deleted",
     Session.HistoryPruned: "history_pruned",
@@ -78,7 +80,7 @@ def _entry(position: int, event: Any, target_key: str, watchers: dict[UUID, str]
         )
     elif isinstance(event, Session.Event):
         entry["event"] = _SESSION_EVENTS.get(type(event), type(event).__name__)
-        for field in ("kind", "label", "watcher", "watermark", "sandboxed"):
+        for field in ("kind", "label", "watcher", "watermark", "sandboxed", "pinned", "archived"):
             if hasattr(event, field):
                 entry[field] = getattr(event, field)
         if isinstance(event, Session.Opened | Session.Reopened | Session.Described):

@@ -275,9 +275,10 @@ class Lifecycle(ServiceCore):
 
     def sweep(self) -> int:
         """Startup sweep (R-N6): wake every non-sub-agent watcher with a pending notice, once,
-        skipping watchers whose session is gone. Returns the number of wakes issued."""
+        skipping watchers whose session is gone. Returns the number of wakes issued. It
+        re-delivers wakes that may have been lost, so it is not coalesced (R-N5)."""
         watchers = [w for w in self.read_model.watchers_with_pending() if not self._is_gone(w)]
-        woken = self._wake(watchers)
+        woken = self._wake(watchers, coalesce=False)
         log.info("notices_swept", watchers=len(watchers), woken=woken)
         return woken
 

@@ -21,13 +21,19 @@ Clock = Callable[[], datetime]
 #: Called after commit with the key of a watcher (not a sub-agent) for whom a notice opened.
 Waker = Callable[[str], None]
 #: The host's message delivery for `sessions_send`: (sender_key, target_key, message) -> the key
-#: of the session that actually received it; raises when delivery fails.
-Dispatcher = Callable[[str, str, str], str]
+#: of the session that actually received it; raises when delivery fails. One that declares a
+#: `timeout_seconds` keyword receives the call's timeout (None when not given) and may return
+#: `{"sessionKey": …, "status": "accepted" | "ok" | "no_reply" | "timeout" | "error",
+#: "reply": …}` instead (application/tools/sending.py).
+Dispatcher = Callable[..., Any]
 #: The host's `sessions_spawn`: (caller_key, request) -> (childSessionKey, runId). The request
 #: is the validated tool input with camelCase keys (`task`, `runtime`, `context`, `sandbox`,
 #: `thread`, and `label`, `model`, `thinking` when given); the host starts the child from it,
 #: or raises to refuse.
 Spawner = Callable[[str, dict[str, Any]], tuple[str, str]]
+#: The host's `subagents` cancel: (caller_key, child_key, run_id) -> None; raises to refuse.
+#: The run's end is recorded when the host reports it (`record_run_terminal`).
+Canceller = Callable[[str, str, str], None]
 
 
 def system_clock() -> datetime:
@@ -66,6 +72,23 @@ class SessionRow:
     updated_at: int
     state_version: int
     deleted: bool
+    #: What the log knows: the channel of the latest human turn, and the latest run the
+    #: session had as a child (`running`, or its outcome), with its start and end times.
+    channel: str | None = None
+    run_id: str | None = None
+    run_status: str | None = None
+    run_started_at: int | None = None
+    run_ended_at: int | None = None
+    #: The host's marks.
+    pinned: bool = False
+    archived: bool = False
+
+    @property
+    def last_run_aborted(self) -> bool | None:
+        """Whether the latest run was cancelled or timed out (None: never ran as a child)."""
+        if self.run_status is None:
+            return None
+        return self.run_status in ("cancelled", "timeout")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +171,14 @@ class ReadModel(Protocol):
         limit: int | None,
         search: str | None = None,
         keys: Collection[str] | None = None,
+        archived: bool | None = None,
     ) -> list[SessionRow]:
         """Live sessions, most recently updated first; `search` is a case-insensitive
-        substring of the key or label; `keys` restricts the rows to those keys."""
+        substring of the key or label; `keys` restricts the rows to those keys; `archived`
+        to the archived (True) or the active (False) ones."""
+
+    def read_models_outdated(self) -> bool:
+        """Whether the read models were written by an earlier version (a rebuild migrates)."""
 
     def children_of(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
         """The live sessions whose parent is each of `parent_keys`, keys sorted."""

@@ -64,6 +64,43 @@ class SessionTouched:
 
 
 @dataclass(frozen=True, slots=True)
+class MarkSet:
+    """The host's pin (`mark` "pinned") or archive (`mark` "archived") mark on a session."""
+
+    session_id: UUID
+    mark: str
+    value: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSeen:
+    """A human turn arrived over `channel`: the latest channel the registry shows."""
+
+    session_id: UUID
+    channel: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    """A spawn started run `run_id` on the session (a child) at `at`."""
+
+    session_id: UUID
+    run_id: str | None
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnded:
+    """Run `run_id` ended with `status` (`completed`, `failed`, `timeout`, `cancelled`); a
+    report for a run other than the one running is ignored."""
+
+    session_id: UUID
+    run_id: str | None
+    status: str
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
 class ParentLinked:
     session_id: UUID
     parent_key: str | None
@@ -166,6 +203,10 @@ RowChange = (
     | SessionReopened
     | SessionDescribed
     | SessionTouched
+    | MarkSet
+    | ChannelSeen
+    | RunStarted
+    | RunEnded
     | ParentLinked
     | SignalAppended
     | HistoryPruned
@@ -254,7 +295,36 @@ def _(event: Session.Signal, position: int) -> list[RowChange]:
     ]
     if isinstance(event, Session.ChildSpawned):
         rows.append(ParentLinked(event.originator_id, event.actor_id))
+        rows.append(RunStarted(event.originator_id, event.run_id, at))
+    elif isinstance(event, Session.RunCompleted | Session.RunFailed):
+        rows.append(RunEnded(event.originator_id, event.run_id, run_status(event), at))
+    elif isinstance(event, Session.HumanDirectMessage):
+        channel = (event.payload or {}).get("channel")
+        if isinstance(channel, str):
+            rows.append(ChannelSeen(event.originator_id, channel))
     return rows
+
+
+#: A failed run's `payload.outcome` as the registry's run status.
+_FAILED_STATUS = {"error": "failed", "timeout": "timeout", "cancelled": "cancelled"}
+
+
+def run_status(event: Session.RunCompleted | Session.RunFailed) -> str:
+    """`completed`, or `failed` | `timeout` | `cancelled` from a failed run's outcome."""
+    if isinstance(event, Session.RunCompleted):
+        return "completed"
+    return _FAILED_STATUS.get(str((event.payload or {}).get("outcome")), "failed")
+
+
+@_rows.register
+def _(event: Session.PinSet, position: int) -> list[RowChange]:
+    """Host bookkeeping: the mark changes, the session's `updatedAt` does not."""
+    return [MarkSet(event.originator_id, "pinned", event.pinned)]
+
+
+@_rows.register
+def _(event: Session.ArchiveSet, position: int) -> list[RowChange]:
+    return [MarkSet(event.originator_id, "archived", event.archived)]
 
 
 @_rows.register

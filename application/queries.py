@@ -43,10 +43,10 @@ class Queries(ServiceCore):
         search: str | None = None,
         active_minutes: int | float | None = None,
         limit: int | None = None,
+        archived: bool = False,
     ) -> list[dict[str, Any]]:
-        """Live sessions, most recently updated first, as the `sessions_list` tool's rows:
-        `{sessionKey, agentId, kind, label, parentSessionKey, childSessionKeys, updatedAt,
-        stateVersion?}`, `stateVersion` only when > 0 (R-S5)."""
+        """Live sessions, most recently updated first, as the `sessions_list` tool's rows
+        (`list_row`): the active ones, or with `archived=True` the archived ones."""
         rows = self.session_rows(
             agent_id=agent_id,
             kinds=kinds,
@@ -54,6 +54,7 @@ class Queries(ServiceCore):
             search=search,
             active_minutes=active_minutes,
             limit=limit,
+            archived=archived,
         )
         children = self.children([row.key for row in rows])
         return [list_row(row, children.get(row.key, [])) for row in rows]
@@ -68,10 +69,14 @@ class Queries(ServiceCore):
         active_minutes: int | float | None = None,
         limit: int | None = None,
         keys: Collection[str] | None = None,
+        archived: bool | None = None,
     ) -> list[SessionRow]:
         """The registry rows behind `sessions_list`, for hosts and the session tools; `keys`
-        restricts them (e.g. to what a caller may see)."""
+        restricts them (e.g. to what a caller may see), `archived` to the archived (True) or
+        the active (False) ones; by default both."""
         check_kinds(kinds)
+        if archived is not None and not isinstance(archived, bool):
+            raise InvalidArgumentError("archived", "must be a boolean")
         for field, text in (("agentId", agent_id), ("label", label), ("search", search)):
             if text is not None and (not isinstance(text, str) or has_control(text)):
                 raise InvalidArgumentError(field, "must be text without control characters")
@@ -113,6 +118,7 @@ class Queries(ServiceCore):
             limit=limit,
             search=search,
             keys=keys,
+            archived=archived,
         )
 
     def children(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
@@ -145,7 +151,10 @@ def check_kinds(kinds: object) -> None:
 
 
 def list_row(row: SessionRow, children: list[str]) -> dict[str, Any]:
-    """One `sessions_list` row, as every surface shows it; `stateVersion` only when > 0."""
+    """One `sessions_list` row, as every surface shows it: `{sessionKey, agentId, kind, label,
+    parentSessionKey, childSessionKeys, updatedAt, stateVersion?, channel?, pinned, archived,
+    runStatus?, lastRunAborted?}`; `stateVersion` only when > 0 (R-S5), `channel` when a
+    human turn's is known, the run fields when the session ran as a child (R-T1)."""
     item: dict[str, Any] = {
         "sessionKey": row.key,
         "agentId": row.agent_id,
@@ -157,4 +166,10 @@ def list_row(row: SessionRow, children: list[str]) -> dict[str, Any]:
     }
     if row.state_version > 0:
         item["stateVersion"] = row.state_version
+    if row.channel is not None:
+        item["channel"] = row.channel
+    item["pinned"], item["archived"] = row.pinned, row.archived
+    if row.run_status is not None:
+        item["runStatus"] = row.run_status
+        item["lastRunAborted"] = row.last_run_aborted
     return item

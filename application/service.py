@@ -13,7 +13,9 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from session_awareness.application.audit import Audit
 from session_awareness.application.core import Retention, log
 from session_awareness.application.errors import ConfigurationError, StoreUnavailableError
+from session_awareness.application.marks import Marks
 from session_awareness.application.ports import (
+    Canceller,
     Clock,
     Dispatcher,
     Spawner,
@@ -31,6 +33,7 @@ from session_awareness.application.upstream.ports import (
     Scheduler,
     UpstreamProvider,
 )
+from session_awareness.application.wakes import DEFAULT_WAKE_COALESCE_SECONDS, WakeCoalescer
 from session_awareness.application.watching import Watching
 
 if TYPE_CHECKING:
@@ -51,7 +54,7 @@ _POSTGRES_EXTRA = frozenset({"psycopg", "psycopg_pool"})
 _POSTGRES_EXTRA_HINT = " (install the postgres extra: pip install 'session-awareness[postgres]')"
 
 
-class SessionAwareness(Producers, Upstream, Watching, Queries, Audit):
+class SessionAwareness(Producers, Upstream, Watching, Marks, Queries, Audit):
     """Signal log, watches, notices and reconciliation for a host's sessions (DESIGN D3)."""
 
     #: What a tool caller may see (R-T2): self, tree (default), agent or all.
@@ -60,6 +63,8 @@ class SessionAwareness(Producers, Upstream, Watching, Queries, Audit):
     dispatcher: Dispatcher | None = None
     #: The host's `sessions_spawn`: (caller, request) -> (childSessionKey, runId).
     spawner: Spawner | None = None
+    #: The host's `subagents` cancel: (caller, child, runId) -> None.
+    canceller: Canceller | None = None
 
     @cached_property
     def tools(self) -> SessionTools:
@@ -72,7 +77,9 @@ class SessionAwareness(Producers, Upstream, Watching, Queries, Audit):
 
     def start(self, *, listener_timeout: float = 5.0) -> None:
         """Startup duties: prune (R-R1), re-deliver wakes for pending notices (R-N6), and on
-        a store that publishes wakes, listen for other processes' notices (R-N7)."""
+        a store that publishes wakes, listen for other processes' notices (R-N7). Read
+        models an earlier version wrote are rebuilt first (`migrate_read_models`)."""
+        self.migrate_read_models()
         self._maybe_prune(self.clock())
         self.sweep()
         feed = getattr(self.recorder, "wake_listener", None)
@@ -126,25 +133,30 @@ def open_service(
     visibility: str = "tree",
     dispatcher: Dispatcher | None = None,
     spawner: Spawner | None = None,
+    canceller: Canceller | None = None,
     signal_backlog: int = 1000,
     upstream_providers: Mapping[str, UpstreamProvider] | None = None,
     is_run_active: RunActivity | None = None,
     own_user_texts: OwnUserTexts | None = None,
     upstream_scheduler: Scheduler | None = None,
     upstream_timeout: float = 45.0,
+    wake_coalesce_seconds: float = DEFAULT_WAKE_COALESCE_SECONDS,
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
     `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it.
-    `dispatcher` and `spawner` are the host's delivery for `sessions_send` and its child
-    start for `sessions_spawn` (the tools answer `not_configured` without them).
+    `dispatcher`, `spawner` and `canceller` are the host's delivery for `sessions_send`, its
+    child start for `sessions_spawn` and its run cancel for `subagents` (the tools answer
+    `not_configured` without them).
     Upstream monitoring (SPEC §8) is set up with providers by catalog id and the host's
-    ports; the host starts it with `start_upstream_monitor()`."""
+    ports; the host starts it with `start_upstream_monitor()`. Wakes coalesce per watcher:
+    at most one per `wake_coalesce_seconds` of the service clock (0: every wake, R-N5)."""
     if visibility not in VISIBILITIES:
         raise ConfigurationError(f"visibility must be one of {', '.join(VISIBILITIES)}")
     for name, value in (("retention_days", retention_days), ("retention_rows", retention_rows)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
-    for name, port in (("clock", clock), ("waker", waker), ("dispatcher", dispatcher)):
+    ports = (clock, waker, dispatcher, spawner, canceller)
+    for name, port in zip(("clock", "waker", "dispatcher", "spawner", "canceller"), ports):
         if port is not None and not callable(port):
             raise ConfigurationError(f"{name} must be callable, got {type(port).__name__}")
     if (
@@ -158,6 +170,14 @@ def open_service(
     if database_url is not None and not isinstance(database_url, str):
         raise ConfigurationError(
             f"database_url must be a string, got {type(database_url).__name__}"
+        )
+    if (
+        isinstance(wake_coalesce_seconds, bool)
+        or not isinstance(wake_coalesce_seconds, int | float)
+        or not 0 <= wake_coalesce_seconds < float("inf")
+    ):
+        raise ConfigurationError(
+            f"wake_coalesce_seconds must be a non-negative number, got {wake_coalesce_seconds!r}"
         )
     url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
     # No library cache: the service keeps its own (application/aggregate_cache.py).
@@ -177,6 +197,8 @@ def open_service(
         hint = _POSTGRES_EXTRA_HINT if _lacks_postgres(error) else ""
         raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
     service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
+    service.canceller = canceller
+    service.wakes = WakeCoalescer(wake_coalesce_seconds)
     try:
         service.configure_upstream(
             providers=upstream_providers,

@@ -68,6 +68,7 @@ class Session(Aggregate):
             aggregate.deleted = False
             aggregate.kind, aggregate.label = self.kind, self.label
             aggregate.parent_key = self.parent_key
+            aggregate.pinned = aggregate.archived = False  # a new life starts unmarked
 
     class Described(Event):
         """The host opened an open session again with a changed kind, label or first parent:
@@ -91,6 +92,25 @@ class Session(Aggregate):
 
         def apply(self, aggregate: Session) -> None:
             aggregate.sandboxed = self.sandboxed
+
+    class PinSet(Event):
+        """The host pinned the session, or unpinned it (a mark its `sessions_list` row shows)."""
+
+        TOPIC = f"{T}.PinSet"
+        pinned: bool
+
+        def apply(self, aggregate: Session) -> None:
+            aggregate.pinned = self.pinned
+
+    class ArchiveSet(Event):
+        """The host archived the session, or brought it back: an archived session keeps its
+        log and cursors and is listed only when archived sessions are asked for."""
+
+        TOPIC = f"{T}.ArchiveSet"
+        archived: bool
+
+        def apply(self, aggregate: Session) -> None:
+            aggregate.archived = self.archived
 
     class Signal(Event):
         """Base of the signal events; never stored itself."""
@@ -241,6 +261,9 @@ class Session(Aggregate):
     #: Whether the host marked the session sandboxed; a class default, so a session stored
     #: before the mark existed reads as not sandboxed.
     sandboxed: bool = False
+    #: The host's pin and archive marks; class defaults for the same reason.
+    pinned: bool = False
+    archived: bool = False
 
     def __deepcopy__(self, memo: dict[int, object]) -> Session:
         """The repository hands out a copy of each cached aggregate (so a failed save never
@@ -342,6 +365,22 @@ class Session(Aggregate):
         if sandboxed == self.sandboxed:
             return False
         self.trigger_event(self.SandboxSet, timestamp=at, sandboxed=sandboxed)
+        return True
+
+    def pin(self, pinned: bool, *, at: datetime) -> bool:
+        """Pin or unpin the session; True when the mark changed."""
+        self.check_open()
+        if pinned == self.pinned:
+            return False
+        self.trigger_event(self.PinSet, timestamp=at, pinned=pinned)
+        return True
+
+    def archive(self, archived: bool, *, at: datetime) -> bool:
+        """Archive the session or bring it back; True when the mark changed."""
+        self.check_open()
+        if archived == self.archived:
+            return False
+        self.trigger_event(self.ArchiveSet, timestamp=at, archived=archived)
         return True
 
     def check_parent(self, parent_key: str | None, lineage: Collection[str]) -> None:

@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 log = get_logger()
 
-#: The tools that need a host port, by the service attribute holding it.
+#: The tools that need a host port, by the service attribute holding it. `subagents` is not
+#: one: its list needs none, and its cancel answers `not_configured` without a canceller.
 NEEDS_PORT = {"sessions_send": "dispatcher", "sessions_spawn": "spawner"}
 EXTRA_RULES = {"drain": "drain must be a boolean (true or false)"}
 

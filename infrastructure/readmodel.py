@@ -35,6 +35,7 @@ READ_MODEL_TABLES = {
     "session_state_events": "session_id, sequence",
     "session_watch_cursors": "watch_id",
     "session_upstream_links": "session_id",
+    "session_activity": "session_id",
 }
 
 #: The read-model tables, written once: `{id}`, `{int}` and `{text}` are the backend's column
@@ -73,13 +74,28 @@ READ_MODEL_DDL = [
         thread_id {text} NOT NULL, upstream_kind {text} NOT NULL, upstream_ref {text} NOT NULL,
         marker {text}, last_position {text}, generation {int} NOT NULL,
         linked_at {int} NOT NULL, updated_at {int} NOT NULL)""",
+    # What the log knows of a session beyond its head, and the host's marks: one row per
+    # session ever opened, so a registry row without one was written by an earlier version
+    # (`read_models_outdated`).
+    """CREATE TABLE IF NOT EXISTS {s}session_activity (
+        session_id {id} PRIMARY KEY, channel {text}, run_id {text}, run_status {text},
+        run_started_at {int}, run_ended_at {int}, pinned {int} NOT NULL DEFAULT 0,
+        archived {int} NOT NULL DEFAULT 0)""",
 ]
 
 _SESSION = (
     "SELECT r.session_id, r.agent_id, r.session_key, r.kind, r.label, r.parent_key, "
-    "r.updated_at, COALESCE(h.state_version, 0) AS state_version, r.deleted "
+    "r.updated_at, COALESCE(h.state_version, 0) AS state_version, r.deleted, a.channel, "
+    "a.run_id, a.run_status, a.run_started_at, a.run_ended_at, "
+    "COALESCE(a.pinned, 0) AS pinned, COALESCE(a.archived, 0) AS archived "
     "FROM {s}session_registry r LEFT JOIN {s}session_state_heads h "
-    "ON h.session_id = r.session_id WHERE "
+    "ON h.session_id = r.session_id LEFT JOIN {s}session_activity a "
+    "ON a.session_id = r.session_id WHERE "
+)
+#: A registry row without its activity row: the store was written by an earlier version.
+_OUTDATED = (
+    "SELECT 1 FROM {s}session_registry r WHERE NOT EXISTS "
+    "(SELECT 1 FROM {s}session_activity a WHERE a.session_id = r.session_id) LIMIT 1"
 )
 _CURSOR = (
     "SELECT watch_id, watcher_key, target_id, target_key, acknowledged, notified, material, "
@@ -346,8 +362,12 @@ class ReadModelStore:
         limit: int | None,
         search: str | None = None,
         keys: Collection[str] | None = None,
+        archived: bool | None = None,
     ) -> list[SessionRow]:
         where, params = ["r.deleted = 0"], []
+        if archived is not None:
+            where.append("COALESCE(a.archived, 0) = ?")
+            params.append(int(archived))
         for column, values in (("r.session_key", keys), ("r.kind", kinds)):
             if values is not None:
                 clause, param = self.one_of(column, values)
@@ -390,6 +410,11 @@ class ReadModelStore:
             for row in rows:
                 out[row["parent_key"]].append(row["session_key"])
         return out
+
+    def read_models_outdated(self) -> bool:
+        """Whether a session's registry row lacks the rows this version keeps beside it:
+        the read models were written by an earlier version and need a rebuild."""
+        return bool(self.fetch(_OUTDATED))
 
     def cursors_of_watcher(self, watcher_key: str, *, pending_only: bool) -> list[CursorRow]:
         pending = " AND notified > acknowledged" if pending_only else ""
@@ -452,6 +477,8 @@ def _session(r: Any) -> SessionRow:
     return SessionRow(
         _uuid(r["session_id"]), r["agent_id"], r["session_key"], r["kind"], r["label"],
         r["parent_key"], r["updated_at"], r["state_version"], bool(r["deleted"]),
+        r["channel"], r["run_id"], r["run_status"], r["run_started_at"], r["run_ended_at"],
+        bool(r["pinned"]), bool(r["archived"]),
     )  # fmt: skip
 
 
@@ -513,6 +540,11 @@ class Write:
 def _greatest_first(old: Row, new: Row) -> Row:
     """`SET col = GREATEST(col, ?)` twice is once with the greater value."""
     return (max(old[0], new[0]), *new[1:])
+
+
+def _last(old: Row, new: Row) -> Row:
+    """A value set twice is set once, to the last value."""
+    return new
 
 
 def _moved(old: Row, new: Row) -> Row:
@@ -596,6 +628,43 @@ _CURSOR_MOVE = Write(
 _CURSOR_REMOVE = Write(
     "session_watch_cursors", "DELETE FROM {s}session_watch_cursors WHERE watch_id = ?"
 )
+_ACTIVITY_OPEN = Write(
+    "session_activity",
+    "INSERT INTO {s}session_activity (session_id, pinned, archived) VALUES (?, 0, 0) "
+    "ON CONFLICT DO NOTHING",
+)
+_ACTIVITY_RESET = Write(
+    "session_activity",
+    "UPDATE {s}session_activity SET channel = NULL, run_id = NULL, run_status = NULL, "
+    "run_started_at = NULL, run_ended_at = NULL, pinned = 0, archived = 0 WHERE session_id = ?",
+)
+_MARKS = {
+    mark: Write(
+        "session_activity",
+        f"UPDATE {{s}}session_activity SET {mark} = ? WHERE session_id = ?",
+        _last,
+    )
+    for mark in ("pinned", "archived")
+}
+_CHANNEL = Write(
+    "session_activity",
+    "UPDATE {s}session_activity SET channel = ? WHERE session_id = ?",
+    _last,
+)
+_RUN_START = Write(
+    "session_activity",
+    "UPDATE {s}session_activity SET run_id = ?, run_status = 'running', run_started_at = ?, "
+    "run_ended_at = NULL WHERE session_id = ?",
+)
+#: A terminal report ends the run it names; one for another run than a running one is
+#: ignored. `SET` expressions read the row as it was, so the start time survives only when
+#: the report is for the run that started.
+_RUN_END = Write(
+    "session_activity",
+    "UPDATE {s}session_activity SET run_started_at = CASE WHEN run_id = ? "
+    "THEN run_started_at END, run_id = ?, run_status = ?, run_ended_at = ? "
+    "WHERE session_id = ? AND (run_status IS NULL OR run_status <> 'running' OR run_id = ?)",
+)
 _LINK_SET = Write(
     "session_upstream_links",
     "INSERT INTO {s}session_upstream_links (session_id, catalog_id, host_id, thread_id, "
@@ -626,14 +695,36 @@ def _session_opened(store: ReadModelStore, change: p.SessionOpened) -> Writes:
         (_OPEN, sid, (sid, change.agent_id, change.key, change.kind, change.label,
                       change.parent_key, change.at, change.at)),
         (_HEAD, sid, (sid,)),
+        (_ACTIVITY_OPEN, sid, (sid,)),
     ]  # fmt: skip
 
 
 def _session_reopened(store: ReadModelStore, change: p.SessionReopened) -> Writes:
     sid = store.param_id(change.session_id)
     return [
-        (_REOPEN, sid, (change.kind, change.label, change.parent_key, change.at, change.at, sid))
+        (_REOPEN, sid, (change.kind, change.label, change.parent_key, change.at, change.at, sid)),
+        (_ACTIVITY_RESET, sid, (sid,)),
     ]
+
+
+def _mark_set(store: ReadModelStore, change: p.MarkSet) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [(_MARKS[change.mark], sid, (int(change.value), sid))]
+
+
+def _channel_seen(store: ReadModelStore, change: p.ChannelSeen) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [(_CHANNEL, sid, (change.channel, sid))]
+
+
+def _run_started(store: ReadModelStore, change: p.RunStarted) -> Writes:
+    sid = store.param_id(change.session_id)
+    return [(_RUN_START, sid, (change.run_id, change.at, sid))]
+
+
+def _run_ended(store: ReadModelStore, change: p.RunEnded) -> Writes:
+    sid, run = store.param_id(change.session_id), change.run_id
+    return [(_RUN_END, sid, (run, run, change.status, change.at, sid, run))]
 
 
 def _session_described(store: ReadModelStore, change: p.SessionDescribed) -> Writes:
@@ -724,6 +815,10 @@ _WRITES: dict[type, Callable[[ReadModelStore, Any], Writes]] = {
     p.SessionReopened: _session_reopened,
     p.SessionDescribed: _session_described,
     p.SessionTouched: _session_touched,
+    p.MarkSet: _mark_set,
+    p.ChannelSeen: _channel_seen,
+    p.RunStarted: _run_started,
+    p.RunEnded: _run_ended,
     p.ParentLinked: _parent_linked,
     p.SignalAppended: _signal_appended,
     p.HistoryPruned: _history_pruned,

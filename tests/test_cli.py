@@ -461,6 +461,26 @@ class TestList:
         assert by_key[RESEARCHER]["stateVersion"] == 2
         assert by_key[MANAGER]["childSessionKeys"] == [RESEARCHER]
 
+    def test_list_archived_lists_the_archived_sessions_instead(
+        self, populated_url: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`list --archived --json` gives the archived rows, which `list` leaves out."""
+        with structlog.testing.capture_logs():
+            svc = open_service(populated_url)
+            try:
+                svc.archive_session(RESEARCHER)
+            finally:
+                svc.close()
+        assert main(["list", "--json", "--database-url", populated_url]) == 0
+        assert [row["sessionKey"] for row in json.loads(capsys.readouterr().out)] == [MANAGER]
+        assert main(["list", "--archived", "--json", "--database-url", populated_url]) == 0
+        [archived] = json.loads(capsys.readouterr().out)
+        assert (archived["sessionKey"], archived["archived"], archived["channel"]) == (
+            RESEARCHER,
+            True,
+            "telegram",
+        )
+
 
 class TestServiceLogFormats:
     def test_json_logs_are_one_object_a_line_with_iso_utc_timestamps(

@@ -12,12 +12,15 @@ from session_awareness.application.tools.inputs import (
     SessionsSendInput,
     SessionsSpawnInput,
     SessionStatusInput,
+    SubagentsInput,
 )
 from session_awareness.application.tools.outputs import (
     SessionsListOutput,
     SessionsSendOutput,
     SessionsSpawnOutput,
     SessionStatusOutput,
+    SubagentsCancelOutput,
+    SubagentsListOutput,
 )
 from session_awareness.application.tools.schema import FLAVORS, Flavor, tool_schemas
 from session_awareness.application.tools.service import SessionTools
@@ -35,6 +38,9 @@ __all__ = [
     "SessionsSendOutput",
     "SessionsSpawnInput",
     "SessionsSpawnOutput",
+    "SubagentsCancelOutput",
+    "SubagentsInput",
+    "SubagentsListOutput",
     "Tool",
     "ToolError",
     "tool_schemas",

@@ -9,6 +9,7 @@ from session_awareness.application.tools.inputs import (
     SessionsSendInput,
     SessionsSpawnInput,
     SessionStatusInput,
+    SubagentsInput,
     ToolInput,
 )
 
@@ -56,6 +57,16 @@ TOOLS: dict[str, Tool] = {
             '"subagent" (default) or "acp"; model and thinking overrides; context "isolated" '
             '(default) or "fork" (subagent only); sandbox "inherit" or "require"; thread.',
             SessionsSpawnInput,
+        ),
+        Tool(
+            "subagents",
+            'action "list" (the default): the sessions you spawned, transitively, each with '
+            "its runId, runStatus (running, completed, failed, timeout, cancelled), spawn "
+            "time and end time; running ones first, then runs that ended within "
+            'recentMinutes (default 30). action "cancel" with a runId from the list: ask the '
+            "host to cancel that run (only inside your own tree); its end shows once the "
+            "host reports it.",
+            SubagentsInput,
         ),
     )
 }

@@ -26,6 +26,8 @@ INTERNAL_ERROR = "internal_error"
 SERVICE_ERROR = "service_error"
 INVALID_CALLER = "invalid_caller"
 SPAWN_FAILED = "spawn_failed"
+CANCEL_FAILED = "cancel_failed"
+UNKNOWN_RUN = "unknown_run"
 
 #: How much of a name an agent made up (an unknown field or tool) is echoed or logged.
 MAX_ECHO = 64

@@ -135,9 +135,14 @@ def _a(kind: object) -> str:
 
 
 def _nullable(node: dict[str, Any]) -> dict[str, Any]:
-    """`node` that also takes `null`: a type list, or a `null` branch of an `anyOf`."""
+    """`node` that also takes `null`: a type list, or a `null` branch of an `anyOf`; an
+    `enum` lists `null` too, or it would refuse it whatever the type says."""
     if "anyOf" in node:
         return {**node, "anyOf": [*node["anyOf"], _NULL]}
+    if "enum" in node and None not in node["enum"]:
+        node = {**node, "enum": [*node["enum"], None]}
+    if "type" not in node:
+        return node
     kind = node["type"]
     if "enum" in node:  # an enum lists every value it takes, null included
         return {**node, "type": [kind, "null"], "enum": [*node["enum"], None]}

@@ -38,6 +38,8 @@ INVALID, THREAD_SCOPED = "invalid", "thread_scoped"
 CURRENT = "current"
 #: `activeMinutes` beyond a century would overflow the clock arithmetic.
 MAX_ACTIVE_MINUTES = 100 * 365 * 24 * 60
+#: How far back `subagents` lists ended runs unless told (minutes).
+DEFAULT_RECENT_MINUTES = 30
 SessionKind = Literal["main", "group", "cron", "hook", "node", "other", "subagent"]
 
 
@@ -161,6 +163,34 @@ class SessionsListInput(ToolInput):
         ge=1,
         le=MAX_SAFE_INTEGER,
         description="At most this many rows, most recently updated first.",
+    )
+    archived: bool | None = Field(
+        default=None,
+        alias="archived",
+        description="true: list the archived sessions instead of the active ones (default false).",
+    )
+
+
+class SubagentsInput(ToolInput):
+    action: Literal["list", "cancel"] | None = Field(
+        default=None,
+        alias="action",
+        description='"list" (the default): the sessions you spawned, transitively, with their '
+        'runs; "cancel": ask the host to cancel the run `runId` names.',
+    )
+    run_id: Label | None = Field(
+        default=None,
+        alias="runId",
+        description='The run to cancel (action "cancel"): a runId the list returned.',
+    )
+    recent_minutes: float | None = Field(
+        default=None,
+        alias="recentMinutes",
+        gt=0,
+        le=MAX_ACTIVE_MINUTES,
+        allow_inf_nan=False,
+        description=f"List runs that ended within this many minutes (default "
+        f"{DEFAULT_RECENT_MINUTES}) after the active ones.",
     )
 
 
@@ -286,6 +316,12 @@ RULES: dict[str, str] = {
     "limit": f"limit must be a positive integer, at most {MAX_SAFE_INTEGER}",
     "message": "message must be a non-empty string",
     "watch": "watch must be a boolean (true or false)",
+    "archived": "archived must be a boolean (true or false)",
+    "action": 'action must be "list" or "cancel"',
+    "runId": f"runId {_LINE}",
+    "recentMinutes": (
+        f"recentMinutes must be a positive number of minutes, at most {MAX_ACTIVE_MINUTES}"
+    ),
     "timeoutSeconds": f"timeoutSeconds must be a non-negative number, at most {MAX_SAFE_INTEGER}",
 }
 THREAD_SCOPED_RULE = (

@@ -12,6 +12,10 @@ def _absent(value: object) -> bool:
     return value is None
 
 
+#: A run's status: running while the spawned run has no terminal report, else its outcome.
+RunStatus = Literal["running", "completed", "failed", "timeout", "cancelled"]
+
+
 class ToolOutput(BaseModel):
     model_config = ConfigDict(frozen=True, serialize_by_alias=True)
 
@@ -59,7 +63,8 @@ class SessionStatusOutput(ToolOutput):
 
 
 class SessionRow(ToolOutput):
-    """One `sessions_list` row; `stateVersion` only when it is > 0 (R-S5)."""
+    """One `sessions_list` row (`queries.list_row`); `stateVersion` only when it is > 0
+    (R-S5); `channel`, `runStatus` and `lastRunAborted` only when the log knows them."""
 
     session_key: str = Field(alias="sessionKey")
     agent_id: str = Field(alias="agentId")
@@ -69,6 +74,11 @@ class SessionRow(ToolOutput):
     child_session_keys: list[str] = Field(alias="childSessionKeys")
     updated_at: int = Field(alias="updatedAt")
     state_version: int | None = Field(default=None, alias="stateVersion", exclude_if=_absent)
+    channel: str | None = Field(default=None, alias="channel", exclude_if=_absent)
+    pinned: bool = Field(default=False, alias="pinned")
+    archived: bool = Field(default=False, alias="archived")
+    run_status: RunStatus | None = Field(default=None, alias="runStatus", exclude_if=_absent)
+    last_run_aborted: bool | None = Field(default=None, alias="lastRunAborted", exclude_if=_absent)
 
 
 class VisibilityNote(ToolOutput):
@@ -87,12 +97,20 @@ class SessionsListOutput(ToolOutput):
     visibility: VisibilityNote | None = Field(default=None, alias="visibility", exclude_if=_absent)
 
 
-class SessionsSendOutput(ToolOutput):
-    """Delivered to `sessionKey`, the session that actually received the message; `watched`
-    only when `watch` was passed (R-W2)."""
+#: A send's status: `accepted` (handed over, no wait), or after waiting for the reply `ok`
+#: (with it), `no_reply`, `timeout` or `error`.
+SendStatus = Literal["accepted", "ok", "no_reply", "timeout", "error"]
+SEND_STATUSES = frozenset(("accepted", "ok", "no_reply", "timeout", "error"))
 
-    status: Literal["delivered"] = Field(default="delivered", alias="status")
+
+class SessionsSendOutput(ToolOutput):
+    """Sent to `sessionKey`, the session that actually received the message; `reply` with
+    status `ok`; `watched` on every result after a successful dispatch when `watch` was
+    passed (R-W2, R-T1)."""
+
+    status: SendStatus = Field(default="accepted", alias="status")
     session_key: str = Field(alias="sessionKey")
+    reply: str | None = Field(default=None, alias="reply", exclude_if=_absent)
     watched: bool | None = Field(default=None, alias="watched", exclude_if=_absent)
 
 
@@ -102,4 +120,34 @@ class SessionsSpawnOutput(ToolOutput):
 
     status: Literal["accepted"] = Field(default="accepted", alias="status")
     child_session_key: str = Field(alias="childSessionKey")
+    run_id: str = Field(alias="runId")
+
+
+class Subagent(ToolOutput):
+    """One session of the caller's tree with its latest run: when it was spawned, and when
+    it ended unless it is running."""
+
+    session_key: str = Field(alias="sessionKey")
+    agent_id: str = Field(alias="agentId")
+    label: str | None = Field(alias="label")
+    parent_session_key: str | None = Field(alias="parentSessionKey")
+    run_id: str | None = Field(alias="runId")
+    run_status: RunStatus = Field(alias="runStatus")
+    last_run_aborted: bool = Field(alias="lastRunAborted")
+    spawned_at: int | None = Field(default=None, alias="spawnedAt", exclude_if=_absent)
+    ended_at: int | None = Field(default=None, alias="endedAt", exclude_if=_absent)
+
+
+class SubagentsListOutput(ToolOutput):
+    """The caller's tree: running sessions first (latest spawned first), then runs that
+    ended within `recentMinutes` (latest ended first)."""
+
+    subagents: list[Subagent] = Field(alias="subagents")
+    visibility: VisibilityNote | None = Field(default=None, alias="visibility", exclude_if=_absent)
+
+
+class SubagentsCancelOutput(ToolOutput):
+    """The host accepted to cancel the run; its end is recorded when the host reports it."""
+
+    status: Literal["requested"] = Field(default="requested", alias="status")
     run_id: str = Field(alias="runId")

@@ -1,9 +1,19 @@
 """`sessions_send`: pick one visible target, deliver through the host's dispatcher, then, with
-`watch: true`, watch the session that actually received the message (SPEC R-K2, R-W2)."""
+`watch: true`, watch the session that actually received the message (SPEC R-K2, R-W2, R-T1).
+
+A dispatcher that declares a `timeout_seconds` keyword receives the call's `timeoutSeconds`
+(None when not given) and may answer `{"sessionKey", "status", "reply"}`: `accepted`, or after
+waiting `ok` (with the reply), `no_reply`, `timeout` or `error`. `timeoutSeconds: 0` is
+fire-and-forget: the result is `accepted` whatever the host says. A plain key, what a
+`(sender, target, message) -> key` dispatcher returns, is `accepted`. The message and the reply
+are never stored nor logged.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import inspect
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from session_awareness.application.ports import SessionRow
 from session_awareness.application.tools.errors import (
@@ -14,7 +24,11 @@ from session_awareness.application.tools.errors import (
     shown,
 )
 from session_awareness.application.tools.inputs import SessionsSendInput
-from session_awareness.application.tools.outputs import SessionsSendOutput
+from session_awareness.application.tools.outputs import (
+    SEND_STATUSES,
+    SendStatus,
+    SessionsSendOutput,
+)
 from session_awareness.application.tools.visibility import Visibility
 from session_awareness.domain.keys import InvalidKeyError, check_key, is_thread_scoped
 from session_awareness.logs import get_logger
@@ -36,7 +50,12 @@ def send(
             NOT_CONFIGURED, "sessions_send needs a dispatcher: open_service(..., dispatcher=...)"
         )
     try:
-        received = svc.dispatcher(caller, row.key, given.message)
+        if accepts_timeout(svc.dispatcher):
+            answer = svc.dispatcher(
+                caller, row.key, given.message, timeout_seconds=given.timeout_seconds
+            )
+        else:
+            answer = svc.dispatcher(caller, row.key, given.message)
     except Exception as error:  # noqa: BLE001 -- the host's delivery failed: a typed error (R-W2)
         # Only the type: an exception's text may quote the message.
         log.warning("tool_dispatch_failed", caller=caller, target=row.key,
@@ -44,21 +63,60 @@ def send(
         raise ToolError(
             DISPATCH_FAILED, f"the message could not be delivered to {row.key}"
         ) from None
+    received, status, reply = _answer(answer, row.key, given.timeout_seconds, caller)
     if not isinstance(received, str) or not received:
         log.warning("tool_dispatch_unkeyed", caller=caller, target=row.key,
                     got_type=type(received).__name__)  # fmt: skip
         received = row.key
     log.info("tool_dispatched", caller=caller, target=row.key, received=shown(received))
     receiver = _visible_receiver(svc, view, row, received)
+    shown_key, watched = row.key, False
     if receiver is None:  # routed outside the caller's view: nothing about it is told (R-T2)
         log.info("tool_receiver_hidden", caller=caller, target=row.key)
-        if given.watch is None:
-            return SessionsSendOutput(sessionKey=row.key)
-        return SessionsSendOutput(sessionKey=row.key, watched=False)
-    if given.watch is None:
-        return SessionsSendOutput(sessionKey=receiver.key)
-    watched = given.watch and svc.watch(caller, receiver.key, target_agent_id=receiver.agent_id)
-    return SessionsSendOutput(sessionKey=receiver.key, watched=watched)
+    else:
+        shown_key = receiver.key
+        if given.watch:
+            watched = svc.watch(caller, receiver.key, target_agent_id=receiver.agent_id)
+    return SessionsSendOutput(
+        status=status,
+        sessionKey=shown_key,
+        reply=reply,
+        watched=None if given.watch is None else watched,
+    )
+
+
+def accepts_timeout(dispatcher: Callable[..., Any]) -> bool:
+    """Whether the host's dispatcher declares a `timeout_seconds` keyword (or takes any)."""
+    try:
+        parameters = inspect.signature(dispatcher).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: called the old way
+        return False
+    return any(
+        p.kind is p.VAR_KEYWORD or (p.name == "timeout_seconds" and p.kind is not p.POSITIONAL_ONLY)
+        for p in parameters
+    )
+
+
+def _answer(
+    answer: object, target: str, timeout: float | None, caller: str
+) -> tuple[object, SendStatus, str | None]:
+    """(receiving key, status, reply) of the dispatcher's answer: a key alone is `accepted`;
+    a mapping is the host's word, checked like any input; fire-and-forget is `accepted`."""
+    if not isinstance(answer, Mapping):
+        return answer, "accepted", None
+    received = answer.get("sessionKey", target)
+    given, reply = answer.get("status", "accepted"), answer.get("reply")
+    status: SendStatus = "accepted"
+    if given in SEND_STATUSES:
+        status = given
+    else:
+        log.warning("tool_dispatch_status_unknown", caller=caller, target=target,
+                    got_type=type(given).__name__)  # fmt: skip
+    if timeout == 0:
+        return received, "accepted", None
+    if status != "ok" or not isinstance(reply, str):
+        reply = None
+    return received, status, reply
 
 
 def _visible_receiver(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from session_awareness.application.errors import SessionAwarenessError
+from session_awareness.application.queries import list_row
 from session_awareness.application.tools.catalog import TOOLS
 from session_awareness.application.tools.errors import (
     INTERNAL_ERROR,
@@ -32,6 +33,7 @@ from session_awareness.application.tools.inputs import (
     SessionsSendInput,
     SessionsSpawnInput,
     SessionStatusInput,
+    SubagentsInput,
 )
 from session_awareness.application.tools.outputs import (
     SessionRow,
@@ -39,9 +41,12 @@ from session_awareness.application.tools.outputs import (
     SessionsSendOutput,
     SessionsSpawnOutput,
     SessionStatusOutput,
+    SubagentsCancelOutput,
+    SubagentsListOutput,
 )
 from session_awareness.application.tools.sending import send
 from session_awareness.application.tools.spawning import spawn
+from session_awareness.application.tools.subagents import subagents
 from session_awareness.application.tools.visibility import Visibility
 from session_awareness.domain.keys import MAX_KEY_LENGTH, InvalidKeyError, check_key
 from session_awareness.logs import get_logger
@@ -53,7 +58,8 @@ log = get_logger()
 
 
 class SessionTools:
-    """`session_status`, `sessions_list`, `sessions_send` and `sessions_spawn` for callers."""
+    """`session_status`, `sessions_list`, `sessions_send`, `sessions_spawn` and `subagents`
+    for callers."""
 
     def __init__(self, svc: SessionAwareness) -> None:
         self.svc = svc
@@ -112,19 +118,13 @@ class SessionTools:
                 search=given.search,
                 active_minutes=given.active_minutes,
                 limit=given.limit,
+                archived=bool(given.archived),
             )
             children = self.svc.children([row.key for row in rows])
             visible = view.visible_keys(self.svc, {c for kids in children.values() for c in kids})
         sessions = [
-            SessionRow(
-                sessionKey=row.key,
-                agentId=row.agent_id,
-                kind=row.kind,
-                label=row.label,
-                parentSessionKey=row.parent_key,
-                childSessionKeys=[c for c in children.get(row.key, []) if c in visible],
-                updatedAt=row.updated_at,
-                stateVersion=row.state_version or None,
+            SessionRow.model_validate(
+                list_row(row, [c for c in children.get(row.key, []) if c in visible])
             )
             for row in rows
         ]
@@ -139,6 +139,13 @@ class SessionTools:
         """The host's spawner starts the child; the spawn edge is recorded (R-L5, R-W1)."""
         with _service_errors():
             return spawn(self.svc, self._view(caller), given, caller)
+
+    def subagents(
+        self, given: SubagentsInput, *, caller: str
+    ) -> SubagentsListOutput | SubagentsCancelOutput:
+        """The caller's tree with its runs; cancel a run in it through the host's canceller."""
+        with _service_errors():
+            return subagents(self.svc, self._view(caller), given, caller)
 
     def _view(self, caller: str) -> Visibility:
         try:

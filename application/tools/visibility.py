@@ -90,7 +90,7 @@ class Visibility:
             return cls(mode, caller, agent, scope_agent=agent)
         if mode == "tree":
             groups = partial(_watched_groups, svc, caller, agent)
-            return cls(mode, caller, agent, pairs=frozenset(_tree(svc, me)), read_pairs=groups)
+            return cls(mode, caller, agent, pairs=frozenset(tree_of(svc, me)), read_pairs=groups)
         return cls(mode, caller, agent, pairs=frozenset({me}))
 
     @property
@@ -156,6 +156,7 @@ class Visibility:
         search: str | None = None,
         active_minutes: float | None = None,
         limit: int | None = None,
+        archived: bool | None = None,
     ) -> list[SessionRow]:
         """The visible registry rows that pass the filters, most recently updated first."""
         if self.scope_agent is not None and agent_id not in (None, self.scope_agent):
@@ -171,6 +172,7 @@ class Visibility:
             active_minutes=active_minutes,
             limit=limit if keys is None else None,  # a set of pairs is filtered here
             keys=keys,
+            archived=archived,
         )
         visible = [row for row in rows if self.admits(row)]
         return visible[:limit] if limit is not None else visible
@@ -182,7 +184,7 @@ class Visibility:
         return {row.key for row in svc.session_rows(keys=list(keys)) if self.admits(row)}
 
 
-def _tree(svc: SessionAwareness, root: Pair) -> set[Pair]:
+def tree_of(svc: SessionAwareness, root: Pair) -> set[Pair]:
     """`root` and every live session it spawned, transitively. A child belongs to a parent
     by key; under a bare parent key, only the children of the parent's own agent. A qualified
     child under a qualified parent names its own agent, so the registry is asked for rows only

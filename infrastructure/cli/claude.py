@@ -109,9 +109,13 @@ def mcp(  # noqa: PLR0917 -- click passes every option as an argument
         host = process_identity(os.getppid())
         hook_socket = socket_path(state, host) if host is not None else None
     relay = WakeRelay()
+    # The relay's wakes tell the notices resource's subscribers of each new notice, which
+    # is news every time: no coalescing (R-N5 coalesces heartbeat wakes).
     with (
         service_logs(verbose=verbose),
-        open_service(database_url, visibility=visibility, waker=relay) as svc,
+        open_service(
+            database_url, visibility=visibility, waker=relay, wake_coalesce_seconds=0
+        ) as svc,
     ):
         polling = svc.health()["backend"] == "sqlite"
         anyio.run(

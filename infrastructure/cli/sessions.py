@@ -72,6 +72,7 @@ def status(
 @click.option("--kind", "kinds", multiple=True, metavar="KIND", help="Only these kinds.")
 @click.option("--search", metavar="TEXT", help="Key or label contains TEXT.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N sessions.")
+@click.option("--archived", is_flag=True, help="List the archived sessions instead.")
 @store_options
 @json_option
 def list_sessions(
@@ -80,6 +81,7 @@ def list_sessions(
     kinds: tuple[str, ...],
     search: str | None,
     limit: int | None,
+    archived: bool,
     database_url: str | None,
     verbose: int,
     as_json: bool,
@@ -87,17 +89,19 @@ def list_sessions(
     """Live sessions, most recently updated first (--json: the sessions_list tool's rows)."""
     with open_store(database_url, verbose=verbose) as svc:
         items = svc.sessions_list(
-            agent_id=agent_id, kinds=kinds or None, search=search, limit=limit
-        )
+            agent_id=agent_id, kinds=kinds or None, search=search, limit=limit,
+            archived=archived,
+        )  # fmt: skip
     if as_json:
         print_json(items)
         return EXIT_OK
     out = table("session", "agent", "kind", "label", "parent", ">children", ">stateVersion",
-                "updated")  # fmt: skip
+                "run", "updated")  # fmt: skip
     for item in items:
         row(out, item["sessionKey"], item["agentId"], item["kind"], item["label"],
             item["parentSessionKey"], len(item["childSessionKeys"]),
-            item.get("stateVersion", 0), when(item["updatedAt"]))  # fmt: skip
+            item.get("stateVersion", 0), item.get("runStatus"),
+            when(item["updatedAt"]))  # fmt: skip
     show(out)
     line(counted(len(items), "session"))
     return EXIT_OK

@@ -148,7 +148,7 @@ class TestAsyncService:
                 assert await eventually(lambda: _ticked(heartbeat, 20))
                 assert not call.done()
                 release.set()
-                assert (await call)["status"] == "delivered"
+                assert (await call)["status"] == "accepted"
                 await heartbeat.stop()
             assert heartbeat.longest_gap < 1.0
 

@@ -15,12 +15,13 @@ class TestListRows:
         self, svc: SessionAwareness, clock: FakeClock
     ) -> None:
         """R-S5, R-T1: sessionKey, agentId, kind, label, parentSessionKey, childSessionKeys,
-        updatedAt (ms), and stateVersion only when > 0, in the tool's key order."""
+        updatedAt (ms), stateVersion only when > 0, the marks, and the run fields of a
+        session that ran as a child, in the tool's key order."""
         spawn(svc)
         rows = {row["sessionKey"]: row for row in svc.sessions_list()}
         assert list(rows[CHILD]) == [
             "sessionKey", "agentId", "kind", "label", "parentSessionKey", "childSessionKeys",
-            "updatedAt", "stateVersion",
+            "updatedAt", "stateVersion", "pinned", "archived", "runStatus", "lastRunAborted",
         ]  # fmt: skip
         assert rows[MANAGER]["childSessionKeys"] == [CHILD]
         assert rows[CHILD]["childSessionKeys"] == []

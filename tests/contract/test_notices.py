@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from session_awareness.application import SessionAwareness
-from tests.conftest import RecordingWaker, ServiceFactory
-from tests.contract.helpers import CHILD, MANAGER, OTHER, cursor, notice, spawn
+import pytest
+
+from session_awareness.application import ConfigurationError, SessionAwareness, open_service
+from tests.conftest import FakeClock, RecordingWaker, ServiceFactory
+from tests.contract.helpers import CHILD, MANAGER, OTHER, PEER, cursor, notice, spawn
 
 
 class TestWorkedExample:
@@ -118,14 +120,52 @@ class TestWakes:
         assert waker.woken == []
 
     def test_a_reopened_notice_wakes_the_watcher_again(
-        self, svc: SessionAwareness, waker: RecordingWaker
+        self, svc: SessionAwareness, waker: RecordingWaker, clock: FakeClock
     ) -> None:
-        """R-N3, R-N5: the fresh notice opened by a drain is a new notice and wakes."""
+        """R-N3, R-N5: the fresh notice opened by a drain is a new notice and wakes (once
+        the coalescing window of the first wake has passed)."""
         spawn(svc)
         svc.record_goal_changed(CHILD, summary="goal created")
         svc.record_goal_changed(CHILD, summary="goal updated")
+        clock.advance(seconds=20)
         svc.drain_notices(MANAGER)
         assert waker.woken == [MANAGER, MANAGER]
+
+    def test_wakes_coalesce_per_watcher_within_the_window(
+        self, svc: SessionAwareness, waker: RecordingWaker, clock: FakeClock
+    ) -> None:
+        """R-N5: at most one wake per watcher per 20 s of the service clock; the notices
+        themselves are unchanged."""
+        spawn(svc)
+        spawn(svc, child=OTHER, run="run-2")
+        svc.record_goal_changed(CHILD, summary="goal created")
+        clock.advance(seconds=19)
+        svc.record_goal_changed(OTHER, summary="goal created")
+        assert waker.woken == [MANAGER]
+        assert svc.pending_notices(MANAGER) == [notice(CHILD, 1), notice(OTHER, 1)]
+        clock.advance(seconds=1)
+        svc.drain_notices(MANAGER)
+        svc.record_goal_changed(CHILD, summary="goal updated")
+        assert waker.woken == [MANAGER, MANAGER]
+
+    def test_each_watcher_has_its_own_window_and_zero_turns_coalescing_off(
+        self, open_svc: ServiceFactory, waker: RecordingWaker
+    ) -> None:
+        """R-N5: `wake_coalesce_seconds=0` wakes every time; windows are per watcher."""
+        svc = open_svc(wake_coalesce_seconds=0)
+        spawn(svc)
+        svc.record_goal_changed(CHILD, summary="goal created")
+        svc.drain_notices(MANAGER)
+        svc.record_goal_changed(CHILD, summary="goal updated")
+        svc.open_session(PEER)
+        svc.watch(PEER, CHILD)
+        svc.record_goal_changed(CHILD, summary="goal status changed to done")
+        assert waker.woken == [MANAGER, MANAGER, PEER]
+
+    def test_a_bad_coalescing_window_is_refused(self, database_url: str) -> None:
+        for bad in (-1, float("nan"), float("inf"), True, "20"):
+            with pytest.raises(ConfigurationError):
+                open_service(database_url, wake_coalesce_seconds=bad)  # type: ignore[arg-type]
 
     def test_a_failing_waker_does_not_undo_the_recording(self, open_svc: ServiceFactory) -> None:
         """R-L8, R-N5: a host waker that raises is logged; the signal and notice stay."""

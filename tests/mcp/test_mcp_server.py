@@ -28,7 +28,14 @@ from tests.mcp.helpers import (
 )
 
 LEAD, WORKER = "agent:main:main", "agent:main:worker"
-OFFERED = ["session_status", "sessions_list", "session_notices", "session_watch", "session_unwatch"]
+OFFERED = [
+    "session_status",
+    "sessions_list",
+    "subagents",
+    "session_notices",
+    "session_watch",
+    "session_unwatch",
+]
 
 
 def seed(url: str) -> None:
@@ -43,7 +50,8 @@ class TestListing:
         self, database_url: str, tmp_path: Path
     ) -> None:
         """The tools carry MCP's name/description/inputSchema, built from the exported JSON
-        Schemas; sessions_send (no dispatcher) and sessions_spawn (no spawner) are left out."""
+        Schemas; sessions_send (no dispatcher) and sessions_spawn (no spawner) are left out,
+        subagents stays (its list needs no port; its cancel answers `not_configured`)."""
         exported = {entry["name"]: entry["parameters"] for entry in tool_schemas()}
 
         async def scenario() -> None:
@@ -81,6 +89,8 @@ class TestCalls:
                 listed, failed, _ = await call(client, "sessions_list", {"kinds": ["main"]})
                 assert not failed
                 assert {row["sessionKey"] for row in listed["sessions"]} == {LEAD, WORKER}
+                runs, failed, _ = await call(client, "subagents", {"action": "list"})
+                assert (runs["subagents"], failed) == ([], False)
                 watched, _, _ = await call(client, "session_watch", {"sessionKey": WORKER})
                 assert watched == {"sessionKey": WORKER, "watched": True}
                 with open_service(database_url) as other:

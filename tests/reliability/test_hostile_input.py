@@ -23,6 +23,8 @@ from session_awareness.application.tools import (
     SessionsSendOutput,
     SessionsSpawnOutput,
     SessionStatusOutput,
+    SubagentsCancelOutput,
+    SubagentsListOutput,
     tool_schemas,
 )
 from session_awareness.application.tools.schema import FLAVORS
@@ -31,11 +33,23 @@ from tests.tools.helpers import HELPER, MAIN, OPS, PEER, WORKER, build_world
 
 # A dev dependency; `make test-dist`'s clean venv may lack it, and then skips this module.
 from_schema = pytest.importorskip("hypothesis_jsonschema").from_schema
+
+
+class SubagentsOutput:
+    """`subagents` answers a list, or a cancel that was requested."""
+
+    @staticmethod
+    def model_validate(result: dict[str, Any]) -> Any:
+        model = SubagentsCancelOutput if "status" in result else SubagentsListOutput
+        return model.model_validate(result)
+
+
 OUTPUTS: dict[str, Any] = {
     "session_status": SessionStatusOutput,
     "sessions_list": SessionsListOutput,
     "sessions_send": SessionsSendOutput,
     "sessions_spawn": SessionsSpawnOutput,
+    "subagents": SubagentsOutput,
 }
 SCHEMAS = {tool["name"]: tool["parameters"] for tool in tool_schemas()}
 
@@ -80,7 +94,7 @@ def said_in_words(flavor: str, tool: str) -> set[str]:
 #: Typed error codes a caller may get; `internal_error` means an exception escaped a tool.
 CODES = {"invalid_input", "unknown_session", "unknown_tool", "ambiguous_target",
          "dispatch_failed", "not_configured", "service_error", "spawn_failed",
-         "invalid_caller"}  # fmt: skip
+         "invalid_caller", "unknown_run", "cancel_failed"}  # fmt: skip
 #: Inputs tried, per backend, for docs/reliability.md.
 TRIED: Counter[str] = Counter()
 
@@ -145,6 +159,7 @@ def world(open_svc: ServiceFactory, clock: FakeClock, database_url: str) -> Sess
     svc = open_svc(
         dispatcher=lambda sender, target, message: target,
         spawner=lambda caller, request: (f"agent:main:subagent:fuzz-{next(spawned)}", "run"),
+        canceller=lambda caller, child, run_id: None,
     )
     build_world(svc, clock)
     svc.backend = "postgresql" if database_url.startswith("postgresql") else "sqlite"  # type: ignore[attr-defined]
@@ -201,7 +216,7 @@ class TestFuzzedToolInput:
         cross-field and key-syntax rules and, in a strict flavour, the bounds it says in
         words."""
         beyond_schema = {"sessionKey", "label", "agentId", "search", "task", "model", "thinking",
-                         "context"}  # fmt: skip
+                         "context", "runId"}  # fmt: skip
         beyond_schema |= said_in_words(flavor, tool)
 
         @FUZZ

@@ -200,6 +200,31 @@ class TestVisibility:
                         unseen, ghost, "nobody"
                     ), (caller, tool, key)
 
+    @pytest.mark.parametrize("mode", MODES)
+    def test_a_run_outside_the_callers_visible_tree_reads_like_an_unknown_one(
+        self, open_svc: ServiceFactory, clock: FakeClock, mode: str
+    ) -> None:
+        """R-T2: `subagents` cancel of a run in a session the caller did not spawn, or may
+        not see, answers as for a run id that names nothing, and reaches no host; its list
+        never shows a session outside the caller's view."""
+        asked: list[tuple[str, str, str]] = []
+        svc = open_svc(visibility=mode, canceller=lambda *call: asked.append(call))
+        build_world(svc, clock)
+        runs = {WORKER: "run-w", HELPER: "run-h"}
+        spawned = {(MAIN, WORKER), (MAIN, HELPER), (WORKER, HELPER)}
+        for caller in (MAIN, WORKER, HELPER, PEER, OPS):
+            listed = svc.tools.call("subagents", {}, caller=caller)["subagents"]
+            assert all(VISIBLE[mode](caller, row["sessionKey"]) for row in listed), caller
+            for key, run in runs.items():
+                if (caller, key) in spawned and VISIBLE[mode](caller, key):
+                    continue
+                seen = svc.tools.call("subagents", {"action": "cancel", "runId": run},
+                                      caller=caller)  # fmt: skip
+                unseen = svc.tools.call("subagents", {"action": "cancel", "runId": "run-x"},
+                                        caller=caller)  # fmt: skip
+                assert repr(seen).replace(run, "<run>") == repr(unseen).replace("run-x", "<run>")
+        assert all((caller, key) in spawned for caller, key, _ in asked)
+
     def test_another_agents_bare_key_reads_like_a_missing_one(
         self, open_svc: ServiceFactory, clock: FakeClock
     ) -> None:

@@ -9,6 +9,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from session_awareness.application import SessionAwareness
+from session_awareness.application.tools import TOOLS
 from tests.tools.conftest import RecordingDispatcher
 from tests.tools.helpers import MAIN, PEER, THREAD, WORKER, error, invalid, unknown
 
@@ -114,8 +115,13 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("sessions_list", {"label": "x\udfff"}, invalid("label", f"label {LINE_RULE}")),
     (
         "sessions_list",
-        {"archived": True},
-        invalid("archived", "archived is not a parameter of sessions_list"),
+        {"pinned": True},
+        invalid("pinned", "pinned is not a parameter of sessions_list"),
+    ),
+    (
+        "sessions_list",
+        {"archived": "yes"},
+        invalid("archived", "archived must be a boolean (true or false)"),
     ),
     # sessions_send: the target
     ("sessions_send", HI, invalid("sessionKey", ONE_TARGET)),
@@ -207,14 +213,10 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         invalid("runId", "runId is not a parameter of sessions_spawn"),
     ),
     # the call itself
-    (
-        "sessions_history",
+    (  # sessions_yield stays the host's: never a tool of this service
+        "sessions_yield",
         {},
-        error(
-            "unknown_tool",
-            "Unknown tool: sessions_history (known: session_status, sessions_list, "
-            "sessions_send, sessions_spawn)",
-        ),
+        error("unknown_tool", f"Unknown tool: sessions_yield (known: {', '.join(TOOLS)})"),
     ),
 ]
 

@@ -127,7 +127,7 @@ class TestOpenAI:
                 "timeoutSeconds": None,
             },
         )
-        assert sent == {"status": "delivered", "sessionKey": "agent:main:subagent:helper"}
+        assert sent == {"status": "accepted", "sessionKey": "agent:main:subagent:helper"}
         assert dispatcher.sent == [(WORKER, "agent:main:subagent:helper", "status?")]
         every_key = dict.fromkeys(tools["sessions_list"].params_json_schema["properties"])
         refused = invoked(tools["sessions_list"], {**every_key, "limit": 0})

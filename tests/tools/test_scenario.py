@@ -39,7 +39,7 @@ class TestCoordinatorScenario:
         sent = call(
             svc, "sessions_send", '{"label": "builder", "message": "build it", "watch": true}'
         )
-        assert sent == {"status": "delivered", "sessionKey": WORKER, "watched": True}
+        assert sent == {"status": "accepted", "sessionKey": WORKER, "watched": True}
         assert dispatcher.sent == [(COORDINATOR, WORKER, "build it")]
         assert svc.pending_notices(COORDINATOR) == []  # earlier history never notifies
 

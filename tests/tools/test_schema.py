@@ -42,6 +42,10 @@ EXAMPLES: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     ("sessions_spawn", {"task": "Go on from here", "context": "fork"}),
+    ("sessions_list", {"archived": True}),
+    ("subagents", {}),
+    ("subagents", {"action": "list", "recentMinutes": 120}),
+    ("subagents", {"action": "cancel", "runId": "run-1"}),
 ]
 
 #: Wrong types, out-of-range values, unknown and missing fields.
@@ -62,7 +66,8 @@ WRONG: list[tuple[str, dict[str, Any]]] = [
     ("sessions_list", {"activeMinutes": 0}),
     ("sessions_list", {"label": 3}),
     ("sessions_list", {"agentId": "a:b"}),
-    ("sessions_list", {"archived": True}),
+    ("sessions_list", {"archived": "true"}),
+    ("sessions_list", {"pinned": True}),
     ("sessions_send", {"sessionKey": W}),
     ("sessions_send", {"sessionKey": W, "message": 5}),
     ("sessions_send", {"sessionKey": W, "message": "hi", "watch": "true"}),
@@ -73,6 +78,10 @@ WRONG: list[tuple[str, dict[str, Any]]] = [
     ("sessions_spawn", {"task": "t", "runId": "run-1"}),
     ("sessions_spawn", {"task": "t", "runtime": "robot"}),
     ("sessions_spawn", {"task": "t", "thread": "yes"}),
+    ("subagents", {"action": "kill"}),
+    ("subagents", {"recentMinutes": 0}),
+    ("subagents", {"runId": 7}),
+    ("subagents", {"sessionKey": W}),
 ]
 
 
@@ -105,6 +114,7 @@ class TestToolSchemas:
             "sessions_list",
             "sessions_send",
             "sessions_spawn",
+            "subagents",
         ]
         for tool in schemas:
             assert set(tool) == {"name", "description", "parameters"}

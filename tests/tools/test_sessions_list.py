@@ -19,6 +19,10 @@ ROWS = {
         "childSessionKeys": [],
         "updatedAt": ms(2),
         "stateVersion": 1,
+        "pinned": False,
+        "archived": False,
+        "runStatus": "running",
+        "lastRunAborted": False,
     },
     WORKER: {
         "sessionKey": WORKER,
@@ -29,6 +33,10 @@ ROWS = {
         "childSessionKeys": [HELPER],
         "updatedAt": ms(1),
         "stateVersion": 1,
+        "pinned": False,
+        "archived": False,
+        "runStatus": "running",
+        "lastRunAborted": False,
     },
     MAIN: {
         "sessionKey": MAIN,
@@ -38,6 +46,8 @@ ROWS = {
         "parentSessionKey": None,
         "childSessionKeys": [WORKER],
         "updatedAt": ms(0),
+        "pinned": False,
+        "archived": False,
     },
 }
 

@@ -17,24 +17,24 @@ GOOD = [
     (
         {"sessionKey": WORKER, "message": "hi"},
         WORKER,
-        {"status": "delivered", "sessionKey": WORKER},
+        {"status": "accepted", "sessionKey": WORKER},
     ),
-    ({"label": "worker", "message": "hi"}, WORKER, {"status": "delivered", "sessionKey": WORKER}),
-    ({"label": "helper", "message": "hi"}, HELPER, {"status": "delivered", "sessionKey": HELPER}),
+    ({"label": "worker", "message": "hi"}, WORKER, {"status": "accepted", "sessionKey": WORKER}),
+    ({"label": "helper", "message": "hi"}, HELPER, {"status": "accepted", "sessionKey": HELPER}),
     (
         {"sessionKey": WORKER, "message": "hi", "watch": False},
         WORKER,
-        {"status": "delivered", "sessionKey": WORKER, "watched": False},
+        {"status": "accepted", "sessionKey": WORKER, "watched": False},
     ),
     (
         {"sessionKey": WORKER, "message": "hi", "watch": True, "timeoutSeconds": 0},
         WORKER,
-        {"status": "delivered", "sessionKey": WORKER, "watched": True},
+        {"status": "accepted", "sessionKey": WORKER, "watched": True},
     ),
     (
         {"label": "helper", "message": "hi", "timeoutSeconds": 30.5},
         HELPER,
-        {"status": "delivered", "sessionKey": HELPER},
+        {"status": "accepted", "sessionKey": HELPER},
     ),
 ]
 
@@ -59,7 +59,7 @@ class TestSessionsSend:
         """R-T1: agentId sends to `agent:<id>:main`."""
         svc = open_world(visibility="all")
         answer = svc.tools.call("sessions_send", {"agentId": "ops", "message": "hi"}, caller=MAIN)
-        assert answer == {"status": "delivered", "sessionKey": OPS}
+        assert answer == {"status": "accepted", "sessionKey": OPS}
         assert dispatcher.sent == [(MAIN, OPS, "hi")]
 
     def test_watch_registers_the_sender_at_the_targets_head(self, world: SessionAwareness) -> None:
@@ -80,7 +80,7 @@ class TestSessionsSend:
         answer = world.tools.call(
             "sessions_send", {"sessionKey": WORKER, "message": "hi", "watch": True}, caller=MAIN
         )
-        assert answer == {"status": "delivered", "sessionKey": HELPER, "watched": True}
+        assert answer == {"status": "accepted", "sessionKey": HELPER, "watched": True}
         assert cursor(world, MAIN, HELPER) == (1, 1, 1)
 
     def test_watch_false_registers_nothing(self, world: SessionAwareness) -> None:
@@ -96,7 +96,7 @@ class TestSessionsSend:
         answer = svc.tools.call(
             "sessions_send", {"sessionKey": PEER, "message": "hi", "watch": True}, caller="global"
         )
-        assert answer == {"status": "delivered", "sessionKey": PEER, "watched": False}
+        assert answer == {"status": "accepted", "sessionKey": PEER, "watched": False}
 
     def test_a_failed_dispatch_registers_nothing_and_is_a_typed_error(
         self, world: SessionAwareness, dispatcher: RecordingDispatcher
@@ -184,7 +184,7 @@ class TestRoutedOutsideTheView:
         answer = world.tools.call(
             "sessions_send", {"sessionKey": WORKER, "message": "hi", "watch": True}, caller=MAIN
         )
-        assert answer == {"status": "delivered", "sessionKey": WORKER, "watched": False}
+        assert answer == {"status": "accepted", "sessionKey": WORKER, "watched": False}
         assert world.read_model.cursors_of_watcher(MAIN, pending_only=False) == before
 
     def test_without_watch_the_hidden_receiver_is_not_named_either(
@@ -195,7 +195,7 @@ class TestRoutedOutsideTheView:
         answer = world.tools.call(
             "sessions_send", {"label": "worker", "message": "hi"}, caller=MAIN
         )
-        assert answer == {"status": "delivered", "sessionKey": WORKER}
+        assert answer == {"status": "accepted", "sessionKey": WORKER}
 
     def test_a_visible_receiver_is_named_and_watched(
         self, world: SessionAwareness, dispatcher: RecordingDispatcher
@@ -205,4 +205,4 @@ class TestRoutedOutsideTheView:
         answer = world.tools.call(
             "sessions_send", {"sessionKey": HELPER, "message": "hi", "watch": True}, caller=MAIN
         )
-        assert answer == {"status": "delivered", "sessionKey": WORKER, "watched": True}
+        assert answer == {"status": "accepted", "sessionKey": WORKER, "watched": True}

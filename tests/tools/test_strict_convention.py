@@ -56,7 +56,7 @@ class TestNullMeansNotGiven:
             "sessions_send", send_arguments(message="hi", **target), caller=MAIN
         )
         receiver = MAIN if "agentId" in target else WORKER
-        assert result == {"status": "delivered", "sessionKey": receiver}
+        assert result == {"status": "accepted", "sessionKey": receiver}
         assert dispatcher.sent == [(MAIN, receiver, "hi")]
 
     def test_sessions_send_with_every_target_null_is_refused(

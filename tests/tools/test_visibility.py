@@ -227,7 +227,7 @@ class TestBareKeysInTools:
         answer = svc.tools.call(
             "sessions_send", {"sessionKey": "global", "message": "hi", "watch": True}, caller=MAIN
         )
-        assert answer == {"status": "delivered", "sessionKey": "global", "watched": True}
+        assert answer == {"status": "accepted", "sessionKey": "global", "watched": True}
         svc.record_goal_changed("global", summary="goal created", agent_id="ops")
         assert svc.pending_notices(MAIN) == []
         svc.record_goal_changed("global", summary="goal created", agent_id="main")
