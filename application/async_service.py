@@ -150,7 +150,6 @@ class AsyncSessionAwareness(_OffLoop):
     is_sandboxed = awaited(SessionAwareness.is_sandboxed)
     reset_session = awaited(SessionAwareness.reset_session)
     delete_session = awaited(SessionAwareness.delete_session)
-    is_sandboxed = awaited(SessionAwareness.is_sandboxed)
     set_session_label = awaited(SessionAwareness.set_session_label)
     pin_session = awaited(SessionAwareness.pin_session)
     unpin_session = awaited(SessionAwareness.unpin_session)

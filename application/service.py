@@ -155,8 +155,8 @@ def open_service(
     for name, value in (("retention_days", retention_days), ("retention_rows", retention_rows)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
-    ports = (clock, waker, dispatcher, spawner, canceller)
-    for name, port in zip(("clock", "waker", "dispatcher", "spawner", "canceller"), ports):
+    ports = {"clock": clock, "waker": waker, "dispatcher": dispatcher}
+    for name, port in {**ports, "spawner": spawner, "canceller": canceller}.items():
         if port is not None and not callable(port):
             raise ConfigurationError(f"{name} must be callable, got {type(port).__name__}")
     if (
