@@ -14,8 +14,9 @@ from session_awareness.application import SessionAwareness, open_service
 from tests.conftest import FakeClock, ServiceFactory
 from tests.contract.helpers import CHILD, MANAGER, spawn
 
-#: Written by tests/ops/fixtures/make_previous_store.py with the version before the
-#: registry kept channels, runs and marks.
+#: Written by tests/ops/fixtures/make_previous_store.py with version 0.1.0 as it last landed
+#: (before the registry kept channels, runs and marks, and before the sandbox, described,
+#: pin and archive events).
 PREVIOUS_STORE = Path(__file__).parent / "fixtures" / "previous-store.db"
 
 
@@ -79,6 +80,30 @@ class TestAStoreOfThePreviousVersion:
             assert svc.audit().clean
         finally:
             svc.close()
+
+    def test_its_pending_notices_and_deltas_survive_and_drain_exactly(
+        self, previous: str, clock: FakeClock
+    ) -> None:
+        """R-N4, R-N6, R-S2: the notices the previous version left pending are still pending,
+        byte for byte, reconcile to the same delta, and drain as R-N3 says."""
+        with open_service(previous, clock=clock) as svc:
+            running = "agent:main:subagent:running"
+            assert svc.pending_notices(MANAGER) == [
+                f'Session "{running}" changed (other actor). Reconcile before acting: '
+                f'session_status sessionKey "{running}" changesSince 1.'
+            ]
+            assert len(svc.pending_notices("agent:ops:main")) == 1
+            status = svc.session_status(running, changes_since=1)
+            assert status["stateVersion"] == 2
+            changes = status["stateChanges"]
+            assert [event["sequence"] for event in changes["events"]] == [2]
+            assert changes["events"][0]["summary"] == "human message via telegram"
+            assert changes["historyGap"] is False
+            assert len(svc.drain_notices(MANAGER)) == 1
+            assert svc.pending_notices(MANAGER) == []
+            svc.record_human_direct_message(running, channel="telegram")
+            assert len(svc.pending_notices(MANAGER)) == 1
+            assert svc.audit().clean
 
 
 class TestReadModelsWithoutTheActivityRows:
