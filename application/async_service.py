@@ -42,6 +42,7 @@ NOT_MIRRORED = {
     "save": "the event store's own save, used inside commands",
     "start": "open_async_service runs the startup duties",
     "configure_upstream": "open_async_service takes the upstream options",
+    "lineage": "works inside a command's unit of work",
 }
 
 
@@ -101,6 +102,7 @@ class AsyncSessionTools(_OffLoop):
     sessions_list = awaited(SessionTools.sessions_list)
     sessions_send = awaited(SessionTools.sessions_send)
     sessions_spawn = awaited(SessionTools.sessions_spawn)
+    sessions_history = awaited(SessionTools.sessions_history)
 
 
 class AsyncSessionAwareness(_OffLoop):
@@ -146,6 +148,7 @@ class AsyncSessionAwareness(_OffLoop):
     # -- generated from the sync facade (tests/async check that none is missing) -----------
 
     open_session = awaited(SessionAwareness.open_session)
+    is_sandboxed = awaited(SessionAwareness.is_sandboxed)
     reset_session = awaited(SessionAwareness.reset_session)
     delete_session = awaited(SessionAwareness.delete_session)
     record_child_spawned = awaited(SessionAwareness.record_child_spawned)
@@ -163,6 +166,9 @@ class AsyncSessionAwareness(_OffLoop):
     drain_notices = awaited(SessionAwareness.drain_notices)
     session_status = awaited(SessionAwareness.session_status)
     sessions_list = awaited(SessionAwareness.sessions_list)
+    sessions_history = awaited(SessionAwareness.sessions_history)
+    note_transcript = awaited(SessionAwareness.note_transcript)
+    transcript_session = awaited(SessionAwareness.transcript_session)
     session_rows = awaited(SessionAwareness.session_rows)
     children = awaited(SessionAwareness.children)
     descendants = awaited(SessionAwareness.descendants)

@@ -21,6 +21,7 @@ _SESSION_EVENTS: dict[type, str] = {
     Session.Reopened: "reopened",
     Session.Described: "described",
     Session.SandboxSet: "sandbox_set",
+    Session.TranscriptNoted: "transcript_noted",
     Session.Reset: "reset",
     Session.Deleted: "deleted",
     Session.HistoryPruned: "history_pruned",
@@ -78,7 +79,7 @@ def _entry(position: int, event: Any, target_key: str, watchers: dict[UUID, str]
         )
     elif isinstance(event, Session.Event):
         entry["event"] = _SESSION_EVENTS.get(type(event), type(event).__name__)
-        for field in ("kind", "label", "watcher", "watermark", "sandboxed"):
+        for field in ("kind", "label", "watcher", "watermark", "sandboxed", "source"):
             if hasattr(event, field):
                 entry[field] = getattr(event, field)
         if isinstance(event, Session.Opened | Session.Reopened | Session.Described):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
+
+from eventsourcing.utils import resolve_topic
 
 from session_awareness.application.audit import Audit
 from session_awareness.application.core import Retention, log
@@ -23,6 +25,8 @@ from session_awareness.application.ports import (
 )
 from session_awareness.application.producers import Producers
 from session_awareness.application.queries import Queries
+from session_awareness.application.transcript_port import TranscriptSource
+from session_awareness.application.transcripts import Transcripts
 from session_awareness.application.upstream import Upstream
 from session_awareness.application.upstream.ports import (
     OwnUserTexts,
@@ -41,6 +45,10 @@ _PREFIX = "SESSIONAWARENESS_"
 # Named by topic, not imported: the application layer never imports infrastructure.
 SQLITE_RECORDER_TOPIC = "session_awareness.infrastructure.sqlite:SQLiteReadModelRecorder"
 POSTGRES_RECORDER_TOPIC = "session_awareness.infrastructure.postgres:PostgresReadModelRecorder"
+#: The transcript source on by default: local Claude Code JSONL transcripts (ADR 018).
+CLAUDE_CODE_TRANSCRIPTS_TOPIC = (
+    "session_awareness.infrastructure.claude_transcripts:ClaudeCodeTranscriptSource"
+)
 
 
 VISIBILITIES = ("self", "tree", "agent", "all")
@@ -49,7 +57,7 @@ _POSTGRES_EXTRA = frozenset({"psycopg", "psycopg_pool"})
 _POSTGRES_EXTRA_HINT = " (install the postgres extra: pip install 'session-awareness[postgres]')"
 
 
-class SessionAwareness(Producers, Upstream, Watching, Queries, Audit):
+class SessionAwareness(Producers, Upstream, Watching, Queries, Transcripts, Audit):
     """Signal log, watches, notices and reconciliation for a host's sessions (DESIGN D3)."""
 
     #: What a tool caller may see (R-T2): self, tree (default), agent or all.
@@ -130,13 +138,15 @@ def open_service(
     own_user_texts: OwnUserTexts | None = None,
     upstream_scheduler: Scheduler | None = None,
     upstream_timeout: float = 45.0,
+    transcripts: Sequence[TranscriptSource] | None = None,
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
     `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it.
     `dispatcher` and `spawner` are the host's delivery for `sessions_send` and its child
     start for `sessions_spawn` (the tools answer `not_configured` without them).
     Upstream monitoring (SPEC §8) is set up with providers by catalog id and the host's
-    ports; the host starts it with `start_upstream_monitor()`."""
+    ports; the host starts it with `start_upstream_monitor()`. `transcripts` are the sources
+    `sessions_history` reads, in order (default: local Claude Code transcripts; `[]`: none)."""
     if visibility not in VISIBILITIES:
         raise ConfigurationError(f"visibility must be one of {', '.join(VISIBILITIES)}")
     for name, value in (("retention_days", retention_days), ("retention_rows", retention_rows)):
@@ -159,6 +169,11 @@ def open_service(
         raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
     service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
     try:
+        service.transcript_sources = _transcript_sources(transcripts)
+    except Exception:
+        service.close()
+        raise
+    try:
         service.configure_upstream(
             providers=upstream_providers,
             is_run_active=is_run_active,
@@ -175,6 +190,19 @@ def open_service(
         service.close()
         raise
     return service
+
+
+def _transcript_sources(given: Sequence[TranscriptSource] | None) -> tuple[TranscriptSource, ...]:
+    if given is None:
+        return (resolve_topic(CLAUDE_CODE_TRANSCRIPTS_TOPIC)(),)
+    if isinstance(given, str | bytes) or not isinstance(given, Sequence):
+        raise ConfigurationError("transcripts must be a sequence of transcript sources")
+    for source in given:
+        if not isinstance(source, TranscriptSource):
+            raise ConfigurationError(
+                f"transcripts: {type(source).__name__} has no newest_first(session) method"
+            )
+    return tuple(given)
 
 
 def _lacks_postgres(error: BaseException | None) -> bool:

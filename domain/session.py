@@ -92,6 +92,17 @@ class Session(Aggregate):
         def apply(self, aggregate: Session) -> None:
             aggregate.sandboxed = self.sandboxed
 
+    class TranscriptNoted(Event):
+        """Where the session's transcript can be read (`source` names its format, `ref`
+        locates it, e.g. a Claude Code JSONL path); the content itself is never stored."""
+
+        TOPIC = f"{T}.TranscriptNoted"
+        source: str
+        ref: str
+
+        def apply(self, aggregate: Session) -> None:
+            aggregate.transcript = (self.source, self.ref)
+
     class Signal(Event):
         """Base of the signal events; never stored itself."""
 
@@ -187,6 +198,7 @@ class Session(Aggregate):
             aggregate.deleted = True
             aggregate.watchers.clear()
             aggregate.upstream = None  # the link goes with the session (R-W6)
+            aggregate.transcript = None
             aggregate.pruned_watermark = max(aggregate.pruned_watermark, self.watermark)
 
     class UpstreamLinked(Event):
@@ -241,6 +253,9 @@ class Session(Aggregate):
     #: Whether the host marked the session sandboxed; a class default, so a session stored
     #: before the mark existed reads as not sandboxed.
     sandboxed: bool = False
+    #: The transcript's (source, ref), when the host noted one; a class default, so a session
+    #: stored before transcripts were noted reads as having none.
+    transcript: tuple[str, str] | None = None
 
     def __deepcopy__(self, memo: dict[int, object]) -> Session:
         """The repository hands out a copy of each cached aggregate (so a failed save never
@@ -342,6 +357,16 @@ class Session(Aggregate):
         if sandboxed == self.sandboxed:
             return False
         self.trigger_event(self.SandboxSet, timestamp=at, sandboxed=sandboxed)
+        return True
+
+    def note_transcript(self, source: str, ref: str, *, at: datetime) -> bool:
+        """Remember where the session's transcript is; True when that changed."""
+        self.check_open()
+        if not source or not ref:
+            raise SessionStateError("a transcript needs a source and a reference")
+        if (source, ref) == self.transcript:
+            return False
+        self.trigger_event(self.TranscriptNoted, timestamp=at, source=source, ref=ref)
         return True
 
     def check_parent(self, parent_key: str | None, lineage: Collection[str]) -> None:

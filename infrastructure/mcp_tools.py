@@ -38,7 +38,11 @@ if TYPE_CHECKING:
 log = get_logger()
 
 #: The tools that need a host port, by the service attribute holding it.
-NEEDS_PORT = {"sessions_send": "dispatcher", "sessions_spawn": "spawner"}
+NEEDS_PORT = {
+    "sessions_send": "dispatcher",
+    "sessions_spawn": "spawner",
+    "sessions_history": "transcript_sources",
+}
 EXTRA_RULES = {"drain": "drain must be a boolean (true or false)"}
 
 
@@ -88,7 +92,7 @@ def available_tools(svc: SessionAwareness) -> dict[str, Tool]:
     offered = {
         name: tool
         for name, tool in TOOLS.items()
-        if name not in NEEDS_PORT or getattr(svc, NEEDS_PORT[name], None) is not None
+        if name not in NEEDS_PORT or getattr(svc, NEEDS_PORT[name], None)
     }
     return {**offered, **EXTRA_TOOLS}
 

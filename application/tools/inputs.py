@@ -286,6 +286,8 @@ RULES: dict[str, str] = {
     "limit": f"limit must be a positive integer, at most {MAX_SAFE_INTEGER}",
     "message": "message must be a non-empty string",
     "watch": "watch must be a boolean (true or false)",
+    "offset": f"offset must be a non-negative integer, at most {MAX_SAFE_INTEGER}",
+    "includeTools": "includeTools must be a boolean (true or false)",
     "timeoutSeconds": f"timeoutSeconds must be a non-negative number, at most {MAX_SAFE_INTEGER}",
 }
 THREAD_SCOPED_RULE = (

@@ -26,6 +26,11 @@ from session_awareness.application.tools.errors import (
     from_validation,
     shown,
 )
+from session_awareness.application.tools.history import (
+    SessionsHistoryInput,
+    SessionsHistoryOutput,
+    history,
+)
 from session_awareness.application.tools.inputs import (
     CURRENT,
     SessionsListInput,
@@ -53,7 +58,8 @@ log = get_logger()
 
 
 class SessionTools:
-    """`session_status`, `sessions_list`, `sessions_send` and `sessions_spawn` for callers."""
+    """`session_status`, `sessions_list`, `sessions_send`, `sessions_spawn` and
+    `sessions_history` for callers."""
 
     def __init__(self, svc: SessionAwareness) -> None:
         self.svc = svc
@@ -139,6 +145,13 @@ class SessionTools:
         """The host's spawner starts the child; the spawn edge is recorded (R-L5, R-W1)."""
         with _service_errors():
             return spawn(self.svc, self._view(caller), given, caller)
+
+    def sessions_history(
+        self, given: SessionsHistoryInput, *, caller: str
+    ) -> SessionsHistoryOutput:
+        """A bounded, safety-filtered page of a visible session's transcript (R-T1, R-T2)."""
+        with _service_errors():
+            return history(self.svc, self._view(caller), given, caller)
 
     def _view(self, caller: str) -> Visibility:
         try:

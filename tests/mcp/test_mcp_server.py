@@ -28,7 +28,15 @@ from tests.mcp.helpers import (
 )
 
 LEAD, WORKER = "agent:main:main", "agent:main:worker"
-OFFERED = ["session_status", "sessions_list", "session_notices", "session_watch", "session_unwatch"]
+#: The default transcript source (Claude Code's) is always there, so sessions_history is listed.
+OFFERED = [
+    "session_status",
+    "sessions_list",
+    "sessions_history",
+    "session_notices",
+    "session_watch",
+    "session_unwatch",
+]
 
 
 def seed(url: str) -> None:

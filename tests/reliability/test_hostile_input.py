@@ -80,7 +80,7 @@ def said_in_words(flavor: str, tool: str) -> set[str]:
 #: Typed error codes a caller may get; `internal_error` means an exception escaped a tool.
 CODES = {"invalid_input", "unknown_session", "unknown_tool", "ambiguous_target",
          "dispatch_failed", "not_configured", "service_error", "spawn_failed",
-         "invalid_caller"}  # fmt: skip
+         "invalid_caller", "not_available"}  # fmt: skip
 #: Inputs tried, per backend, for docs/reliability.md.
 TRIED: Counter[str] = Counter()
 

@@ -208,13 +208,29 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ),
     # the call itself
     (
-        "sessions_history",
+        "sessions_search",
         {},
         error(
             "unknown_tool",
-            "Unknown tool: sessions_history (known: session_status, sessions_list, "
-            "sessions_send, sessions_spawn)",
+            "Unknown tool: sessions_search (known: session_status, sessions_list, "
+            "sessions_send, sessions_spawn, sessions_history)",
         ),
+    ),
+    ("sessions_history", {}, invalid("sessionKey", "sessionKey is required")),
+    (
+        "sessions_history",
+        {"sessionKey": "agent:main:main", "offset": -1},
+        invalid("offset", "offset must be a non-negative integer, at most 9007199254740991"),
+    ),
+    (
+        "sessions_history",
+        {"sessionKey": "agent:main:main", "limit": 0},
+        invalid("limit", "limit must be a positive integer, at most 9007199254740991"),
+    ),
+    (
+        "sessions_history",
+        {"sessionKey": "agent:main:main", "includeTools": "yes"},
+        invalid("includeTools", "includeTools must be a boolean (true or false)"),
     ),
 ]
 

@@ -42,6 +42,8 @@ EXAMPLES: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     ("sessions_spawn", {"task": "Go on from here", "context": "fork"}),
+    ("sessions_history", {"sessionKey": W}),
+    ("sessions_history", {"sessionKey": W, "limit": 5, "offset": 0, "includeTools": True}),
 ]
 
 #: Wrong types, out-of-range values, unknown and missing fields.
@@ -105,6 +107,7 @@ class TestToolSchemas:
             "sessions_list",
             "sessions_send",
             "sessions_spawn",
+            "sessions_history",
         ]
         for tool in schemas:
             assert set(tool) == {"name", "description", "parameters"}
