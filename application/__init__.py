@@ -37,6 +37,7 @@ def __getattr__(name: str) -> Any:
 
     return getattr(async_service, name)
 
+
 __all__ = [
     "AmbiguousSessionError",
     "AsyncSessionAwareness",

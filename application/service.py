@@ -192,7 +192,7 @@ def open_service(
     return service
 
 
-def _transcript_sources(given: Sequence[TranscriptSource] | None) -> tuple[TranscriptSource, ...]:
+def _transcript_sources(given: object) -> tuple[TranscriptSource, ...]:
     if given is None:
         return (resolve_topic(CLAUDE_CODE_TRANSCRIPTS_TOPIC)(),)
     if isinstance(given, str | bytes) or not isinstance(given, Sequence):

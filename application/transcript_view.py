@@ -63,7 +63,8 @@ def history_json(
             more = True
             break
         window.append(message)
-    page, used = [], 0
+    page: list[Shown] = []
+    used = 0
     for message in window:  # newest first: older rows are the ones dropped
         size = _size(message.message)
         if page and used + size > MAX_PAGE_BYTES:
@@ -111,8 +112,8 @@ def shown_row(row: TranscriptRow, include_tools: bool) -> Shown | None:
     texts, again = redact([clean(text) for text in texts])
     content = []
     cut = False
-    for block, text in zip(blocks, texts, strict=True):
-        text, was_cut = truncate(text, MAX_TEXT_CHARS)
+    for block, whole in zip(blocks, texts, strict=True):
+        text, was_cut = truncate(whole, MAX_TEXT_CHARS)
         cut = cut or was_cut
         entry = _block_json(block, text)
         if entry is not None:

@@ -112,8 +112,12 @@ class Transcripts(ServiceCore):
                     )
             except Exception as error:  # noqa: BLE001 -- a failing source reads as none
                 # Only the type: an exception's text may quote the transcript.
-                log.warning("transcript_source_failed", session_key=session.key,
-                            source=type(source).__name__, error_type=type(error).__name__)  # fmt: skip
+                log.warning(
+                    "transcript_source_failed",
+                    session_key=session.key,
+                    source=type(source).__name__,
+                    error_type=type(error).__name__,
+                )
         raise TranscriptNotAvailableError(session.key)
 
 
