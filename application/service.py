@@ -9,8 +9,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from eventsourcing.utils import resolve_topic
-
 from session_awareness.application.audit import Audit
 from session_awareness.application.core import Retention, log
 from session_awareness.application.errors import ConfigurationError, StoreUnavailableError
@@ -45,10 +43,6 @@ _PREFIX = "SESSIONAWARENESS_"
 # Named by topic, not imported: the application layer never imports infrastructure.
 SQLITE_RECORDER_TOPIC = "session_awareness.infrastructure.sqlite:SQLiteReadModelRecorder"
 POSTGRES_RECORDER_TOPIC = "session_awareness.infrastructure.postgres:PostgresReadModelRecorder"
-#: The transcript source on by default: local Claude Code JSONL transcripts (ADR 018).
-CLAUDE_CODE_TRANSCRIPTS_TOPIC = (
-    "session_awareness.infrastructure.claude_transcripts:ClaudeCodeTranscriptSource"
-)
 
 
 VISIBILITIES = ("self", "tree", "agent", "all")
@@ -168,11 +162,12 @@ def open_service(
         hint = _POSTGRES_EXTRA_HINT if _lacks_postgres(error) else ""
         raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
     service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
-    try:
-        service.transcript_sources = _transcript_sources(transcripts)
-    except Exception:
-        service.close()
-        raise
+    if transcripts is not None:
+        try:
+            service.transcript_sources = _transcript_sources(transcripts)
+        except Exception:
+            service.close()
+            raise
     try:
         service.configure_upstream(
             providers=upstream_providers,
@@ -193,8 +188,6 @@ def open_service(
 
 
 def _transcript_sources(given: object) -> tuple[TranscriptSource, ...]:
-    if given is None:
-        return (resolve_topic(CLAUDE_CODE_TRANSCRIPTS_TOPIC)(),)
     if isinstance(given, str | bytes) or not isinstance(given, Sequence):
         raise ConfigurationError("transcripts must be a sequence of transcript sources")
     for source in given:

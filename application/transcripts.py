@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from eventsourcing.utils import resolve_topic
+
 from session_awareness.application.core import ServiceCore, log
 from session_awareness.application.errors import (
     InvalidArgumentError,
@@ -28,6 +30,11 @@ from session_awareness.domain.upstream import MAX_ID_LENGTH, MAX_REF_LENGTH, che
 
 #: The upstream kind whose reference is a transcript a source can read.
 LOCAL_TRANSCRIPT = "local-transcript"
+#: The transcript source on by default, named by topic (the application never imports
+#: infrastructure): local Claude Code JSONL transcripts.
+CLAUDE_CODE_TRANSCRIPTS_TOPIC = (
+    "session_awareness.infrastructure.claude_transcripts:ClaudeCodeTranscriptSource"
+)
 
 
 class TranscriptNotAvailableError(SessionAwarenessError):
@@ -41,8 +48,19 @@ class TranscriptNotAvailableError(SessionAwarenessError):
 class Transcripts(ServiceCore):
     """Noting where a session's transcript is, and reading its bounded, filtered view."""
 
-    #: The sources `sessions_history` reads, in order; empty: the tool is not offered.
-    transcript_sources: tuple[TranscriptSource, ...] = ()
+    _transcript_sources: tuple[TranscriptSource, ...] | None = None
+
+    @property
+    def transcript_sources(self) -> tuple[TranscriptSource, ...]:
+        """The sources `sessions_history` reads, in order; empty: the tool is not offered.
+        Unless the host chose them, the built-in local Claude Code source (ADR 018)."""
+        if self._transcript_sources is None:
+            self._transcript_sources = (resolve_topic(CLAUDE_CODE_TRANSCRIPTS_TOPIC)(),)
+        return self._transcript_sources
+
+    @transcript_sources.setter
+    def transcript_sources(self, sources: tuple[TranscriptSource, ...]) -> None:
+        self._transcript_sources = sources
 
     def note_transcript(
         self, key: str, *, source: str, ref: str, agent_id: str | None = None

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from session_awareness.application import InvalidArgumentError
+from session_awareness.application import InvalidArgumentError, open_service
 from session_awareness.application.transcript_port import (
     TranscriptBlock,
     TranscriptRef,
@@ -24,6 +24,7 @@ from session_awareness.application.transcripts import TranscriptNotAvailableErro
 from session_awareness.infrastructure.claude_hooks import Signal, apply, parse
 from session_awareness.infrastructure.claude_state import ClaudeState
 from session_awareness.infrastructure.claude_transcripts import ClaudeCodeTranscriptSource
+from session_awareness.infrastructure.cli import main
 from session_awareness.infrastructure.mcp_tools import available_tools
 from session_awareness.infrastructure.upstream_commands import adopt_claude_transcript
 from tests.conftest import FakeClock, ServiceFactory
@@ -277,3 +278,24 @@ def test_nothing_read_is_logged(open_svc: ServiceFactory, transcript: Path) -> N
     with capture_logs() as logs:
         svc.tools.call("sessions_history", {"sessionKey": WORKER}, caller=WORKER)
     assert "v2 pricing" not in repr(logs)
+
+
+class TestTheCli:
+    def test_transcript_shows_the_view_and_json_is_the_tools_answer(
+        self, tmp_path: Path, transcript: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`session-awareness transcript KEY` reads an adopted transcript, no configuration;
+        `--json` prints the embedding API's JSON; a session without one exits 2."""
+        url = f"sqlite:///{tmp_path / 'cli.db'}"
+        with open_service(url) as svc:
+            adopt_claude_transcript(svc, "agent:main:worker", transcript)
+            svc.open_session("agent:main:bare")
+            expected = svc.sessions_history("agent:main:worker", limit=2, offset=0)
+        argv = ["transcript", "agent:main:worker", "--limit", "2", "--offset", "0"]
+        assert main([*argv, "--database-url", url]) == 0
+        out = capsys.readouterr().out
+        assert REDIRECT in out and "next --offset 2" in out
+        assert main([*argv, "--json", "--database-url", url]) == 0
+        assert json.loads(capsys.readouterr().out) == expected
+        assert main(["transcript", "agent:main:bare", "--database-url", url]) == 2
+        assert "No transcript is available" in capsys.readouterr().err
