@@ -88,9 +88,9 @@ def _canonical(name: str) -> str:
 
 
 def _family(name: str) -> str:
-    """Tags that close each other: a MiniMax `invoke` may be closed by `</minimax:tool_call>`,
-    and `tool_call` by `tool_calls`' truncation is not assumed — each name is its own family
-    except the MiniMax set, which nests as one."""
+    """Tags that count as one for nesting: each name is its own (the two spellings of the
+    memories tag are one name), except the MiniMax set, whose malformed output closes an
+    `<invoke>` with `</minimax:tool_call>`."""
     return "minimax" if name in {_canonical(n) for n in MINIMAX} else name
 
 
