@@ -142,6 +142,13 @@ class TestTheHook:
         assert len(noted) == 1
         assert REDIRECT in texts(svc.sessions_history(key))
 
+    def test_a_signal_kept_by_the_previous_version_still_reads(self) -> None:
+        """A spooled or relayed signal without `transcript_path` (written before it existed)
+        is still a signal, with no transcript to note."""
+        kept = {"event": "UserPromptSubmit", "session_id": "abc", "at": 5,
+                "idempotency_key": "claude-code:1"}  # fmt: skip
+        assert Signal.from_json(kept).transcript_path is None
+
     def test_a_malformed_transcript_path_is_ignored(self, tmp_path: Path) -> None:
         state = ClaudeState(tmp_path / "state")
         for path in ("relative\nbreak.jsonl", "/no/suffix", 7, " /padded.jsonl"):
