@@ -139,6 +139,8 @@ def _nullable(node: dict[str, Any]) -> dict[str, Any]:
     if "anyOf" in node:
         return {**node, "anyOf": [*node["anyOf"], _NULL]}
     kind = node["type"]
+    if "enum" in node:  # an enum lists every value it takes, null included
+        return {**node, "type": [kind, "null"], "enum": [*node["enum"], None]}
     return {**node, "type": [kind, "null"]}
 
 

@@ -188,7 +188,7 @@ class TestStrictFlavours:
             "session_status": {"sessionKey": WORKER, "changesSince": 0},
             "sessions_list": {"kinds": ["subagent"]},
             "sessions_send": {"label": "worker", "message": "hi", "watch": True},
-            "sessions_spawn": {"childSessionKey": "agent:main:subagent:new", "runId": "r"},
+            "sessions_spawn": {"task": "summarise the logs", "runtime": "subagent"},
         }
         for tool, arguments in calls.items():
             given = strict_form(arguments, strict[tool])

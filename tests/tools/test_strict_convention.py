@@ -74,9 +74,9 @@ class TestNullMeansNotGiven:
     ) -> None:
         """R-T1: `null` for a required field reads as the field left out."""
         result = world.tools.call(
-            "sessions_spawn", {"childSessionKey": None, "runId": "r", "label": None}, caller=MAIN
+            "sessions_spawn", {"task": None, "label": None, "model": None}, caller=MAIN
         )
-        assert result == invalid("childSessionKey", "childSessionKey is required")
+        assert result == invalid("task", "task is required")
 
     def test_a_null_inside_an_array_is_still_refused(self, world: SessionAwareness) -> None:
         """R-T1: only a whole field may be null; `kinds: [null]` names a bad item."""
