@@ -1,9 +1,9 @@
 """The `sessions_history` view: a bounded, safety-filtered page of a transcript (SPEC R-T1).
 
 Pure: rows come in newest first from a transcript source, the JSON goes out. Per row, tool
-blocks are kept only with `include_tools`; credential-like text is redacted (across the row's
-blocks, before and after normalisation, so neither a block boundary nor a stripped tag can
-hide a secret), the normalisation rules of `transcript_filter` are applied, long texts are cut
+blocks are kept only with `include_tools`; the normalisation rules of `transcript_filter` are
+applied, then credential-like text is redacted (across the row's blocks, after normalisation, so
+neither a block boundary nor a stripped tag can hide a secret), long texts are cut
 and a row still too large is replaced by `OMITTED`. Rows left empty count for nothing, so
 offsets are stable for a given `include_tools`. A page is the newest `limit` rows after
 `offset`, returned oldest first; rows that do not fit the byte budget are dropped, the older
@@ -13,7 +13,7 @@ first, and counted.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,27 +51,36 @@ def history_json(
 ) -> dict[str, Any]:
     """The tool's JSON for one page of `rows` (newest first)."""
     skip, want = offset or 0, DEFAULT_LIMIT if limit is None else limit
-    window: list[Shown] = []
-    more, unread = False, False
-    for index, message in enumerate(_shaped(rows, include_tools)):
-        if message is None:
+    page: list[Shown] = []
+    seen = dropped = used = 0
+    more = unread = full = False
+    for row in rows:
+        if isinstance(row, OlderRowsUnread):
             unread = True
             break
-        if index < skip:
+        if seen < skip or full:  # only whether it shows anything counts: no need to shape it
+            if shows_anything(row, include_tools):
+                seen += 1
+                dropped += full and seen <= skip + want
+                more = more or seen > skip + want
+            if more:
+                break
             continue
-        if len(window) == want:
-            more = True
-            break
-        window.append(message)
-    page: list[Shown] = []
-    used = 0
-    for message in window:  # newest first: older rows are the ones dropped
-        size = _size(message.message)
-        if page and used + size > MAX_PAGE_BYTES:
-            break
-        page.append(message)
+        if seen == skip + want:
+            more = shows_anything(row, include_tools)
+            if more:
+                break
+            continue
+        shown = shown_row(row, include_tools)
+        if shown is None:
+            continue
+        seen += 1
+        size = _size(shown.message) + 2  # and its separator in the list
+        if page and used + size > MAX_PAGE_BYTES:  # newest first: older rows are dropped
+            full, dropped = True, 1
+            continue
+        page.append(shown)
         used += size
-    dropped = len(window) - len(page)
     page.reverse()
     messages = [shown.message for shown in page]
     result: dict[str, Any] = {
@@ -92,24 +101,21 @@ def history_json(
     return result
 
 
-def _shaped(
-    rows: Iterable[TranscriptRow | OlderRowsUnread], include_tools: bool
-) -> Iterator[Shown | None]:
-    """Each row as shown, empty ones left out; `None` where older rows went unread."""
-    for row in rows:
-        if isinstance(row, OlderRowsUnread):
-            yield None
-            return
-        shown = shown_row(row, include_tools)
-        if shown is not None:
-            yield shown
+def shows_anything(row: TranscriptRow, include_tools: bool) -> bool:
+    """Whether the row is shown at all (what `shown_row` keeps, without shaping it):
+    redaction and cutting never empty a text, so only the normalisation decides."""
+    for block in row.blocks:
+        if block.type == "toolCall" and include_tools:
+            return True
+        if (include_tools or block.type == "text") and clean(block.text):
+            return True
+    return False
 
 
 def shown_row(row: TranscriptRow, include_tools: bool) -> Shown | None:
     """One row as the view shows it, or None when nothing of it is left to show."""
     blocks = [b for b in row.blocks if include_tools or b.type == "text"]
-    texts, redacted = redact([b.text for b in blocks])
-    texts, again = redact([clean(text) for text in texts])
+    texts, redacted = redact([clean(b.text) for b in blocks])
     content = []
     cut = False
     for block, whole in zip(blocks, texts, strict=True):
@@ -127,7 +133,7 @@ def shown_row(row: TranscriptRow, include_tools: bool) -> Shown | None:
     if _size(message) > MAX_ROW_BYTES:
         message["content"] = [{"type": "text", "text": OMITTED}]
         cut = True
-    return Shown(message, cut, redacted or again)
+    return Shown(message, cut, redacted)
 
 
 def _block_json(block: TranscriptBlock, text: str) -> dict[str, Any] | None:

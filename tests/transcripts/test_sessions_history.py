@@ -19,7 +19,13 @@ from session_awareness.application.transcript_port import (
     TranscriptRow,
     TranscriptSession,
 )
-from session_awareness.application.transcript_view import MAX_TEXT_CHARS, OMITTED, history_json
+from session_awareness.application.transcript_view import (
+    MAX_PAGE_BYTES,
+    MAX_TEXT_CHARS,
+    OMITTED,
+    history_json,
+    shown_row,
+)
 from session_awareness.application.transcripts import TranscriptNotAvailableError
 from session_awareness.infrastructure.claude_hooks import Signal, apply, parse
 from session_awareness.infrastructure.claude_state import ClaudeState
@@ -206,6 +212,7 @@ class TestHostSourceAndBounds:
         assert page["truncated"] is True and page["nextOffset"] == kept
         assert texts(page)[-1].startswith("19 ")  # the newest stay
         assert page["bytes"] == len(json.dumps(page["messages"], ensure_ascii=False).encode())
+        assert page["bytes"] <= MAX_PAGE_BYTES
 
     def test_secrets_and_scaffolding_are_filtered_and_flagged(
         self, open_svc: ServiceFactory, clock: FakeClock
@@ -221,6 +228,15 @@ class TestHostSourceAndBounds:
         page = svc.sessions_history(WORKER)
         assert page["contentRedacted"] is True
         assert "AbCdEf" not in json.dumps(page) and "im_end" not in json.dumps(page)
+
+
+def test_a_secret_split_by_a_stripped_tag_is_still_redacted() -> None:
+    """Stripping `<think>…</think>` joins the halves of a key: redaction comes after it."""
+    text = "k sk-<think>x</think>ant-api03-AbCdEfGhIjKlMnOpQrSt"
+    row = TranscriptRow("r", "assistant", (TranscriptBlock("text", text),))
+    shown = shown_row(row, include_tools=False)
+    assert shown is not None and shown.redacted
+    assert shown.message["content"] == [{"type": "text", "text": "k [REDACTED]"}]
 
 
 class TestNotAvailableAndVisibility:
