@@ -102,6 +102,7 @@ class AsyncSessionTools(_OffLoop):
     sessions_send = awaited(SessionTools.sessions_send)
     sessions_spawn = awaited(SessionTools.sessions_spawn)
     subagents = awaited(SessionTools.subagents)
+    sessions_history = awaited(SessionTools.sessions_history)
 
 
 class AsyncSessionAwareness(_OffLoop):
@@ -171,6 +172,9 @@ class AsyncSessionAwareness(_OffLoop):
     drain_notices = awaited(SessionAwareness.drain_notices)
     session_status = awaited(SessionAwareness.session_status)
     sessions_list = awaited(SessionAwareness.sessions_list)
+    sessions_history = awaited(SessionAwareness.sessions_history)
+    note_transcript = awaited(SessionAwareness.note_transcript)
+    transcript_session = awaited(SessionAwareness.transcript_session)
     session_rows = awaited(SessionAwareness.session_rows)
     children = awaited(SessionAwareness.children)
     descendants = awaited(SessionAwareness.descendants)

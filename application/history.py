@@ -23,6 +23,7 @@ _SESSION_EVENTS: dict[type, str] = {
     Session.SandboxSet: "sandbox_set",
     Session.PinSet: "pin_set",
     Session.ArchiveSet: "archive_set",
+    Session.TranscriptNoted: "transcript_noted",
     Session.Reset: "reset",
     Session.Deleted: "deleted",
     Session.HistoryPruned: "history_pruned",
@@ -80,7 +81,8 @@ def _entry(position: int, event: Any, target_key: str, watchers: dict[UUID, str]
         )
     elif isinstance(event, Session.Event):
         entry["event"] = _SESSION_EVENTS.get(type(event), type(event).__name__)
-        for field in ("kind", "label", "watcher", "watermark", "sandboxed", "pinned", "archived"):
+        for field in ("kind", "label", "watcher", "watermark", "sandboxed", "pinned", "archived",
+                      "source"):  # fmt: skip
             if hasattr(event, field):
                 entry[field] = getattr(event, field)
         if isinstance(event, Session.Opened | Session.Reopened | Session.Described):

@@ -328,6 +328,12 @@ def _(event: Session.ArchiveSet, position: int) -> list[RowChange]:
 
 
 @_rows.register
+def _(event: Session.TranscriptNoted, position: int) -> list[RowChange]:
+    """Where the transcript is: no row, and not an update of the session either."""
+    return []
+
+
+@_rows.register
 def _(event: Session.HistoryPruned, position: int) -> list[RowChange]:
     return [HistoryPruned(event.originator_id, event.watermark)]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
@@ -26,6 +26,8 @@ from session_awareness.application.ports import (
 )
 from session_awareness.application.producers import Producers
 from session_awareness.application.queries import Queries
+from session_awareness.application.transcript_port import TranscriptSource
+from session_awareness.application.transcripts import Transcripts
 from session_awareness.application.upstream import Upstream
 from session_awareness.application.upstream.ports import (
     OwnUserTexts,
@@ -54,7 +56,7 @@ _POSTGRES_EXTRA = frozenset({"psycopg", "psycopg_pool"})
 _POSTGRES_EXTRA_HINT = " (install the postgres extra: pip install 'session-awareness[postgres]')"
 
 
-class SessionAwareness(Producers, Upstream, Watching, Marks, Queries, Audit):
+class SessionAwareness(Producers, Upstream, Watching, Marks, Queries, Transcripts, Audit):
     """Signal log, watches, notices and reconciliation for a host's sessions (DESIGN D3)."""
 
     #: What a tool caller may see (R-T2): self, tree (default), agent or all.
@@ -141,6 +143,7 @@ def open_service(
     upstream_scheduler: Scheduler | None = None,
     upstream_timeout: float = 45.0,
     wake_coalesce_seconds: float = DEFAULT_WAKE_COALESCE_SECONDS,
+    transcripts: Sequence[TranscriptSource] | None = None,
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
     `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it.
@@ -149,14 +152,72 @@ def open_service(
     `not_configured` without them).
     Upstream monitoring (SPEC §8) is set up with providers by catalog id and the host's
     ports; the host starts it with `start_upstream_monitor()`. Wakes coalesce per watcher:
-    at most one per `wake_coalesce_seconds` of the service clock (0: every wake, R-N5)."""
+    at most one per `wake_coalesce_seconds` of the service clock (0: every wake, R-N5).
+    `transcripts` are the sources `sessions_history` reads, in order (default: local Claude
+    Code transcripts; `[]`: none)."""
+    _check_arguments(
+        database_url=database_url,
+        visibility=visibility,
+        retention={"retention_days": retention_days, "retention_rows": retention_rows},
+        ports={"clock": clock, "waker": waker, "dispatcher": dispatcher, "spawner": spawner,
+               "canceller": canceller},
+        signal_backlog=signal_backlog,
+        wake_coalesce_seconds=wake_coalesce_seconds,
+    )  # fmt: skip
+    sources = _transcript_sources(transcripts) if transcripts is not None else None
+    url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
+    # No library cache: the service keeps its own (application/aggregate_cache.py).
+    settings = environment_for(url)
+    env = {_PREFIX + k: v for k, v in settings.items()}
+    try:
+        service = SessionAwareness(
+            env,
+            clock=clock or system_clock,
+            waker=waker,
+            retention=Retention(retention_days, retention_rows),
+            signal_backlog=signal_backlog,
+        )
+    except ConfigurationError as error:
+        raise ConfigurationError(f"cannot open {redact(url)}: {error}") from None
+    except Exception as error:
+        hint = _POSTGRES_EXTRA_HINT if _lacks_postgres(error) else ""
+        raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
+    service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
+    service.canceller = canceller
+    service.wakes = WakeCoalescer(wake_coalesce_seconds)
+    if sources is not None:
+        service.transcript_sources = sources
+    try:
+        service.configure_upstream(
+            providers=upstream_providers,
+            is_run_active=is_run_active,
+            own_user_texts=own_user_texts,
+            scheduler=upstream_scheduler,
+            timeout=upstream_timeout,
+        )
+        service.start()
+    except Exception:
+        service.close()
+        raise
+    return service
+
+
+def _check_arguments(
+    *,
+    database_url: object,
+    visibility: object,
+    retention: dict[str, object],
+    ports: dict[str, object],
+    signal_backlog: object,
+    wake_coalesce_seconds: object,
+) -> None:
+    """`ConfigurationError` for an argument of `open_service` the service cannot use."""
     if visibility not in VISIBILITIES:
         raise ConfigurationError(f"visibility must be one of {', '.join(VISIBILITIES)}")
-    for name, value in (("retention_days", retention_days), ("retention_rows", retention_rows)):
+    for name, value in retention.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
-    ports = {"clock": clock, "waker": waker, "dispatcher": dispatcher}
-    for name, port in {**ports, "spawner": spawner, "canceller": canceller}.items():
+    for name, port in ports.items():
         if port is not None and not callable(port):
             raise ConfigurationError(f"{name} must be callable, got {type(port).__name__}")
     if (
@@ -179,43 +240,17 @@ def open_service(
         raise ConfigurationError(
             f"wake_coalesce_seconds must be a non-negative number, got {wake_coalesce_seconds!r}"
         )
-    url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
-    # No library cache: the service keeps its own (application/aggregate_cache.py).
-    settings = environment_for(url)
-    env = {_PREFIX + k: v for k, v in settings.items()}
-    try:
-        service = SessionAwareness(
-            env,
-            clock=clock or system_clock,
-            waker=waker,
-            retention=Retention(retention_days, retention_rows),
-            signal_backlog=signal_backlog,
-        )
-    except ConfigurationError as error:
-        raise ConfigurationError(f"cannot open {redact(url)}: {error}") from None
-    except Exception as error:
-        hint = _POSTGRES_EXTRA_HINT if _lacks_postgres(error) else ""
-        raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
-    service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
-    service.canceller = canceller
-    service.wakes = WakeCoalescer(wake_coalesce_seconds)
-    try:
-        service.configure_upstream(
-            providers=upstream_providers,
-            is_run_active=is_run_active,
-            own_user_texts=own_user_texts,
-            scheduler=upstream_scheduler,
-            timeout=upstream_timeout,
-        )
-    except Exception:
-        service.close()
-        raise
-    try:
-        service.start()
-    except Exception:
-        service.close()
-        raise
-    return service
+
+
+def _transcript_sources(given: object) -> tuple[TranscriptSource, ...]:
+    if isinstance(given, str | bytes) or not isinstance(given, Sequence):
+        raise ConfigurationError("transcripts must be a sequence of transcript sources")
+    for source in given:
+        if not isinstance(source, TranscriptSource):
+            raise ConfigurationError(
+                f"transcripts: {type(source).__name__} has no newest_first(session) method"
+            )
+    return tuple(given)
 
 
 def _lacks_postgres(error: BaseException | None) -> bool:

@@ -112,6 +112,17 @@ class Session(Aggregate):
         def apply(self, aggregate: Session) -> None:
             aggregate.archived = self.archived
 
+    class TranscriptNoted(Event):
+        """Where the session's transcript can be read (`source` names its format, `ref`
+        locates it, e.g. a Claude Code JSONL path); the content itself is never stored."""
+
+        TOPIC = f"{T}.TranscriptNoted"
+        source: str
+        ref: str
+
+        def apply(self, aggregate: Session) -> None:
+            aggregate.transcript = (self.source, self.ref)
+
     class Signal(Event):
         """Base of the signal events; never stored itself."""
 
@@ -207,6 +218,7 @@ class Session(Aggregate):
             aggregate.deleted = True
             aggregate.watchers.clear()
             aggregate.upstream = None  # the link goes with the session (R-W6)
+            aggregate.transcript = None
             aggregate.pruned_watermark = max(aggregate.pruned_watermark, self.watermark)
 
     class UpstreamLinked(Event):
@@ -264,6 +276,9 @@ class Session(Aggregate):
     #: The host's pin and archive marks; class defaults for the same reason.
     pinned: bool = False
     archived: bool = False
+    #: The transcript's (source, ref), when the host noted one; a class default, so a session
+    #: stored before transcripts were noted reads as having none.
+    transcript: tuple[str, str] | None = None
 
     def __deepcopy__(self, memo: dict[int, object]) -> Session:
         """The repository hands out a copy of each cached aggregate (so a failed save never
@@ -381,6 +396,16 @@ class Session(Aggregate):
         if archived == self.archived:
             return False
         self.trigger_event(self.ArchiveSet, timestamp=at, archived=archived)
+        return True
+
+    def note_transcript(self, source: str, ref: str, *, at: datetime) -> bool:
+        """Remember where the session's transcript is; True when that changed."""
+        self.check_open()
+        if not source or not ref:
+            raise SessionStateError("a transcript needs a source and a reference")
+        if (source, ref) == self.transcript:
+            return False
+        self.trigger_event(self.TranscriptNoted, timestamp=at, source=source, ref=ref)
         return True
 
     def check_parent(self, parent_key: str | None, lineage: Collection[str]) -> None:

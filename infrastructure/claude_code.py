@@ -93,14 +93,14 @@ def count_turns(lines: bytes, offset: int, own_texts: frozenset[str]) -> Upstrea
     turns, newest, position = 0, None, None
     start = offset
     for line in lines.splitlines(keepends=True):
-        row = _row(line)
+        row = parse_row(line)
         text = human_text(row) if row is not None else None
         if row is not None and text is not None and text not in own_texts:
             turns += 1
             newest, uuid = row.get("timestamp"), row.get("uuid")
             position = uuid if isinstance(uuid, str) and uuid else f"offset:{start}"
         start += len(line)
-    return UpstreamActivity(turns, str(offset + len(lines)), _epoch_ms(newest), position)
+    return UpstreamActivity(turns, str(offset + len(lines)), epoch_ms(newest), position)
 
 
 def human_text(row: Mapping[str, Any]) -> str | None:
@@ -152,7 +152,7 @@ def _offset(marker: str | None) -> int | None:
     return int(marker)
 
 
-def _row(line: bytes) -> dict[str, Any] | None:
+def parse_row(line: bytes) -> dict[str, Any] | None:
     try:
         row = json.loads(line)
     except ValueError:
@@ -160,7 +160,7 @@ def _row(line: bytes) -> dict[str, Any] | None:
     return row if isinstance(row, dict) else None
 
 
-def _epoch_ms(timestamp: object) -> int | None:
+def epoch_ms(timestamp: object) -> int | None:
     if not isinstance(timestamp, str):
         return None
     try:

@@ -21,6 +21,7 @@ output is ever written to stdout. The prompt's text is never read beyond its pre
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -36,6 +37,7 @@ CHANNEL = "claude-code"
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SubagentStart", "SubagentStop")
 SOURCES = ("startup", "resume", "clear", "compact")
 MAX_INPUT = 1 << 20  # a hook event is small; a prompt larger than this is still only counted
+MAX_PATH = 4096
 
 
 class HookInputError(ValueError):
@@ -63,6 +65,7 @@ class Signal:
     operation: str | None = None
     previous: str | None = None
     idempotency_key: str | None = None
+    transcript_path: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in FIELDS if getattr(self, name) is not None}
@@ -73,7 +76,9 @@ class Signal:
         if not isinstance(data, dict) or set(data) - set(FIELDS):
             raise ValueError("not a hook signal")
         fields = {name: data.get(name) for name in FIELDS}
-        texts = [v for k, v in fields.items() if k != "at" and v is not None]
+        texts = [
+            v for k, v in fields.items() if k not in ("at", "transcript_path") and v is not None
+        ]
         if (
             fields["event"] not in EVENTS
             or not valid_id(fields["session_id"])
@@ -82,6 +87,10 @@ class Signal:
             or not all(isinstance(v, str) and 0 < len(v) <= 256 for v in texts)
             or (fields["source"] is not None and fields["source"] not in SOURCES)
             or (fields["event"].startswith("Subagent") and not valid_id(fields["agent_id"]))
+            or (
+                fields["transcript_path"] is not None
+                and _transcript_path(fields["transcript_path"]) is None
+            )
         ):
             raise ValueError("not a hook signal")
         return cls(**fields)  # type: ignore[arg-type]  # checked field by field above
@@ -105,6 +114,26 @@ def parse(raw: str, state: ClaudeState, *, now_ms: int) -> Signal:
     if not valid_id(session_id):
         raise HookInputError("session_id is missing or not a session id")
     assert isinstance(session_id, str)  # noqa: S101 -- narrowed by valid_id
+    signal = _parsed(event, session_id, data, state, now_ms=now_ms)
+    transcript = _transcript_path(data.get("transcript_path"))
+    if transcript is None:
+        return signal
+    return dataclasses.replace(signal, transcript_path=transcript)
+
+
+def _transcript_path(path: object) -> str | None:
+    """The transcript path Claude Code gives every event: a `.jsonl` path of one line, else
+    None (it is remembered, so sessions_history can read the session's transcript)."""
+    if not isinstance(path, str) or not path.endswith(".jsonl") or len(path) > MAX_PATH:
+        return None
+    if path != path.strip() or any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return None
+    return path
+
+
+def _parsed(
+    event: str, session_id: str, data: dict[str, Any], state: ClaudeState, *, now_ms: int
+) -> Signal:
     if event == "SessionStart":
         source = data.get("source")
         if source not in SOURCES:
@@ -161,10 +190,12 @@ def apply(svc: SessionAwareness, signal: Signal, *, agent: str, drain: bool = Tr
         if signal.source == "clear" and signal.previous:
             _reset_if_live(svc, session_key(agent, signal.previous), agent)
         svc.open_session(key, agent_id=agent, kind="main")
+        _note_transcript(svc, key, signal, agent)
         if signal.source == "compact" and signal.operation:
             svc.record_compacted(key, operation_id=signal.operation, agent_id=agent)
         return []
     svc.open_session(key, agent_id=agent, kind="main")
+    _note_transcript(svc, key, signal, agent)
     if signal.event == "UserPromptSubmit":
         svc.record_human_direct_message(
             key,
@@ -186,6 +217,13 @@ def apply(svc: SessionAwareness, signal: Signal, *, agent: str, drain: bool = Tr
     else:
         svc.record_run_terminal(child, run_id=str(signal.agent_id), outcome="ok", agent_id=agent)
     return []
+
+
+def _note_transcript(svc: SessionAwareness, key: str, signal: Signal, agent: str) -> None:
+    """Remember the session's transcript (an event only when it changed), so sessions_history
+    reads it (ADR 018); the path, never the content."""
+    if signal.transcript_path is not None:
+        svc.note_transcript(key, source=CHANNEL, ref=signal.transcript_path, agent_id=agent)
 
 
 def _reset_if_live(svc: SessionAwareness, key: str, agent: str) -> None:

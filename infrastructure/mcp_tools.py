@@ -39,7 +39,11 @@ log = get_logger()
 
 #: The tools that need a host port, by the service attribute holding it. `subagents` is not
 #: one: its list needs none, and its cancel answers `not_configured` without a canceller.
-NEEDS_PORT = {"sessions_send": "dispatcher", "sessions_spawn": "spawner"}
+NEEDS_PORT = {
+    "sessions_send": "dispatcher",
+    "sessions_spawn": "spawner",
+    "sessions_history": "transcript_sources",
+}
 EXTRA_RULES = {"drain": "drain must be a boolean (true or false)"}
 
 
@@ -89,7 +93,7 @@ def available_tools(svc: SessionAwareness) -> dict[str, Tool]:
     offered = {
         name: tool
         for name, tool in TOOLS.items()
-        if name not in NEEDS_PORT or getattr(svc, NEEDS_PORT[name], None) is not None
+        if name not in NEEDS_PORT or getattr(svc, NEEDS_PORT[name], None)
     }
     return {**offered, **EXTRA_TOOLS}
 

@@ -7,6 +7,10 @@ runs an agent's tool call with
 
 from session_awareness.application.tools.catalog import TOOLS, Tool
 from session_awareness.application.tools.errors import ToolError
+from session_awareness.application.tools.history import (
+    SessionsHistoryInput,
+    SessionsHistoryOutput,
+)
 from session_awareness.application.tools.inputs import (
     SessionsListInput,
     SessionsSendInput,
@@ -32,6 +36,8 @@ __all__ = [
     "SessionStatusInput",
     "SessionStatusOutput",
     "SessionTools",
+    "SessionsHistoryInput",
+    "SessionsHistoryOutput",
     "SessionsListInput",
     "SessionsListOutput",
     "SessionsSendInput",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from session_awareness.application.tools.history import SessionsHistoryInput
 from session_awareness.application.tools.inputs import (
     SessionsListInput,
     SessionsSendInput,
@@ -67,6 +68,14 @@ TOOLS: dict[str, Tool] = {
             "host to cancel that run (only inside your own tree); its end shows once the "
             "host reports it.",
             SubagentsInput,
+            "sessions_history",
+            "Read a visible session's transcript: the newest messages (limit, default 20), "
+            "oldest first, safety-filtered (scaffolding and control tokens stripped, "
+            "credentials redacted, long texts cut) and bounded. Tool calls and results only "
+            "with includeTools: true. Pass offset: 0 for hasMore and nextOffset, then each "
+            "nextOffset to page backward. Answers not_available when the service cannot read "
+            "that session's transcript.",
+            SessionsHistoryInput,
         ),
     )
 }

@@ -322,6 +322,8 @@ RULES: dict[str, str] = {
     "recentMinutes": (
         f"recentMinutes must be a positive number of minutes, at most {MAX_ACTIVE_MINUTES}"
     ),
+    "offset": f"offset must be a non-negative integer, at most {MAX_SAFE_INTEGER}",
+    "includeTools": "includeTools must be a boolean (true or false)",
     "timeoutSeconds": f"timeoutSeconds must be a non-negative number, at most {MAX_SAFE_INTEGER}",
 }
 THREAD_SCOPED_RULE = (

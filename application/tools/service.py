@@ -27,6 +27,11 @@ from session_awareness.application.tools.errors import (
     from_validation,
     shown,
 )
+from session_awareness.application.tools.history import (
+    SessionsHistoryInput,
+    SessionsHistoryOutput,
+    history,
+)
 from session_awareness.application.tools.inputs import (
     CURRENT,
     SessionsListInput,
@@ -58,8 +63,8 @@ log = get_logger()
 
 
 class SessionTools:
-    """`session_status`, `sessions_list`, `sessions_send`, `sessions_spawn` and `subagents`
-    for callers."""
+    """`session_status`, `sessions_list`, `sessions_send`, `sessions_spawn`, `subagents` and
+    `sessions_history` for callers."""
 
     def __init__(self, svc: SessionAwareness) -> None:
         self.svc = svc
@@ -146,6 +151,13 @@ class SessionTools:
         """The caller's tree with its runs; cancel a run in it through the host's canceller."""
         with _service_errors():
             return subagents(self.svc, self._view(caller), given, caller)
+
+    def sessions_history(
+        self, given: SessionsHistoryInput, *, caller: str
+    ) -> SessionsHistoryOutput:
+        """A bounded, safety-filtered page of a visible session's transcript (R-T1, R-T2)."""
+        with _service_errors():
+            return history(self.svc, self._view(caller), given, caller)
 
     def _view(self, caller: str) -> Visibility:
         try:

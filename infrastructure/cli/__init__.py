@@ -7,6 +7,7 @@
     session-awareness notices WATCHER [--drain]
     session-awareness watches [--watcher W | --target T]
     session-awareness history KEY [--agent-id A]
+    session-awareness transcript KEY [--limit N] [--offset N] [--include-tools]
     session-awareness audit [--rebuild]
     session-awareness prune [--dry-run] [--retention-days D] [--retention-rows R]
     session-awareness upstream scan | adopt KEY --claude-transcript PATH
@@ -32,7 +33,7 @@ import click
 
 from session_awareness import __version__
 from session_awareness.application import SessionAwarenessError
-from session_awareness.infrastructure.cli import audit, claude, extras, sessions
+from session_awareness.infrastructure.cli import audit, claude, extras, sessions, transcript
 from session_awareness.infrastructure.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -75,6 +76,7 @@ for command in (
     sessions.notices,
     sessions.watches,
     audit.history,
+    transcript.transcript,
     audit.audit,
     audit.prune,
     extras.upstream,

@@ -28,10 +28,12 @@ from tests.mcp.helpers import (
 )
 
 LEAD, WORKER = "agent:main:main", "agent:main:worker"
+#: The default transcript source (Claude Code's) is always there, so sessions_history is listed.
 OFFERED = [
     "session_status",
     "sessions_list",
     "subagents",
+    "sessions_history",
     "session_notices",
     "session_watch",
     "session_unwatch",

@@ -94,7 +94,7 @@ def said_in_words(flavor: str, tool: str) -> set[str]:
 #: Typed error codes a caller may get; `internal_error` means an exception escaped a tool.
 CODES = {"invalid_input", "unknown_session", "unknown_tool", "ambiguous_target",
          "dispatch_failed", "not_configured", "service_error", "spawn_failed",
-         "invalid_caller", "unknown_run", "cancel_failed"}  # fmt: skip
+         "invalid_caller", "unknown_run", "cancel_failed", "not_available"}  # fmt: skip
 #: Inputs tried, per backend, for docs/reliability.md.
 TRIED: Counter[str] = Counter()
 

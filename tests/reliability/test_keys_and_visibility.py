@@ -4,6 +4,7 @@ existence (issue 8.6; SPEC R-K1, R-N1, R-T1, R-T2)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -156,6 +157,7 @@ def refusing_spawner(caller: str, request: dict[str, Any]) -> tuple[str, str]:
 
 
 LABELS = {WORKER: "worker", HELPER: "helper", PEER: "peer"}
+TRANSCRIPT = Path(__file__).parents[1] / "upstream" / "fixtures" / "claude-code-transcript.jsonl"
 
 
 def probes(key: str, label: str) -> list[tuple[str, dict[str, Any]]]:
@@ -168,6 +170,7 @@ def probes(key: str, label: str) -> list[tuple[str, dict[str, Any]]]:
         ("sessions_list", {"search": key}),
         ("sessions_list", {"label": label}),
         ("sessions_spawn", {"task": f"take over {key}", "label": label}),
+        ("sessions_history", {"sessionKey": key, "offset": 0}),
     ]
 
 
@@ -185,6 +188,8 @@ class TestVisibility:
         svc = open_svc(visibility=mode, dispatcher=lambda sender, target, message: target,
                        spawner=refusing_spawner)  # fmt: skip
         build_world(svc, clock)
+        for key in (MAIN, WORKER, HELPER, PEER, OPS):  # each has a transcript to hide
+            svc.note_transcript(key, source="claude-code", ref=str(TRANSCRIPT))
         for caller in (MAIN, WORKER, HELPER, PEER, OPS):
             for key in (MAIN, WORKER, HELPER, PEER, OPS):
                 if VISIBLE[mode](caller, key):

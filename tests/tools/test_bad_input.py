@@ -218,6 +218,31 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         {},
         error("unknown_tool", f"Unknown tool: sessions_yield (known: {', '.join(TOOLS)})"),
     ),
+    (  # sessions_search stays the host's too
+        "sessions_search",
+        {},
+        error(
+            "unknown_tool",
+            "Unknown tool: sessions_search (known: session_status, sessions_list, "
+            "sessions_send, sessions_spawn, subagents, sessions_history)",
+        ),
+    ),
+    ("sessions_history", {}, invalid("sessionKey", "sessionKey is required")),
+    (
+        "sessions_history",
+        {"sessionKey": "agent:main:main", "offset": -1},
+        invalid("offset", "offset must be a non-negative integer, at most 9007199254740991"),
+    ),
+    (
+        "sessions_history",
+        {"sessionKey": "agent:main:main", "limit": 0},
+        invalid("limit", "limit must be a positive integer, at most 9007199254740991"),
+    ),
+    (
+        "sessions_history",
+        {"sessionKey": "agent:main:main", "includeTools": "yes"},
+        invalid("includeTools", "includeTools must be a boolean (true or false)"),
+    ),
 ]
 
 

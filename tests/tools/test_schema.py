@@ -46,6 +46,8 @@ EXAMPLES: list[tuple[str, dict[str, Any]]] = [
     ("subagents", {}),
     ("subagents", {"action": "list", "recentMinutes": 120}),
     ("subagents", {"action": "cancel", "runId": "run-1"}),
+    ("sessions_history", {"sessionKey": W}),
+    ("sessions_history", {"sessionKey": W, "limit": 5, "offset": 0, "includeTools": True}),
 ]
 
 #: Wrong types, out-of-range values, unknown and missing fields.
@@ -115,6 +117,7 @@ class TestToolSchemas:
             "sessions_send",
             "sessions_spawn",
             "subagents",
+            "sessions_history",
         ]
         for tool in schemas:
             assert set(tool) == {"name", "description", "parameters"}

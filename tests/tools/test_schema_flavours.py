@@ -17,7 +17,14 @@ from session_awareness.infrastructure.cli import main
 from tests.tools.helpers import MAIN, WORKER
 from tests.tools.test_schema import EXAMPLES
 
-NAMES = ["session_status", "sessions_list", "sessions_send", "sessions_spawn", "subagents"]
+NAMES = [
+    "session_status",
+    "sessions_list",
+    "sessions_send",
+    "sessions_spawn",
+    "subagents",
+    "sessions_history",
+]
 #: Keywords the full JSON Schema uses that the strict flavours must say in words instead.
 BOUNDS = {"minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "maxItems",
           "pattern", "default"}  # fmt: skip
