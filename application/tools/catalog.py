@@ -68,6 +68,8 @@ TOOLS: dict[str, Tool] = {
             "host to cancel that run (only inside your own tree); its end shows once the "
             "host reports it.",
             SubagentsInput,
+        ),
+        Tool(
             "sessions_history",
             "Read a visible session's transcript: the newest messages (limit, default 20), "
             "oldest first, safety-filtered (scaffolding and control tokens stripped, "
