@@ -377,25 +377,23 @@ class Session(Aggregate):
 
     def mark_sandboxed(self, sandboxed: bool, *, at: datetime) -> bool:
         """Set or lift the sandbox mark; True when it changed."""
-        if sandboxed == self.sandboxed:
-            return False
-        self.trigger_event(self.SandboxSet, timestamp=at, sandboxed=sandboxed)
-        return True
+        return self._mark(self.SandboxSet, "sandboxed", sandboxed, at=at)
 
     def pin(self, pinned: bool, *, at: datetime) -> bool:
         """Pin or unpin the session; True when the mark changed."""
         self.check_open()
-        if pinned == self.pinned:
-            return False
-        self.trigger_event(self.PinSet, timestamp=at, pinned=pinned)
-        return True
+        return self._mark(self.PinSet, "pinned", pinned, at=at)
 
     def archive(self, archived: bool, *, at: datetime) -> bool:
         """Archive the session or bring it back; True when the mark changed."""
         self.check_open()
-        if archived == self.archived:
+        return self._mark(self.ArchiveSet, "archived", archived, at=at)
+
+    def _mark(self, event: type[Session.Event], name: str, value: bool, *, at: datetime) -> bool:
+        """Record a host's mark (an event carrying the one field `name`) when it changes."""
+        if getattr(self, name) == value:
             return False
-        self.trigger_event(self.ArchiveSet, timestamp=at, archived=archived)
+        self.trigger_event(event, timestamp=at, **{name: value})
         return True
 
     def note_transcript(self, source: str, ref: str, *, at: datetime) -> bool:

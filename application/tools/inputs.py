@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from session_awareness.application.queries import MAX_ACTIVE_MINUTES
 from session_awareness.application.status import parse_changes_since
 from session_awareness.domain.keys import MAX_KEY_LENGTH, check_key, is_thread_scoped
 from session_awareness.domain.signals import (
@@ -37,7 +38,6 @@ from session_awareness.domain.signals import (
 INVALID, THREAD_SCOPED = "invalid", "thread_scoped"
 CURRENT = "current"
 #: `activeMinutes` beyond a century would overflow the clock arithmetic.
-MAX_ACTIVE_MINUTES = 100 * 365 * 24 * 60
 #: How far back `subagents` lists ended runs unless told (minutes).
 DEFAULT_RECENT_MINUTES = 30
 SessionKind = Literal["main", "group", "cron", "hook", "node", "other", "subagent"]
