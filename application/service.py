@@ -45,8 +45,11 @@ DATABASE_URL_ENV = "SESSION_AWARENESS_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///session-awareness.db"
 _PREFIX = "SESSIONAWARENESS_"
 # Named by topic, not imported: the application layer never imports infrastructure.
-SQLITE_RECORDER_TOPIC = "session_awareness.infrastructure.sqlite:SQLiteReadModelRecorder"
-POSTGRES_RECORDER_TOPIC = "session_awareness.infrastructure.postgres:PostgresReadModelRecorder"
+SQLITE_FACTORY_TOPIC = "session_awareness.infrastructure.sqlite:ServiceSQLiteFactory"
+SQLITE_RECORDER_TOPIC = "session_awareness.infrastructure.readmodel.sqlite:SQLiteReadModelRecorder"
+POSTGRES_RECORDER_TOPIC = (
+    "session_awareness.infrastructure.readmodel.pg_round_trips:PostgresRoundTripsRecorder"
+)
 POSTGRES_FACTORY_TOPIC = "session_awareness.infrastructure.postgres:ServicePostgresFactory"
 
 
@@ -309,7 +312,7 @@ def sqlite_environment(url: str) -> dict[str, str]:
     if mode not in SQLITE_MODES:
         raise ConfigurationError(f"mode must be one of {', '.join(SQLITE_MODES)}, got {mode!r}")
     env = {
-        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "PERSISTENCE_MODULE": SQLITE_FACTORY_TOPIC,
         "APPLICATION_RECORDER_TOPIC": SQLITE_RECORDER_TOPIC,
     }
     if path == ":memory:":

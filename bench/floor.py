@@ -23,8 +23,10 @@ from pathlib import Path
 import psycopg
 
 from bench.raw import CHANGES_DDL, INSERT, PAYLOAD
-from session_awareness.infrastructure.readmodel import READ_MODEL_DDL, Dialect
-from session_awareness.infrastructure.sqlite import SQLiteReadModelRecorder
+from session_awareness.infrastructure.readmodel.dialect import Dialect
+from session_awareness.infrastructure.readmodel.postgres import PostgresDialect
+from session_awareness.infrastructure.readmodel.schema import READ_MODEL_DDL
+from session_awareness.infrastructure.readmodel.sqlite import SQLITE
 
 ROUNDS, PER_ROUND = 7, 300
 STATE = json.dumps({"summary": "x" * 250}).encode()
@@ -49,7 +51,7 @@ def rounds(floor: Callable[[int], None], raw: Callable[[int], None]) -> dict[str
 
 
 def sqlite_floor(path: Path) -> dict[str, float]:
-    d = SQLiteReadModelRecorder.dialect
+    d = SQLITE
     c = sqlite3.connect(path, isolation_level=None)
     c.execute("PRAGMA journal_mode=WAL")
     c.execute(
@@ -135,15 +137,7 @@ def postgres_floor(url: str) -> dict[str, float]:
         "uuid, originator_version bigint, topic text, state bytea, "
         "PRIMARY KEY (originator_id, originator_version))"
     )
-    d = Dialect(
-        schema_prefix="",
-        placeholder="%s",
-        greatest="GREATEST",
-        strpos="strpos",
-        id_type="uuid",
-        int_type="bigint",
-        text_type="text",
-    )
+    d = PostgresDialect()
     for ddl in READ_MODEL_DDL:
         conn.execute(sql(ddl, d))
     conn.execute(sql(CHANGES_DDL, d))

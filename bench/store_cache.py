@@ -35,7 +35,7 @@ def fingerprint(name: str, generator: Callable[..., object], *params: object) ->
     columns), the generating function's source, its parameters, the library version, the
     patches on."""
     from bench import proposals  # noqa: PLC0415
-    from session_awareness.infrastructure.readmodel import READ_MODEL_DDL  # noqa: PLC0415
+    from session_awareness.infrastructure.readmodel.schema import READ_MODEL_DDL  # noqa: PLC0415
 
     text = f"{name}:{params}:{version('eventsourcing')}:{sorted(proposals.APPLIED)}"
     digest = hashlib.sha256(text.encode())

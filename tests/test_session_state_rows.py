@@ -1,6 +1,6 @@
 """`session_state` on PostgreSQL reads the head row and the page in one UNION ALL without
-an outer ORDER BY (infrastructure/readmodel.py); SQL promises no order, so any order the
-server returns must give the same answer."""
+an outer ORDER BY (infrastructure/readmodel/session_state.py); SQL promises no order, so any
+order the server returns must give the same answer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import random
 from typing import Any
 from uuid import uuid4
 
-from session_awareness.infrastructure.readmodel import Dialect, ReadModelStore
+from session_awareness.infrastructure.readmodel.postgres import postgres_dialect
+from session_awareness.infrastructure.readmodel.session_state import StackedSessionState
 
 HEAD = (None,) * 8 + (7, 2, 3)  # state_version 7, pruned watermark 2, earliest retained 3
 
@@ -29,11 +30,10 @@ def page_row(sequence: int) -> tuple[Any, ...]:
     )
 
 
-class Rows(ReadModelStore):
+class Rows(StackedSessionState):
     """The read model with its one statement answered from a list."""
 
-    dialect = Dialect(schema_prefix="", placeholder="%s", greatest="GREATEST", strpos="strpos",
-                      stacked_state=True)  # fmt: skip
+    dialect = postgres_dialect("public")
 
     def __init__(self, rows: list[tuple[Any, ...]]) -> None:
         self.rows = rows

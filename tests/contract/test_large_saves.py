@@ -4,7 +4,7 @@ more): a wide fan-out and a long drain must leave exactly the rows and wakes of 
 from __future__ import annotations
 
 from session_awareness.application import SessionAwareness
-from session_awareness.infrastructure.readmodel import BULK_INLINE
+from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
 from tests.conftest import RecordingWaker
 from tests.contract.helpers import CHILD, MANAGER, cursor, notice, spawn
 

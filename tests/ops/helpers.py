@@ -46,7 +46,7 @@ def tamper(svc: SessionAwareness, template: str, *params: Any) -> None:
     """Change the live read models behind the service's back (`{s}` is the schema prefix;
     UUID parameters are bound the way the backend stores them)."""
     recorder: Any = svc.recorder
-    bound = [recorder.param_id(p) if hasattr(p, "hex") and not isinstance(p, str) else p
+    bound = [recorder.dialect.bind_id(p) if hasattr(p, "hex") and not isinstance(p, str) else p
              for p in params]  # fmt: skip
     with recorder.datastore.transaction(commit=True) as c:
         c.execute(recorder.sql(template), bound)

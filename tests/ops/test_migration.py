@@ -117,7 +117,7 @@ class TestReadModelsWithoutTheActivityRows:
         svc.record_human_direct_message(CHILD, channel="telegram")
         recorder: Any = svc.recorder
         with recorder.datastore.transaction(commit=True) as c:
-            recorder.exec(c, "DELETE FROM {s}session_activity")
+            c.execute(recorder.sql("DELETE FROM {s}session_activity"))
         assert svc.read_model.read_models_outdated()
         svc.close()
         with capture_logs() as logs:

@@ -9,7 +9,7 @@ import pytest
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.domain.keys import SessionRef
-from session_awareness.infrastructure.readmodel import BULK_INLINE
+from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
 from tests.conftest import RecordingWaker, wait_until
 from tests.contract.helpers import CHILD, MANAGER, notice, spawn
 from tests.postgres.conftest import Worker

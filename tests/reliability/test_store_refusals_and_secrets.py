@@ -18,7 +18,7 @@ from session_awareness.application import (
     SessionAwarenessError,
     open_service,
 )
-from session_awareness.infrastructure.readmodel import BULK_INLINE
+from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
 from session_awareness.testing.pgcluster import PostgresCluster
 from tests.contract.helpers import CHILD, MANAGER, spawn
 from tests.reliability.helpers import all_events, assert_audit_clean, wait_until

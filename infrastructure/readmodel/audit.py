@@ -1,17 +1,18 @@
-"""Scratch read models and the live-versus-rebuilt view an audit compares (R-R2, DESIGN D4).
+"""What an audit rebuilds and compares, written once for both backends (R-R2, DESIGN D4).
 
-The scratch tables are a copy of the live read-model tables' definitions (every table of
-`READ_MODEL_TABLES`, with its key but without its secondary indexes: the copy is only
-written and read by key), written by the same `ReadModelStore` SQL with another schema
-prefix.
-The comparison and the swap are SQL over both copies on one live connection, so nothing is
-held in memory but the differing rows: a `FULL JOIN` on each table's key (written as two
-`LEFT JOIN`s, which every SQLite has) with a null-safe column-by-column comparison.
+The scratch tables are a copy of the live read-model tables' definitions (with their keys
+but without their secondary indexes: the copy is only written and read by key), written by
+the same statements (`ScratchStore`) with another schema prefix. The comparison and the
+swap are SQL over both copies on one live connection (`View`), so nothing is held in memory
+but the differing rows: a `FULL JOIN` on each table's key (written as two `LEFT JOIN`s,
+which every SQLite has) with a null-safe column-by-column comparison.
+
+Each backend's scratch (a file, a schema) is in `sqlite_audit` and `postgres_audit`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from operator import itemgetter
 from typing import Any
 from uuid import UUID
@@ -19,12 +20,10 @@ from uuid import UUID
 from eventsourcing.persistence import Notification
 
 from session_awareness.application import projection as p
-from session_awareness.infrastructure.readmodel import (
-    READ_MODEL_TABLES,
-    Dialect,
-    ReadModelStore,
-    Write,
-)
+from session_awareness.infrastructure.readmodel.bulk import BulkWrites
+from session_awareness.infrastructure.readmodel.dialect import Dialect
+from session_awareness.infrastructure.readmodel.schema import TABLES
+from session_awareness.infrastructure.readmodel.store import neutral
 
 
 def q(name: str) -> str:
@@ -32,43 +31,20 @@ def q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-class ScratchStore(ReadModelStore):
-    """The read-model SQL aimed at scratch tables; it publishes no wakes."""
+class ScratchStore(BulkWrites):
+    """The read-model statements aimed at scratch tables; it publishes no wakes."""
 
-    def __init__(self, dialect: Dialect, *, native_ids: bool) -> None:
-        self.dialect, self.native_ids = dialect, native_ids
-
-    def param_id(self, value: UUID) -> Any:
-        return value if self.native_ids else value.hex
-
-    def write_batches(self, c: Any, batches: dict[Write, list[tuple[Any, ...]]]) -> None:
-        """On PostgreSQL, rows that are only appended are copied in (`COPY`, one stream per
-        statement, far cheaper than an `INSERT` per row) and the other statements are sent
-        pipelined; COPY cannot run inside a pipeline, and these batches commute."""
-        if self.dialect.placeholder != "%s":
-            super().write_batches(c, batches)
-            return
-        rest = {}
-        for write, rows in batches.items():
-            if write.appends:
-                with c.copy(self.sql(write.copy_statement())) as copy:
-                    for row in rows:
-                        copy.write_row(row)
-            else:
-                rest[write] = rows
-        if rest:
-            with c.connection.pipeline():
-                super().write_batches(c, rest)
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
 
 
 def table_keys() -> dict[str, tuple[str, ...]]:
     """Each read-model table and its key columns (its primary key, in comparison order)."""
-    return {table: tuple(order.split(", ")) for table, order in READ_MODEL_TABLES.items()}
+    return {table.name: table.key for table in TABLES}
 
 
 #: Aggregate ids kept decoded by an event log reader (a replay meets each one many times).
 KEEP_IDS = 100_000
-
 
 _COLUMNS = itemgetter(0, 1, 2, 3, 4)  # id, originator_id, originator_version, topic, state
 
@@ -76,21 +52,23 @@ _COLUMNS = itemgetter(0, 1, 2, 3, 4)  # id, originator_id, originator_version, t
 class EventLog:
     """Reads of the library's events table: by position, and by stream for a history."""
 
-    def __init__(self, live: Any, id_column: str) -> None:
-        self.live, self.id_column = live, id_column
-        self.table = live.dialect.schema_prefix + q(live.events_table_name)
-        self.tuple_row: Any = None
-        if live.dialect.placeholder == "%s":
-            # PostgreSQL: ids come as text and are decoded here, once each (psycopg would
-            # build a UUID for every row); rows as tuples, not a dict each. psycopg is
-            # imported here only: the SQLite default runs without it.
-            from psycopg.rows import tuple_row  # noqa: PLC0415
+    #: The events table's position column.
+    id_column = "rowid"
+    #: How the originator id is selected.
+    originator = "originator_id"
 
-            self.originator, self.convert, self.tuple_row = "originator_id::text", UUID, tuple_row
-        else:
-            self.originator = "originator_id"
-            self.convert = getattr(live, "convert_originator_id", lambda value: value)
+    def __init__(self, live: Any) -> None:
+        self.live = live
+        self.table = live.dialect.schema_prefix + q(live.events_table_name)
         self.ids: dict[Any, Any] = {}
+
+    def convert(self, stored_id: Any) -> Any:
+        """An originator id as the library's mapper wants it."""
+        return self.live.convert_originator_id(stored_id)
+
+    def rows(self, c: Any, sql: str, params: Sequence[Any]) -> list[Any]:
+        c.execute(sql, params)
+        return list(c.fetchall())
 
     def select(self, c: Any, where: str, params: Sequence[Any], limit: int) -> list[Notification]:
         ident = self.id_column
@@ -99,16 +77,7 @@ class EventLog:
             f"topic, state FROM {self.table} WHERE {where.format(id=ident)} "
             f"ORDER BY {ident} LIMIT ?"
         )
-        if self.tuple_row is not None:
-            factory, c.row_factory = c.row_factory, self.tuple_row
-            try:
-                c.execute(sql, (*params, limit))
-                rows = c.fetchall()
-            finally:
-                c.row_factory = factory
-        else:
-            c.execute(sql, (*params, limit))
-            rows = c.fetchall()
+        rows = self.rows(c, sql, (*params, limit))
         ids, convert = self.ids, self.convert
         out = []
         for position, stored_id, version, topic, state in map(_COLUMNS, rows):
@@ -139,6 +108,29 @@ def _notification(
          "state": state, "id": position},
     )  # fmt: skip
     return notification
+
+
+class Audit:
+    """The `AuditStore` port's reads of the live store; a backend adds its `scratch()`."""
+
+    event_log = EventLog
+
+    def __init__(self, live: Any) -> None:
+        self.live = live
+        self.log = self.event_log(live)
+
+    def last_notification_id(self) -> int:
+        return int(self.live.max_notification_id() or 0)
+
+    def notifications(self, after: int, limit: int) -> Sequence[Notification]:
+        with self.live.datastore.transaction(commit=False) as c:
+            return self.log.select(c, "{id} > ?", (after,), limit)
+
+    def streams(self, originator_ids: Collection[UUID]) -> Sequence[Notification]:
+        ids = [self.live.dialect.bind_id(i) for i in originator_ids]
+        marks = ", ".join("?" for _ in ids)
+        with self.live.datastore.transaction(commit=False) as c:
+            return self.log.select(c, f"originator_id IN ({marks})", ids, 2**62)
 
 
 class View:
@@ -181,8 +173,8 @@ class View:
         first = keys[0]
         for row in self.c:
             values = dict(row)
-            live = {c: _neutral(values[f"l_{c}"]) for c in columns}
-            rebuilt = {c: _neutral(values[f"r_{c}"]) for c in columns}
+            live = {c: neutral(values[f"l_{c}"]) for c in columns}
+            rebuilt = {c: neutral(values[f"r_{c}"]) for c in columns}
             yield (
                 None if values[f"l_{first}"] is None else live,
                 None if values[f"r_{first}"] is None else rebuilt,
@@ -214,7 +206,3 @@ class View:
                 f"INSERT INTO {self.live_prefix}{q(table)} ({columns}) "
                 f"SELECT {columns} FROM {self.scratch_prefix}{q(table)}"
             )
-
-
-def _neutral(value: Any) -> Any:
-    return value.hex if isinstance(value, UUID) else value

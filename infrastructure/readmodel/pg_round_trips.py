@@ -1,0 +1,174 @@
+"""The PostgreSQL save in two round trips (ADR 013): the same transaction as
+`PostgresReadModelRecorder.insert_events` — table lock, insert, the projection's rows, any
+wakes, all or nothing — without the library's per-insert `NOTIFY` on its events channel
+(nothing here subscribes to the log: readers and audits page it by notification id, DESIGN
+D4) and without psycopg's pipeline handling of ~11 statements.
+
+A save of a few events sends two simple-protocol queries with values bound client-side
+(psycopg's `mogrify`): `BEGIN; SET LOCAL lock_timeout; LOCK; INSERT … RETURNING`, then the
+rows and `COMMIT`. A large one (`BULK_INLINE` events or more: a drain, a wide fan-out)
+binds its values server-side as arrays, in two pipelined round trips (client-side binding
+costs ~20 us per row of a drain), a cursor move for many keys as one `UPDATE … FROM unnest`.
+
+The application names this recorder by its topic; removing this module and naming
+`PostgresReadModelRecorder` instead leaves the library's write steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import psycopg
+from eventsourcing.persistence import StoredEvent
+from psycopg.pq import TransactionStatus
+from psycopg.rows import tuple_row
+
+from session_awareness.application import projection as p
+from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
+from session_awareness.infrastructure.readmodel.postgres import PostgresReadModelRecorder
+from session_awareness.infrastructure.readmodel.writes import Row, Write
+
+
+class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
+    def insert_events(
+        self,
+        stored_events: Sequence[StoredEvent],
+        *,
+        projected_events: Sequence[Any] = (),
+        **kwargs: Any,
+    ) -> Sequence[int] | None:
+        """Lock the events table, insert the events, apply the projection's rows and commit,
+        in two round trips. The table lock stays: it keeps notification ids in commit order,
+        which audits and the aggregate cache rely on. Any failure rolls the whole
+        transaction back."""
+        if kwargs.get("tracking") is not None:  # the library's process applications
+            raise NotImplementedError("this recorder does not record tracking positions")
+        if not stored_events:
+            return []
+        if len(stored_events) >= BULK_INLINE:
+            with self.save_deadline(len(stored_events)):
+                return self._insert_many(stored_events, projected_events)
+        with self.datastore.get_connection() as conn:
+            bind = psycopg.ClientCursor(conn).mogrify
+            try:
+                with conn.cursor(row_factory=tuple_row) as curs:
+                    curs.execute(self._begin_insert(bind, stored_events))
+                    while curs.nextset():
+                        pass  # to the INSERT's result, the last one
+                    ids = [row[0] for row in curs.fetchall()]
+                    if len(ids) != len(stored_events):
+                        raise RuntimeError("the event store returned no notification ids")
+                    rows = _Statements(conn, bind)
+                    if projected_events:
+                        self.apply_inline(
+                            rows, p.project(list(zip(ids, projected_events, strict=True)))
+                        )
+                    rows.sql.append("COMMIT")
+                    curs.execute("; ".join(rows.sql))
+            except BaseException:
+                _roll_back(conn)
+                raise
+        return ids
+
+    def _insert_many(
+        self, stored_events: Sequence[StoredEvent], projected_events: Sequence[Any]
+    ) -> Sequence[int]:
+        """A large save: the same transaction in two pipelined round trips of a few
+        statements whose values go as arrays, bound server-side in binary."""
+        table = self._events_table.as_string(None)
+        timeout = int(self.datastore.lock_timeout)
+        columns = list(zip(*((e.originator_id, e.originator_version, e.topic, e.state)
+                             for e in stored_events), strict=True))  # fmt: skip
+        with self.datastore.get_connection() as conn:
+            try:
+                with conn.pipeline() as pipeline, conn.cursor(row_factory=tuple_row) as curs:
+                    curs.execute("BEGIN")
+                    curs.execute(f"SET LOCAL lock_timeout = '{timeout}s'")
+                    curs.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")
+                    curs.execute(
+                        f"INSERT INTO {table} (originator_id, originator_version, topic, state) "  # noqa: S608 -- a quoted identifier
+                        "SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], %s::bytea[]) "
+                        "RETURNING notification_id",
+                        [list(column) for column in columns],
+                    )
+                    pipeline.sync()
+                    ids = [row[0] for row in curs.fetchall()]
+                    if len(ids) != len(stored_events):
+                        raise RuntimeError("the event store returned no notification ids")
+                    if projected_events:
+                        changes = p.project(list(zip(ids, projected_events, strict=True)))
+                        self.apply_inline(_Pipelined(curs), changes)
+                    curs.execute("COMMIT")
+                    pipeline.sync()
+            except BaseException:
+                _roll_back(conn)
+                raise
+        return ids
+
+    def _begin_insert(self, bind: Callable[..., str], stored_events: Sequence[StoredEvent]) -> str:
+        table = self._events_table.as_string(None)
+        values = ", ".join(
+            bind("(%s, %s, %s, %s)", (e.originator_id, e.originator_version, e.topic, e.state))
+            for e in stored_events
+        )
+        timeout = int(self.datastore.lock_timeout)
+        begin = (
+            f"BEGIN; SET LOCAL lock_timeout = '{timeout}s'; LOCK TABLE {table} IN EXCLUSIVE MODE"
+        )
+        insert = f"INSERT INTO {table} (originator_id, originator_version, topic, state) VALUES "  # noqa: S608 -- a quoted identifier
+        return f"{begin}; {insert}{values} RETURNING notification_id"
+
+    def write_batches(self, c: Any, batches: dict[Write, list[Row]]) -> None:
+        """In a large save's pipeline, a write for many keys with an array form is one
+        statement (a drain's cursors: one UPDATE instead of 1,000 for the server to plan);
+        elsewhere, one statement per row."""
+        if not isinstance(c, _Pipelined):
+            super().write_batches(c, batches)
+            return
+        for write, rows in batches.items():
+            if write.unnest is None or len(rows) < 2:
+                c.executemany(self.sql(write.template), rows)
+            else:
+                c.execute(self.sql(write.unnest), [list(col) for col in zip(*rows, strict=True)])
+
+
+class _Pipelined:
+    """The cursor of a large save's pipeline, marked so that `write_batches` sends each
+    statement's rows as arrays; it stands in for the cursor the projection writes through."""
+
+    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+        self.cursor = cursor
+        self.connection = cursor.connection
+
+    def execute(self, query: str, params: Sequence[Any] = ()) -> None:
+        self.cursor.execute(query, params)
+
+    def executemany(self, query: str, params_seq: Iterable[Sequence[Any]]) -> None:
+        self.cursor.executemany(query, params_seq)
+
+
+class _Statements:
+    """Collects the projection's statements, bound client-side, to send in one query; it
+    stands in for the cursor `apply_changes` and `notice_opened` write through."""
+
+    def __init__(self, connection: psycopg.Connection[Any], bind: Callable[..., str]) -> None:
+        self.connection = connection
+        self._bind = bind
+        self.sql: list[str] = []
+
+    def execute(self, query: str, params: Sequence[Any] = ()) -> None:
+        self.sql.append(self._bind(query, params))
+
+    def executemany(self, query: str, params_seq: Iterable[Sequence[Any]]) -> None:
+        for params in params_seq:
+            self.execute(query, params)
+
+
+def _roll_back(conn: psycopg.Connection[Any]) -> None:
+    """End a failed write transaction; a dead connection is left to the pool to discard."""
+    if conn.closed or conn.info.transaction_status == TransactionStatus.IDLE:
+        return
+    with contextlib.suppress(psycopg.Error):  # broken: the pool will not hand it out again
+        conn.execute("ROLLBACK")

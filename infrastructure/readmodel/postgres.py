@@ -1,0 +1,200 @@
+"""The production store: the library's PostgreSQL application recorder plus the inline
+read models.
+
+The read-model rows are written after the library's steps have locked the events table and
+inserted the events, in the same transaction (DESIGN D4, ADR 002), so they are written in
+commit order. When a notice opens, the transaction also publishes a wake (`pg_notify`,
+payload: the watcher key) that every process's `WakeListener` receives after commit (SPEC
+R-N7). `pg_round_trips` writes the same transaction in two round trips (ADR 013); the
+connections are `infrastructure/postgres.py`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+)
+from psycopg.rows import tuple_row
+from psycopg.sql import SQL, Identifier
+
+from session_awareness.application import projection as p
+from session_awareness.infrastructure.pg_config import wake_channel_for
+from session_awareness.infrastructure.pg_listener import WakeListener
+from session_awareness.infrastructure.postgres import bounded
+from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
+from session_awareness.infrastructure.readmodel.dialect import Dialect
+from session_awareness.infrastructure.readmodel.postgres_audit import PostgresAudit
+from session_awareness.infrastructure.readmodel.session_state import StackedSessionState
+from session_awareness.infrastructure.readmodel.store import ReadModelStore
+
+#: How long a backend pid that published a wake counts as ours (its notifications are skipped).
+OWN_BACKEND_MEMORY = 60.0
+_SCHEMA_LOCK = 0x5E5510A5  # advisory lock serialising concurrent first-use schema creation
+#: A large save may take longer than one round trip: this much more time per stored event.
+SECONDS_PER_EVENT = 0.001
+#: Opening waits for the schema lock (another process creating the tables) this many times
+#: the connect timeout.
+OPEN_BUDGET_FACTOR = 10
+
+
+@dataclass(frozen=True)
+class PostgresDialect(Dialect):
+    placeholder: str = "%s"
+    greatest: str = "GREATEST"
+    id_type: str = "uuid"
+    int_type: str = "bigint"
+    text_type: str = "text"
+
+    def bind_id(self, value: UUID) -> Any:
+        return value
+
+    def one_of(self, column: str, values: list[str]) -> tuple[str, Any]:
+        return f"{column} = ANY(CAST(? AS text[]))", values
+
+
+def postgres_dialect(schema: str) -> PostgresDialect:
+    """The dialect of the read models in `schema`."""
+    return PostgresDialect(schema_prefix='"' + schema.replace('"', '""') + '".')
+
+
+class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApplicationRecorder):
+    """Stores events and applies the projection's row changes in the same transaction."""
+
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
+        super().__init__(datastore, events_table_name=events_table_name)
+        schema = self.datastore.schema
+        self.dialect = postgres_dialect(schema)
+        self.wake_channel = wake_channel_for(schema)
+        self.sql_create_statements.extend(SQL(ddl) for ddl in self.read_model_ddl())  # type: ignore[arg-type]
+        self._own_backends: dict[int, float] = {}
+        self._events_table = Identifier(schema, self.events_table_name)
+
+    def fetch_tuples(self, template: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        # The pool's connections are in autocommit mode: one statement, one round trip,
+        # prepared on each connection at its first use.
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as c:
+            c.execute(self.sql(template), params, prepare=True)
+            return c.fetchall()
+
+    def create_table(self) -> None:
+        """Create the schema and tables on first use; concurrent first uses take turns."""
+        budget = OPEN_BUDGET_FACTOR * getattr(self.datastore, "connect_timeout", 3)
+        with bounded(budget), self.datastore.get_connection() as conn:
+            # The lock first: two processes creating one schema at once would otherwise
+            # race on `CREATE SCHEMA IF NOT EXISTS` itself (a unique violation).
+            conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
+            try:
+                conn.execute(
+                    SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(self.datastore.schema))
+                )
+                super().create_table()
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
+
+    # The library retries connection errors ten times; we fail fast and let the service's
+    # bounded retry and its signal backlog decide (SPEC R-L8).
+    select_events = PostgresAggregateRecorder.select_events.__wrapped__  # type: ignore[attr-defined]
+    select_notifications = PostgresApplicationRecorder.select_notifications.__wrapped__  # type: ignore[attr-defined]
+    max_notification_id = PostgresApplicationRecorder.max_notification_id.__wrapped__  # type: ignore[attr-defined]
+
+    def originators_after(self, position: int, limit: int) -> list[tuple[int, UUID, int]]:
+        """The notification log after `position`, without the events' state (the aggregate
+        cache's look); one prepared statement on an autocommit connection."""
+        return self.fetch_tuples(
+            "SELECT notification_id, originator_id, originator_version FROM {s}"  # noqa: S608 -- the library's table name
+            + self.events_table_name
+            + " WHERE notification_id > ? ORDER BY notification_id LIMIT ?",
+            (position, limit),
+        )
+
+    def insert_events(
+        self,
+        stored_events: Sequence[StoredEvent],
+        *,
+        projected_events: Sequence[Any] = (),
+        **kwargs: Any,
+    ) -> Sequence[int] | None:
+        """The library's steps (table lock, NOTIFY on its events channel, insert), then the
+        projection's rows, in one pipelined transaction. Unlike the library's own method,
+        it is not retried (the service decides, SPEC R-L8), and any failure — the insert's
+        or the projection's, client- or server-side — rolls the whole transaction back."""
+        if kwargs.get("tracking") is not None:  # the library's process applications
+            raise NotImplementedError("this recorder does not record tracking positions")
+        if not stored_events:
+            return []
+        failure: Exception | None = None
+        ids: Sequence[int] | None = None
+        with self.save_deadline(len(stored_events)), self.datastore.get_connection() as conn:
+            try:
+                with conn.pipeline() as pipeline, conn.transaction(), conn.cursor() as curs:
+                    try:
+                        self._insert_stored_events(curs, stored_events, **kwargs)
+                        pipeline.sync()
+                        ids = self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+                        if projected_events:
+                            if ids is None or len(ids) != len(stored_events):
+                                raise RuntimeError("the event store returned no notification ids")
+                            changes = p.project(list(zip(ids, projected_events, strict=True)))
+                            self.apply_inline(curs, changes)
+                        pipeline.sync()  # surface the rows' errors before COMMIT
+                    except Exception as error:  # noqa: BLE001 -- re-raised below
+                        failure = error
+                        raise psycopg.Rollback from None
+            except psycopg.Rollback:
+                pass  # escapes the block when the connection died before it could roll back
+            if failure is not None:
+                raise failure  # inside get_connection(), which maps psycopg's errors
+        return ids
+
+    def save_deadline(self, events: int) -> contextlib.AbstractContextManager[None]:
+        """A large save may take longer than one round trip: a round trip's deadline, and a
+        little more per event."""
+        base = getattr(self.datastore, "connect_timeout", None)
+        if events < BULK_INLINE or base is None:
+            return contextlib.nullcontext()
+        return bounded(base + SECONDS_PER_EVENT * events)
+
+    def long_running(self) -> contextlib.AbstractContextManager[None]:
+        """Statements that may run for long (an audit, a rebuild) run without a deadline."""
+        return bounded(None)
+
+    def audit_store(self) -> PostgresAudit:
+        return PostgresAudit(self)
+
+    def notice_opened(self, c: Any, watch_id: UUID) -> None:
+        """Publish a wake for the cursor's watcher; delivered to every listener on commit."""
+        c.execute(
+            self.sql(
+                "SELECT pg_notify(?, watcher_key) FROM {s}session_watch_cursors WHERE watch_id = ?"
+            ),
+            (self.wake_channel, watch_id),
+        )
+        self._own_backends[c.connection.info.backend_pid] = time.monotonic()
+
+    def published_here(self, backend_pid: int) -> bool:
+        """Whether a wake came from this process (already delivered after its commit)."""
+        seen = self._own_backends.get(backend_pid)
+        return seen is not None and time.monotonic() - seen < OWN_BACKEND_MEMORY
+
+    def wake_listener(
+        self, on_wake: Callable[[str], None], on_reconnect: Callable[[], None]
+    ) -> WakeListener:
+        """A listener on this store's wake channel, on its own connection (not started)."""
+        return WakeListener(
+            conninfo=self.datastore.pool.conninfo,
+            channel=self.wake_channel,
+            on_wake=on_wake,
+            on_reconnect=on_reconnect,
+            skip=self.published_here,
+        )

@@ -1,0 +1,211 @@
+"""The `ReadModel` port's queries (`application/ports.py`), written once for both backends.
+
+They read through the backend's `fetch` (a read-only transaction, rows by column name) and
+`fetch_tuples` (one statement, rows as tuples); `session_state` is the backend's form in
+`session_state`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+from uuid import UUID
+
+from session_awareness.application.ports import CursorRow, PrunePlan, SessionRow, UpstreamLinkRow
+from session_awareness.domain.upstream import UpstreamLink, UpstreamSource
+from session_awareness.infrastructure.readmodel.dialect import Rendered
+from session_awareness.infrastructure.readmodel.schema import CURSORS
+
+_SESSION = (
+    "SELECT r.session_id, r.agent_id, r.session_key, r.kind, r.label, r.parent_key, "
+    "r.updated_at, COALESCE(h.state_version, 0) AS state_version, r.deleted, a.channel, "
+    "a.run_id, a.run_status, a.run_started_at, a.run_ended_at, "
+    "COALESCE(a.pinned, 0) AS pinned, COALESCE(a.archived, 0) AS archived "
+    "FROM {s}session_registry r LEFT JOIN {s}session_state_heads h "
+    "ON h.session_id = r.session_id LEFT JOIN {s}session_activity a "
+    "ON a.session_id = r.session_id WHERE "
+)
+#: A registry row without its activity row: the store was written by an earlier version.
+_OUTDATED = (
+    "SELECT 1 FROM {s}session_registry r WHERE NOT EXISTS "
+    "(SELECT 1 FROM {s}session_activity a WHERE a.session_id = r.session_id) LIMIT 1"
+)
+_CURSOR = CURSORS.select() + " WHERE "
+_LINK = (
+    "SELECT l.session_id, r.agent_id, r.session_key, l.catalog_id, l.host_id, l.thread_id, "
+    "l.upstream_kind, l.upstream_ref, l.marker, l.last_position, l.generation, l.updated_at "
+    "FROM {s}session_upstream_links l JOIN {s}session_registry r "
+    "ON r.session_id = l.session_id WHERE r.deleted = 0"
+)
+_WATCHED = " AND EXISTS (SELECT 1 FROM {s}session_watch_cursors c WHERE c.target_id = l.session_id)"
+_PRUNE_PLAN = """
+    WITH cutoff AS (
+        SELECT position FROM {s}session_state_events ORDER BY position DESC LIMIT 1 OFFSET ?),
+    doomed AS (
+        SELECT session_id, MAX(sequence) AS watermark FROM {s}session_state_events
+        WHERE recorded_at < ? OR position <= COALESCE((SELECT position FROM cutoff), -1)
+        GROUP BY session_id)
+    SELECT d.session_id, d.watermark,
+           (SELECT COUNT(*) FROM {s}session_state_events e
+            WHERE e.session_id = d.session_id AND e.sequence <= d.watermark) AS row_count
+    FROM doomed d ORDER BY d.session_id"""
+
+
+class ReadModelQueries(Rendered):
+    def fetch(self, template: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows by column name, read in one read-only transaction."""
+        raise NotImplementedError
+
+    def fetch_tuples(self, template: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def sessions_with_key(self, key: str, *, include_deleted: bool = False) -> list[SessionRow]:
+        live = "" if include_deleted else " AND r.deleted = 0"
+        rows = self.fetch(_SESSION + "r.session_key = ?" + live + " ORDER BY r.agent_id", (key,))
+        return [_session(r) for r in rows]
+
+    def session(self, session_id: UUID) -> SessionRow | None:
+        rows = self.fetch(_SESSION + "r.session_id = ?", (self.dialect.bind_id(session_id),))
+        return _session(rows[0]) if rows else None
+
+    def list_sessions(
+        self,
+        *,
+        agent_id: str | None,
+        kinds: Sequence[str] | None,
+        label: str | None,
+        updated_since: int | None,
+        limit: int | None,
+        search: str | None = None,
+        keys: Collection[str] | None = None,
+        archived: bool | None = None,
+    ) -> list[SessionRow]:
+        where, params = ["r.deleted = 0"], []
+        if archived is not None:
+            where.append("COALESCE(a.archived, 0) = ?")
+            params.append(int(archived))
+        for column, values in (("r.session_key", keys), ("r.kind", kinds)):
+            if values is not None:
+                clause, param = self.dialect.one_of(column, list(values))
+                where.append(clause)
+                params.append(param)
+        if agent_id is not None:
+            where.append("r.agent_id = ?")
+            params.append(agent_id)
+        if label is not None:
+            where.append("r.label = ?")
+            params.append(label)
+        if updated_since is not None:
+            where.append("r.updated_at >= ?")
+            params.append(updated_since)
+        sql = _SESSION + " AND ".join(where) + " ORDER BY r.updated_at DESC, r.session_key"
+        if limit is not None and not search:
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows = [_session(r) for r in self.fetch(sql, params)]
+        if search:
+            # Case folded in Python, the same on both backends and beyond ASCII (SQLite's
+            # lower() folds ASCII only, and PostgreSQL's follows the database's locale).
+            term = search.casefold()
+            rows = [
+                row for row in rows
+                if term in row.key.casefold() or term in (row.label or "").casefold()
+            ][:limit]  # fmt: skip
+        return rows
+
+    def children_of(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {key: [] for key in parent_keys}
+        if out:
+            clause, param = self.dialect.one_of("parent_key", list(out))
+            rows = self.fetch(
+                "SELECT parent_key, session_key FROM {s}session_registry WHERE deleted = 0 AND "
+                + clause
+                + " ORDER BY session_key",
+                [param],
+            )
+            for row in rows:
+                out[row["parent_key"]].append(row["session_key"])
+        return out
+
+    def read_models_outdated(self) -> bool:
+        """Whether a session's registry row lacks the rows this version keeps beside it:
+        the read models were written by an earlier version and need a rebuild."""
+        return bool(self.fetch(_OUTDATED))
+
+    def cursors_of_watcher(self, watcher_key: str, *, pending_only: bool) -> list[CursorRow]:
+        pending = " AND notified > acknowledged" if pending_only else ""
+        rows = self.fetch(
+            _CURSOR + "watcher_key = ?" + pending + " ORDER BY notice_order, target_key",
+            (watcher_key,),
+        )
+        return [_cursor(r) for r in rows]
+
+    def cursors_on_target(self, target_id: UUID) -> list[CursorRow]:
+        rows = self.fetch(
+            _CURSOR + "target_id = ? ORDER BY watcher_key", (self.dialect.bind_id(target_id),)
+        )
+        return [_cursor(r) for r in rows]
+
+    def cursors_updated_before(self, before: int) -> list[CursorRow]:
+        return [
+            _cursor(r)
+            for r in self.fetch(_CURSOR + "updated_at < ? ORDER BY updated_at", (before,))
+        ]
+
+    def watchers_with_pending(self) -> list[str]:
+        rows = self.fetch(
+            "SELECT DISTINCT watcher_key FROM {s}session_watch_cursors "
+            "WHERE notified > acknowledged ORDER BY watcher_key"
+        )
+        return [row["watcher_key"] for row in rows]
+
+    def upstream_links(self, *, watched_only: bool = False) -> list[UpstreamLinkRow]:
+        sql = _LINK + (_WATCHED if watched_only else "") + " ORDER BY r.agent_id, r.session_key"
+        return [_link(r) for r in self.fetch(sql)]
+
+    def upstream_link(self, session_id: UUID) -> UpstreamLinkRow | None:
+        rows = self.fetch(_LINK + " AND l.session_id = ?", (self.dialect.bind_id(session_id),))
+        return _link(rows[0]) if rows else None
+
+    def newest_recorded(self, *, before: int) -> int | None:
+        rows = self.fetch_tuples(
+            "SELECT MAX(t) FROM (SELECT MAX(recorded_at) AS t FROM {s}session_state_events "
+            "WHERE recorded_at < ? UNION ALL SELECT MAX(updated_at) FROM "
+            "{s}session_watch_cursors WHERE updated_at < ?) newest",
+            (before, before),
+        )
+        return None if not rows or rows[0][0] is None else int(rows[0][0])
+
+    def prune_plan(self, *, recorded_before: int, keep_rows: int) -> list[PrunePlan]:
+        rows = self.fetch(_PRUNE_PLAN, (keep_rows, recorded_before))
+        return [PrunePlan(_uuid(r["session_id"]), r["watermark"], r["row_count"]) for r in rows]
+
+
+def _uuid(value: Any) -> UUID:
+    return value if isinstance(value, UUID) else UUID(value)
+
+
+def _session(r: Any) -> SessionRow:
+    return SessionRow(
+        _uuid(r["session_id"]), r["agent_id"], r["session_key"], r["kind"], r["label"],
+        r["parent_key"], r["updated_at"], r["state_version"], bool(r["deleted"]),
+        r["channel"], r["run_id"], r["run_status"], r["run_started_at"], r["run_ended_at"],
+        bool(r["pinned"]), bool(r["archived"]),
+    )  # fmt: skip
+
+
+def _cursor(r: Any) -> CursorRow:
+    return CursorRow(
+        _uuid(r["watch_id"]), r["watcher_key"], _uuid(r["target_id"]), r["target_key"],
+        r["acknowledged"], r["notified"], r["material"], r["notice_order"], r["updated_at"],
+    )  # fmt: skip
+
+
+def _link(r: Any) -> UpstreamLinkRow:
+    source = UpstreamSource(
+        r["catalog_id"], r["host_id"], r["thread_id"], r["upstream_kind"], r["upstream_ref"]
+    )
+    link = UpstreamLink(source, r["generation"], r["marker"], r["last_position"])
+    return UpstreamLinkRow(
+        _uuid(r["session_id"]), r["agent_id"], r["session_key"], link, r["updated_at"]
+    )

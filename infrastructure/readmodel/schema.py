@@ -1,0 +1,162 @@
+"""The read-model tables, each from ONE column list: its DDL, its key, and the column lists
+of its inserts, upserts and reads all come from here.
+
+Column types are holes a backend's `Dialect` fills in: `{id}` (an aggregate id), `{int}`
+and `{text}`; `{s}` is the backend's schema prefix and `{keyed}` what follows a table with
+a composite key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # "id", "int" or "text": the backend's column type
+    constraint: str = ""  # "NOT NULL", "NOT NULL DEFAULT 0", …
+
+
+@dataclass(frozen=True)
+class Table:
+    """A read-model table: its columns in order, its key, its secondary indexes."""
+
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+    #: (index name, column): secondary indexes, each on one column.
+    indexes: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(column.name for column in self.columns)
+
+    def ddl(self) -> list[str]:
+        """The statements creating the table and its indexes (templates)."""
+        single = len(self.key) == 1
+        parts = []
+        for column in self.columns:
+            spec = f"{column.name} {{{column.type}}}"
+            if column.constraint:
+                spec += " " + column.constraint
+            if single and column.name == self.key[0]:
+                spec += " PRIMARY KEY"
+            parts.append(spec)
+        table = f"CREATE TABLE IF NOT EXISTS {{s}}{self.name} ({', '.join(parts)}"
+        table += ")" if single else f", PRIMARY KEY ({', '.join(self.key)})){{keyed}}"
+        indexes = [
+            f"CREATE INDEX IF NOT EXISTS {index} ON {{s}}{self.name} ({column})"
+            for index, column in self.indexes
+        ]
+        return [table, *indexes]
+
+    def insert(self, columns: Sequence[str] | None = None) -> str:
+        """`INSERT INTO table (columns) VALUES (one ? per column)`: every column by default."""
+        names = self.column_names if columns is None else tuple(columns)
+        marks = ", ".join("?" for _ in names)
+        return f"INSERT INTO {{s}}{self.name} ({', '.join(names)}) VALUES ({marks})"
+
+    def upsert(self, updating: Sequence[str] | None = None) -> str:
+        """An insert of every column that, on a key already present, sets `updating` (every
+        other column by default) to the inserted values."""
+        names = (
+            [c for c in self.column_names if c not in self.key] if updating is None else updating
+        )
+        sets = ", ".join(f"{name} = excluded.{name}" for name in names)
+        return f"{self.insert()} ON CONFLICT ({', '.join(self.key)}) DO UPDATE SET {sets}"
+
+    def select(self) -> str:
+        """`SELECT every column FROM table` (template)."""
+        return f"SELECT {', '.join(self.column_names)} FROM {{s}}{self.name}"
+
+
+def _id(name: str, constraint: str = "") -> Column:
+    return Column(name, "id", constraint)
+
+
+def _int(name: str, constraint: str = "") -> Column:
+    return Column(name, "int", constraint)
+
+
+def _text(name: str, constraint: str = "") -> Column:
+    return Column(name, "text", constraint)
+
+
+NOT_NULL, ZERO = "NOT NULL", "NOT NULL DEFAULT 0"
+
+REGISTRY = Table(
+    "session_registry",
+    (
+        _id("session_id"), _text("agent_id", NOT_NULL), _text("session_key", NOT_NULL),
+        _text("kind", NOT_NULL), _text("label"), _text("parent_key"),
+        _int("opened_at", NOT_NULL), _int("updated_at", NOT_NULL), _int("deleted", ZERO),
+    ),
+    key=("session_id",),
+    indexes=(("session_registry_key", "session_key"), ("session_registry_parent", "parent_key")),
+)  # fmt: skip
+HEADS = Table(
+    "session_state_heads",
+    (_id("session_id"), _int("state_version", NOT_NULL), _int("pruned_watermark", NOT_NULL)),
+    key=("session_id",),
+)
+#: The retained `changesSince` rows, with their recording position (a notification id).
+EVENTS = Table(
+    "session_state_events",
+    (
+        _id("session_id", NOT_NULL), _int("sequence", NOT_NULL), _int("position", NOT_NULL),
+        _text("kind", NOT_NULL), _text("actor_type", NOT_NULL), _text("actor_id"),
+        _text("run_id"), _int("occurred_at", NOT_NULL), _text("summary", NOT_NULL),
+        _text("payload"), _int("recorded_at", NOT_NULL),
+    ),
+    key=("session_id", "sequence"),
+    indexes=(
+        ("session_state_events_position", "position"),
+        ("session_state_events_recorded", "recorded_at"),
+    ),
+)  # fmt: skip
+CURSORS = Table(
+    "session_watch_cursors",
+    (
+        _id("watch_id"), _text("watcher_key", NOT_NULL), _id("target_id", NOT_NULL),
+        _text("target_key", NOT_NULL), _int("acknowledged", NOT_NULL),
+        _int("notified", NOT_NULL), _int("material", NOT_NULL), _int("notice_order"),
+        _int("updated_at", NOT_NULL),
+    ),
+    key=("watch_id",),
+    indexes=(
+        ("session_watch_cursors_watcher", "watcher_key"),
+        ("session_watch_cursors_target", "target_id"),
+        ("session_watch_cursors_updated", "updated_at"),
+    ),
+)  # fmt: skip
+LINKS = Table(
+    "session_upstream_links",
+    (
+        _id("session_id"), _text("catalog_id", NOT_NULL), _text("host_id", NOT_NULL),
+        _text("thread_id", NOT_NULL), _text("upstream_kind", NOT_NULL),
+        _text("upstream_ref", NOT_NULL), _text("marker"), _text("last_position"),
+        _int("generation", NOT_NULL), _int("linked_at", NOT_NULL), _int("updated_at", NOT_NULL),
+    ),
+    key=("session_id",),
+)  # fmt: skip
+#: What the log knows of a session beyond its head, and the host's marks: one row per
+#: session ever opened, so a registry row without one was written by an earlier version
+#: (`read_models_outdated`).
+ACTIVITY = Table(
+    "session_activity",
+    (
+        _id("session_id"), _text("channel"), _text("run_id"), _text("run_status"),
+        _int("run_started_at"), _int("run_ended_at"), _int("pinned", ZERO),
+        _int("archived", ZERO),
+    ),
+    key=("session_id",),
+)  # fmt: skip
+
+#: Every read-model table, in creation order.
+TABLES = (REGISTRY, HEADS, EVENTS, CURSORS, LINKS, ACTIVITY)
+#: Read-model tables and the order an audit compares their rows in (their keys).
+READ_MODEL_TABLES = {table.name: ", ".join(table.key) for table in TABLES}
+#: The statements creating every read-model table and index (templates).
+READ_MODEL_DDL = [statement for table in TABLES for statement in table.ddl()]

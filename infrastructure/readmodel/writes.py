@@ -1,0 +1,329 @@
+"""The projection's row changes as read-model statements (ADR 002), written one at a time.
+
+Each row change (`application/projection.py`) becomes a few `Write`s: a statement, the key
+whose rows it writes, its parameters. `ReadModelWrites.apply_changes` runs them in order;
+`bulk` runs the same writes with the same end state in a few `executemany`s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from session_awareness.application import projection as p
+from session_awareness.infrastructure.readmodel.dialect import Rendered
+from session_awareness.infrastructure.readmodel.schema import (
+    ACTIVITY,
+    CURSORS,
+    EVENTS,
+    HEADS,
+    LINKS,
+    REGISTRY,
+)
+
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Write:
+    """One read-model statement: the table it writes (only rows of the key it is given),
+    its SQL, and how two consecutive writes of it to one key fold into one (None: they
+    do not; both run)."""
+
+    table: str
+    template: str
+    fold: Callable[[Row, Row], Row] | None = None
+    #: A plain `INSERT … (columns) VALUES (one ? per column)`: its rows may be copied in.
+    appends: bool = False
+    #: The same write for many keys at once, with one array parameter per column of the
+    #: template's parameters, in their order (`unnest`; PostgreSQL's path for large saves).
+    unnest: str | None = None
+
+    def copy_statement(self) -> str:
+        """`COPY table (columns) FROM STDIN`, for a write that `appends`."""
+        insert, _, _ = self.template.partition(" VALUES ")
+        return insert.replace("INSERT INTO ", "COPY ", 1) + " FROM STDIN"
+
+
+class ReadModelWrites(Rendered):
+    """Writes row changes through a cursor of the transaction that stores the events."""
+
+    def apply_changes(self, c: Any, changes: Iterable[p.RowChange]) -> None:
+        """Write row changes one statement at a time, in order: the inline path."""
+        sql, bind = self.sql, self.dialect.bind_id
+        for change in changes:
+            for write, _, params in WRITES[type(change)](bind, change):
+                c.execute(sql(write.template), params)
+            if type(change) is p.CursorMoved and change.notice_order is not None:
+                self.notice_opened(c, change.watch_id)
+
+    def notice_opened(self, c: Any, watch_id: UUID) -> None:
+        """Hook: a notice opened in this transaction (PostgreSQL publishes a wake)."""
+
+
+def _greatest_first(old: Row, new: Row) -> Row:
+    """`SET col = GREATEST(col, ?)` twice is once with the greater value."""
+    return (max(old[0], new[0]), *new[1:])
+
+
+def _last(old: Row, new: Row) -> Row:
+    """A value set twice is set once, to the last value."""
+    return new
+
+
+def _moved(old: Row, new: Row) -> Row:
+    """A cursor's positions: the last ones; its notice order: the last one set."""
+    return new if new[3] is not None else (*new[:3], old[3], *new[4:])
+
+
+_OPEN = Write(REGISTRY.name, REGISTRY.insert())
+_HEAD = Write(HEADS.name, HEADS.insert() + " ON CONFLICT DO NOTHING")
+_REOPEN = Write(
+    REGISTRY.name,
+    "UPDATE {s}session_registry SET kind = ?, label = ?, parent_key = ?, opened_at = ?, "
+    "updated_at = ?, deleted = 0 WHERE session_id = ?",
+)
+_DESCRIBE = Write(
+    REGISTRY.name,
+    "UPDATE {s}session_registry SET kind = ?, label = ?, parent_key = ? WHERE session_id = ?",
+)
+_TOUCH = Write(
+    REGISTRY.name,
+    "UPDATE {s}session_registry SET updated_at = {greatest}(updated_at, ?) WHERE session_id = ?",
+    _greatest_first,
+)
+_PARENT = Write(REGISTRY.name, "UPDATE {s}session_registry SET parent_key = ? WHERE session_id = ?")
+_SIGNAL = Write(EVENTS.name, EVENTS.insert(), appends=True)
+_HEAD_VERSION = Write(
+    HEADS.name,
+    "UPDATE {s}session_state_heads SET state_version = {greatest}(state_version, ?) "
+    "WHERE session_id = ?",
+    _greatest_first,
+)
+_DROP_HISTORY = Write(
+    EVENTS.name, "DELETE FROM {s}session_state_events WHERE session_id = ? AND sequence <= ?"
+)
+_HEAD_WATERMARK = Write(
+    HEADS.name,
+    "UPDATE {s}session_state_heads SET pruned_watermark = {greatest}(pruned_watermark, ?) "
+    "WHERE session_id = ?",
+    _greatest_first,
+)
+_DELETE = Write(
+    REGISTRY.name,
+    "UPDATE {s}session_registry SET deleted = 1, updated_at = ? WHERE session_id = ?",
+)
+#: A cursor (re)started: its positions and time set, its notice order cleared.
+_CURSOR_START = Write(
+    CURSORS.name,
+    CURSORS.upsert(("acknowledged", "notified", "material", "notice_order", "updated_at")),
+)
+_CURSOR_MOVE = Write(
+    CURSORS.name,
+    "UPDATE {s}session_watch_cursors SET acknowledged = ?, notified = ?, material = ?, "
+    "notice_order = COALESCE(?, notice_order), updated_at = ? WHERE watch_id = ?",
+    _moved,
+    unnest=(
+        "UPDATE {s}session_watch_cursors AS c SET acknowledged = v.a, notified = v.n, "
+        "material = v.m, notice_order = COALESCE(v.o, c.notice_order), updated_at = v.u "
+        "FROM unnest(?::{int}[], ?::{int}[], ?::{int}[], ?::{int}[], ?::{int}[], ?::{id}[]) "
+        "AS v(a, n, m, o, u, id) WHERE c.watch_id = v.id"
+    ),
+)
+_CURSOR_REMOVE = Write(CURSORS.name, "DELETE FROM {s}session_watch_cursors WHERE watch_id = ?")
+_ACTIVITY_OPEN = Write(
+    ACTIVITY.name,
+    ACTIVITY.insert(("session_id", "pinned", "archived")) + " ON CONFLICT DO NOTHING",
+)
+_ACTIVITY_RESET = Write(
+    ACTIVITY.name,
+    "UPDATE {s}session_activity SET channel = NULL, run_id = NULL, run_status = NULL, "
+    "run_started_at = NULL, run_ended_at = NULL, pinned = 0, archived = 0 WHERE session_id = ?",
+)
+_MARKS = {
+    mark: Write(
+        ACTIVITY.name, f"UPDATE {{s}}session_activity SET {mark} = ? WHERE session_id = ?", _last
+    )
+    for mark in ("pinned", "archived")
+}
+_CHANNEL = Write(
+    ACTIVITY.name, "UPDATE {s}session_activity SET channel = ? WHERE session_id = ?", _last
+)
+_RUN_START = Write(
+    ACTIVITY.name,
+    "UPDATE {s}session_activity SET run_id = ?, run_status = 'running', run_started_at = ?, "
+    "run_ended_at = NULL WHERE session_id = ?",
+)
+#: A terminal report ends the run it names; one for another run than a running one is
+#: ignored. `SET` expressions read the row as it was, so the start time survives only when
+#: the report is for the run that started.
+_RUN_END = Write(
+    ACTIVITY.name,
+    "UPDATE {s}session_activity SET run_started_at = CASE WHEN run_id = ? "
+    "THEN run_started_at END, run_id = ?, run_status = ?, run_ended_at = ? "
+    "WHERE session_id = ? AND (run_status IS NULL OR run_status <> 'running' OR run_id = ?)",
+)
+_LINK_SET = Write(LINKS.name, LINKS.upsert())
+_LINK_ADVANCE = Write(
+    LINKS.name,
+    "UPDATE {s}session_upstream_links SET marker = ?, "
+    "last_position = COALESCE(?, last_position), updated_at = ? WHERE session_id = ?",
+)
+_LINK_REMOVE = Write(LINKS.name, "DELETE FROM {s}session_upstream_links WHERE session_id = ?")
+
+#: A row change's writes: (statement, the key whose rows it writes, parameters).
+Writes = list[tuple[Write, Any, Row]]
+Bind = Callable[[UUID], Any]
+
+
+def _session_opened(bind: Bind, change: p.SessionOpened) -> Writes:
+    sid = bind(change.session_id)
+    return [
+        (_OPEN, sid, (sid, change.agent_id, change.key, change.kind, change.label,
+                      change.parent_key, change.at, change.at, 0)),
+        (_HEAD, sid, (sid, 0, 0)),
+        (_ACTIVITY_OPEN, sid, (sid, 0, 0)),
+    ]  # fmt: skip
+
+
+def _session_reopened(bind: Bind, change: p.SessionReopened) -> Writes:
+    sid = bind(change.session_id)
+    return [
+        (_REOPEN, sid, (change.kind, change.label, change.parent_key, change.at, change.at, sid)),
+        (_ACTIVITY_RESET, sid, (sid,)),
+    ]
+
+
+def _mark_set(bind: Bind, change: p.MarkSet) -> Writes:
+    sid = bind(change.session_id)
+    return [(_MARKS[change.mark], sid, (int(change.value), sid))]
+
+
+def _channel_seen(bind: Bind, change: p.ChannelSeen) -> Writes:
+    sid = bind(change.session_id)
+    return [(_CHANNEL, sid, (change.channel, sid))]
+
+
+def _run_started(bind: Bind, change: p.RunStarted) -> Writes:
+    sid = bind(change.session_id)
+    return [(_RUN_START, sid, (change.run_id, change.at, sid))]
+
+
+def _run_ended(bind: Bind, change: p.RunEnded) -> Writes:
+    sid, run = bind(change.session_id), change.run_id
+    return [(_RUN_END, sid, (run, run, change.status, change.at, sid, run))]
+
+
+def _session_described(bind: Bind, change: p.SessionDescribed) -> Writes:
+    sid = bind(change.session_id)
+    return [(_DESCRIBE, sid, (change.kind, change.label, change.parent_key, sid))]
+
+
+def _session_touched(bind: Bind, change: p.SessionTouched) -> Writes:
+    sid = bind(change.session_id)
+    return [(_TOUCH, sid, (change.at, sid))]
+
+
+def _parent_linked(bind: Bind, change: p.ParentLinked) -> Writes:
+    sid = bind(change.session_id)
+    return [(_PARENT, sid, (change.parent_key, sid))]
+
+
+def _signal_appended(bind: Bind, change: p.SignalAppended) -> Writes:
+    sid = bind(change.session_id)
+    return [
+        (_SIGNAL, sid, (sid, change.sequence, change.position, change.kind, change.actor_type,
+                        change.actor_id, change.run_id, change.occurred_at, change.summary,
+                        _dump(change.payload), change.recorded_at)),
+        (_HEAD_VERSION, sid, (change.sequence, sid)),
+    ]  # fmt: skip
+
+
+def _history_pruned(bind: Bind, change: p.HistoryPruned) -> Writes:
+    sid = bind(change.session_id)
+    return [
+        (_DROP_HISTORY, sid, (sid, change.watermark)),
+        (_HEAD_WATERMARK, sid, (change.watermark, sid)),
+    ]
+
+
+def _session_deleted(bind: Bind, change: p.SessionDeleted) -> Writes:
+    sid = bind(change.session_id)
+    return [
+        (_DROP_HISTORY, sid, (sid, change.watermark)),
+        (_HEAD_WATERMARK, sid, (change.watermark, sid)),
+        (_DELETE, sid, (change.at, sid)),
+    ]
+
+
+def _cursor_started(bind: Bind, change: p.CursorStarted) -> Writes:
+    wid, at = bind(change.watch_id), change.position
+    return [
+        (_CURSOR_START, wid, (wid, change.watcher_key, bind(change.target_id),
+                              change.target_key, at, at, at, None, change.updated_at)),
+    ]  # fmt: skip
+
+
+def _cursor_moved(bind: Bind, change: p.CursorMoved) -> Writes:
+    wid = bind(change.watch_id)
+    return [
+        (_CURSOR_MOVE, wid, (change.acknowledged, change.notified, change.material,
+                             change.notice_order, change.updated_at, wid)),
+    ]  # fmt: skip
+
+
+def _cursor_removed(bind: Bind, change: p.CursorRemoved) -> Writes:
+    wid = bind(change.watch_id)
+    return [(_CURSOR_REMOVE, wid, (wid,))]
+
+
+def _link_set(bind: Bind, change: p.UpstreamLinkSet) -> Writes:
+    sid = bind(change.session_id)
+    return [
+        (_LINK_SET, sid, (sid, change.catalog_id, change.host_id, change.thread_id,
+                          change.upstream_kind, change.upstream_ref, change.marker,
+                          change.position, change.generation, change.at, change.at)),
+    ]  # fmt: skip
+
+
+def _link_advanced(bind: Bind, change: p.UpstreamLinkAdvanced) -> Writes:
+    sid = bind(change.session_id)
+    return [(_LINK_ADVANCE, sid, (change.marker, change.position, change.at, sid))]
+
+
+def _link_removed(bind: Bind, change: p.UpstreamLinkRemoved) -> Writes:
+    sid = bind(change.session_id)
+    return [(_LINK_REMOVE, sid, (sid,))]
+
+
+#: Each row change's statements; a change without an entry is a bug (KeyError).
+WRITES: dict[type, Callable[[Bind, Any], Writes]] = {
+    p.SessionOpened: _session_opened,
+    p.SessionReopened: _session_reopened,
+    p.SessionDescribed: _session_described,
+    p.SessionTouched: _session_touched,
+    p.MarkSet: _mark_set,
+    p.ChannelSeen: _channel_seen,
+    p.RunStarted: _run_started,
+    p.RunEnded: _run_ended,
+    p.ParentLinked: _parent_linked,
+    p.SignalAppended: _signal_appended,
+    p.HistoryPruned: _history_pruned,
+    p.SessionDeleted: _session_deleted,
+    p.CursorStarted: _cursor_started,
+    p.CursorMoved: _cursor_moved,
+    p.CursorRemoved: _cursor_removed,
+    p.UpstreamLinkSet: _link_set,
+    p.UpstreamLinkAdvanced: _link_advanced,
+    p.UpstreamLinkRemoved: _link_removed,
+}
+
+#: `json.dumps(…, sort_keys=True, separators=(",", ":"))`, without building an encoder per call.
+_PAYLOAD_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
+def _dump(payload: dict[str, Any] | None) -> str | None:
+    return None if payload is None else _PAYLOAD_JSON.encode(payload)
