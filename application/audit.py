@@ -27,9 +27,10 @@ from session_awareness.application.errors import (
 from session_awareness.application.history import history_entries, watchers_named
 from session_awareness.application.invariants import Invariants
 from session_awareness.application.ports import AuditStore, AuditView, ReplayTarget
-from session_awareness.application.projection import RowChange, project, to_ms
+from session_awareness.application.projection import RowChange, project
 from session_awareness.application.replay import EventDecoder
 from session_awareness.domain.keys import InvalidKeyError, SessionRef, agent_of, watch_id
+from session_awareness.domain.signals import to_ms
 
 #: Stored events per page (at most; a store may read fewer at a time): read, decoded,
 #: checked, projected and written together.

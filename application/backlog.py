@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from session_awareness.application.signals import SignalRequest
+from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import SessionRef
 from session_awareness.logs import get_logger
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from session_awareness.application.projection import to_ms
 from session_awareness.domain.session import Session
+from session_awareness.domain.signals import to_ms
 from session_awareness.domain.watch import Via, Watch, notice_text
 
 _SESSION_EVENTS: dict[type, str] = {

@@ -9,7 +9,6 @@ from typing import Any, TypeVar, cast
 from session_awareness.application.core import ServiceCore, log
 from session_awareness.application.errors import InvalidArgumentError, UnknownSessionError
 from session_awareness.application.ports import CursorRow
-from session_awareness.application.projection import to_ms
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain.keys import (
     InvalidKeyError,
@@ -24,7 +23,7 @@ from session_awareness.domain.session import (
     ParentRefusedError,
     Session,
 )
-from session_awareness.domain.signals import InvalidSignalError, check_label
+from session_awareness.domain.signals import InvalidSignalError, check_label, to_ms
 from session_awareness.domain.watch import RemovalReason, Watch
 
 PRUNE_INTERVAL = timedelta(hours=1)

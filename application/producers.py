@@ -10,7 +10,6 @@ from datetime import datetime
 from functools import partial
 from typing import cast
 
-from session_awareness.application import signals as produce
 from session_awareness.application.backlog import Delivery
 from session_awareness.application.core import log
 from session_awareness.application.errors import (
@@ -19,11 +18,12 @@ from session_awareness.application.errors import (
     UnknownSessionError,
 )
 from session_awareness.application.lifecycle import Lifecycle
-from session_awareness.application.signals import SignalRequest
 from session_awareness.application.unit_of_work import StaleReadError, UnitOfWork, event_landed
-from session_awareness.domain.keys import SessionRef, agent_of, is_subagent, may_hold_cursor
+from session_awareness.domain import intake as produce
+from session_awareness.domain import notices
+from session_awareness.domain.intake import SignalRequest
+from session_awareness.domain.keys import SessionRef, agent_of, is_subagent
 from session_awareness.domain.session import ParentRefusedError, Session
-from session_awareness.domain.watch import Via, Watch
 
 
 class Producers(Lifecycle):
@@ -134,13 +134,9 @@ class Producers(Lifecycle):
         if session.has_seen(request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
         sequence = self._append(session, request, now, lineage)
-        if parent != ref.key and may_hold_cursor(parent, ref):
-            watch = uow.watch(parent, ref)
-            if watch is None:
-                uow.add(Watch.start(parent, ref, via=Via.SPAWN, at_sequence=sequence, at=now))
-            else:
-                watch.restart(via=Via.SPAWN, at_sequence=sequence, at=now)
-            session.add_watcher(parent, at=now)
+        seeded = notices.seed_spawn(session, parent, uow.watch(parent, ref), sequence, at=now)
+        if seeded is not None:
+            uow.add(seeded)
         self._recorded(ref, request, sequence)
         return sequence
 
@@ -276,7 +272,7 @@ class Producers(Lifecycle):
             return self._skipped(ref, request, "unknown_session")
         if session.has_seen(request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
-        if request.needs_audience and not (session.parent_key or session.watchers):
+        if request.needs_audience and not notices.has_audience(session):
             return self._skipped(ref, request, "no_parent_or_watcher")
         sequence = self._append(session, request, now)
         if request.kind.notifies:
@@ -303,43 +299,25 @@ class Producers(Lifecycle):
     def _fan_out(
         self, uow: UnitOfWork, session: Session, sequence: int, actor: str | None, now: datetime
     ) -> None:
-        """Move every watcher's cursor for a notify-eligible event (R-W4, R-W5, R-N2); the
-        watchers whose notice opens are woken after commit (R-N5)."""
-        candidates = list(session.watchers)
-        parent = session.parent_key
-        if parent and parent not in session.watchers and self._parent_can_watch(uow, session):
-            candidates.append(parent)
-        for watcher in candidates:
-            if watcher == actor:
-                continue  # self-suppression: the cursor stays untouched (R-W5)
-            watch = uow.watch(watcher, session.id)
-            if watch is None or not watch.active:
-                if watcher != parent:
-                    continue
-                # A parent without a cursor gets one at L = 0 (R-W4).
-                if watch is None:
-                    watch = uow.add(
-                        Watch.start(watcher, session.ref, via=Via.PARENT, at_sequence=0, at=now)
-                    )
-                else:
-                    watch.restart(via=Via.PARENT, at_sequence=0, at=now)
-                session.add_watcher(watcher, at=now)
-            if watch.material >= sequence:
-                # The cursor saw a sequence our copy of the session has not: it is stale.
-                raise StaleReadError(f"{watcher}'s cursor is ahead of {session.key}")
-            if watch.observe(sequence, at=now):
-                uow.after_commit(partial(self._notice_opened, watcher, session.key, sequence))
+        """Load the audience's cursors, let the domain move them (R-W4, R-W5, R-N2), and wake
+        after commit the watchers whose notice opened (R-N5)."""
+        parent = notices.parent_to_check(session)
+        parent_session = uow.session(SessionRef.of(parent)) if parent is not None else None
+        deleted = parent_session is not None and parent_session.deleted
+        audience = notices.audience(session, actor=actor, parent_deleted=deleted)
+        watches = {watcher: uow.watch(watcher, session.id) for watcher in audience}
+        try:
+            told = notices.tell(session, sequence, watches, at=now)
+        except notices.StaleCursorError as error:
+            raise StaleReadError(str(error)) from None
+        for watch in told.started:
+            uow.add(watch)
+        for notice in told.opened:
+            uow.after_commit(partial(self._notice_opened, notice.watcher, session.key, sequence))
 
     def _notice_opened(self, watcher: str, target: str, sequence: int) -> None:
         log.info("notice_opened", watcher=watcher, target=target, sequence=sequence)
         self._wake([watcher])
-
-    def _parent_can_watch(self, uow: UnitOfWork, session: Session) -> bool:
-        parent = cast(str, session.parent_key)
-        if parent == session.key or not may_hold_cursor(parent, session.ref):
-            return False
-        parent_session = uow.session(SessionRef.of(parent))
-        return parent_session is None or not parent_session.deleted
 
     def _skipped(self, ref: SessionRef, request: SignalRequest, reason: str) -> int | None:
         """Log why nothing was recorded; returns None, the producers' "nothing" (R-L8)."""

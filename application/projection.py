@@ -9,18 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from functools import singledispatch
 from typing import Any
 from uuid import UUID
 
 from session_awareness.domain.session import Session
+from session_awareness.domain.signals import to_ms
 from session_awareness.domain.watch import Watch
-
-
-def to_ms(at: datetime) -> int:
-    """Milliseconds since the epoch, the unit of every stored time."""
-    return int(at.timestamp() * 1000)
 
 
 @dataclass(frozen=True, slots=True)

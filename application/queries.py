@@ -9,10 +9,9 @@ from typing import Any
 from session_awareness.application.core import ServiceCore
 from session_awareness.application.errors import InvalidArgumentError, UnknownSessionError
 from session_awareness.application.ports import SessionRow
-from session_awareness.application.projection import to_ms
 from session_awareness.application.status import PAGE_SIZE, parse_changes_since, status_json
 from session_awareness.domain.session import SESSION_KINDS
-from session_awareness.domain.signals import MAX_SAFE_INTEGER, has_control
+from session_awareness.domain.signals import MAX_SAFE_INTEGER, has_control, to_ms
 
 #: `activeMinutes` beyond a century would overflow the clock arithmetic.
 MAX_ACTIVE_MINUTES = 100 * 365 * 24 * 60

@@ -7,6 +7,7 @@ from typing import cast
 from session_awareness.application.core import ServiceCore, log
 from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
 from session_awareness.application.unit_of_work import UnitOfWork
+from session_awareness.domain import notices
 from session_awareness.domain.keys import (
     InvalidKeyError,
     SessionRef,
@@ -14,7 +15,7 @@ from session_awareness.domain.keys import (
     is_agent_qualified,
     may_hold_cursor,
 )
-from session_awareness.domain.watch import RemovalReason, Via, Watch, notice_text
+from session_awareness.domain.watch import RemovalReason, Watch, notice_text
 
 
 class Watching(ServiceCore):
@@ -31,16 +32,12 @@ class Watching(ServiceCore):
             if session is None:
                 self._refused(watcher, target, "unknown_target")
                 return False
-            watch = uow.watch(watcher, ref)
-            if watch is not None and watch.active:
-                return True  # a pending notice survives re-registration (R-W2)
-            head, now = session.state_version, self.clock()
+            watch = notices.register(session, watcher, uow.watch(watcher, ref), at=self.clock())
             if watch is None:
-                uow.add(Watch.start(watcher, ref, via=Via.WATCH, at_sequence=head, at=now))
-            else:
-                watch.restart(via=Via.WATCH, at_sequence=head, at=now)
-            session.add_watcher(watcher, at=now)
-            log.info("watch_registered", watcher=watcher, target=ref.key, at_sequence=head)
+                return True  # a pending notice survives re-registration (R-W2)
+            uow.add(watch)
+            log.info("watch_registered", watcher=watcher, target=ref.key,
+                     at_sequence=watch.material)  # fmt: skip
             return True
 
         return self._retrying(attempt)

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from session_awareness.application import SessionAwareness
-from session_awareness.application import signals as produce
 from session_awareness.application.unit_of_work import UnitOfWork
+from session_awareness.domain import intake as produce
 from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.session import Session
 

@@ -25,8 +25,9 @@ from bench.context import BENCH_DIR, CACHE_DIR
 
 REPO = BENCH_DIR.parent
 SHAPERS = ["bench/seed.py", "bench/store_cache.py", "application/producers.py",
-           "application/signals.py", "application/projection.py", "domain/session.py",
-           "domain/watch.py", "domain/signals.py", "domain/keys.py"]  # fmt: skip
+           "domain/intake.py", "application/projection.py", "domain/session.py",
+           "domain/watch.py", "domain/notices.py", "domain/signals.py",
+           "domain/keys.py"]  # fmt: skip
 
 
 def fingerprint(name: str, generator: Callable[..., object], *params: object) -> str:

@@ -5,8 +5,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
+
+
+def to_ms(at: datetime) -> int:
+    """Milliseconds since the epoch, the unit of every stored time."""
+    return int(at.timestamp() * 1000)
 
 
 class SignalKind(StrEnum):

@@ -13,7 +13,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from session_awareness.application.ports import SessionRow
-from session_awareness.application.projection import to_ms
 from session_awareness.application.tools.errors import (
     CANCEL_FAILED,
     INVALID_INPUT,
@@ -28,6 +27,7 @@ from session_awareness.application.tools.outputs import (
     SubagentsListOutput,
 )
 from session_awareness.application.tools.visibility import Visibility, tree_of
+from session_awareness.domain.signals import to_ms
 from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:

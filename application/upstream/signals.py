@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from session_awareness.application import signals as produce
-from session_awareness.application.projection import to_ms
-from session_awareness.application.signals import SignalRequest
 from session_awareness.application.upstream.ports import UpstreamActivity
+from session_awareness.domain import intake as produce
+from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.signals import (
     ActorType,
     InvalidSignalError,
     Payload,
     SignalKind,
     adopted_summary,
+    to_ms,
     upstream_missing_summary,
 )
 from session_awareness.domain.upstream import UpstreamLink, check_marker

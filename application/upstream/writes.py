@@ -12,11 +12,11 @@ from session_awareness.application.core import log
 from session_awareness.application.errors import StoreUnavailableError, UnknownSessionError
 from session_awareness.application.lifecycle import Lifecycle
 from session_awareness.application.ports import UpstreamLinkRow
-from session_awareness.application.signals import SignalRequest
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.application.upstream import signals as upstream_signals
 from session_awareness.application.upstream.outcomes import Written
 from session_awareness.application.upstream.ports import UpstreamActivity
+from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.session import Session
 from session_awareness.domain.upstream import UpstreamChangedError

@@ -10,7 +10,6 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from session_awareness.application.projection import to_ms
 from session_awareness.domain.keys import check_key
 from session_awareness.domain.signals import (
     CHILD_SPAWNED_SUMMARY,
@@ -27,6 +26,7 @@ from session_awareness.domain.signals import (
     human_message_summary,
     normalise_channel,
     one_line,
+    to_ms,
 )
 
 OCCURRED_AT_WINDOW = timedelta(hours=24)

@@ -1,0 +1,137 @@
+"""Who is told: the cursor moves a recorded signal makes on its audience (SPEC §4, §5).
+
+Pure decisions over loaded aggregates: the application loads the target `Session` and the
+`Watch`es its audience holds, asks here what moves, saves what changed and wakes, after
+commit, the watchers of the notices this module says opened.
+
+- `audience` names who may be told of a notify-eligible event: every cursor holder on the
+  target, plus its parent (R-W4), minus the event's actor (R-W5).
+- `tell` moves each of their cursors: a synced cursor opens one notice, a pending one only
+  advances its material position (R-N2); a parent without an active cursor gets one at
+  L = 0 first (R-W4).
+- `seed_spawn` sets the parent's cursor at the spawn's sequence (R-W1).
+- `register` starts an explicit watch at the target's head, leaving an active one as it is
+  (R-W2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from session_awareness.domain.keys import may_hold_cursor
+from session_awareness.domain.session import Session
+from session_awareness.domain.watch import Via, Watch
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A notice that opened: its watcher is told (woken after commit, R-N5)."""
+
+    watch: Watch
+    sequence: int
+
+    @property
+    def watcher(self) -> str:
+        return self.watch.watcher
+
+
+@dataclass(frozen=True, slots=True)
+class Told:
+    """What `tell` decided: the notices that opened, in audience order, and the cursors it
+    created (new aggregates the application must save)."""
+
+    opened: tuple[Opened, ...] = ()
+    started: tuple[Watch, ...] = field(default=())
+
+
+class StaleCursorError(Exception):
+    """A cursor has seen a sequence the loaded target has not: one of the two copies is
+    older than the store (another writer saved between the reads)."""
+
+
+def has_audience(session: Session) -> bool:
+    """Whether anyone could be told of a human turn on the session: a parent or a watcher
+    (R-L6)."""
+    return bool(session.parent_key or session.watchers)
+
+
+def parent_to_check(session: Session) -> str | None:
+    """The parent that would get a cursor at L = 0 (R-W4), if its session is not deleted:
+    a parent that holds none on the index yet and may hold one on this target (R-W3)."""
+    parent = session.parent_key
+    if not parent or parent in session.watchers or parent == session.key:
+        return None
+    return parent if may_hold_cursor(parent, session.ref) else None
+
+
+def audience(session: Session, *, actor: str | None, parent_deleted: bool = False) -> list[str]:
+    """Who is told of a notify-eligible event on the session: every cursor holder, then the
+    parent (R-W4) unless its session is deleted; the event's actor is skipped, its cursor
+    untouched (R-W5)."""
+    candidates = list(session.watchers)
+    parent = parent_to_check(session)
+    if parent is not None and not parent_deleted:
+        candidates.append(parent)
+    return [watcher for watcher in candidates if watcher != actor]
+
+
+def tell(
+    session: Session, sequence: int, watches: Mapping[str, Watch | None], *, at: datetime
+) -> Told:
+    """Move the cursor of each watcher in `watches` (the `audience`, with the cursor each
+    holds on the session, or None) for the event at `sequence` (R-N2). A cursor holder whose
+    cursor is gone is passed over; the parent without an active cursor gets one at L = 0 and
+    joins the session's watcher index (R-W4). `StaleCursorError` when a cursor is already at
+    or past `sequence`."""
+    opened: list[Opened] = []
+    started: list[Watch] = []
+    for watcher, held in watches.items():
+        watch = held
+        if watch is None or not watch.active:
+            if watcher != session.parent_key:
+                continue
+            if watch is None:
+                watch = Watch.start(watcher, session.ref, via=Via.PARENT, at_sequence=0, at=at)
+                started.append(watch)
+            else:
+                watch.restart(via=Via.PARENT, at_sequence=0, at=at)
+            session.add_watcher(watcher, at=at)
+        if watch.material >= sequence:
+            raise StaleCursorError(f"{watcher}'s cursor is ahead of {session.key}")
+        if watch.observe(sequence, at=at):
+            opened.append(Opened(watch, sequence))
+    return Told(tuple(opened), tuple(started))
+
+
+def seed_spawn(
+    session: Session, parent: str, watch: Watch | None, sequence: int, *, at: datetime
+) -> Watch | None:
+    """Seed the parent's cursor on the child at the spawn's sequence, overwriting any
+    (R-W1), and put the parent on the child's watcher index. None when the parent may not
+    hold a cursor on the child (itself, or a bare key of another agent, R-W3); otherwise
+    the cursor, new or restarted (the application saves a new one)."""
+    if parent == session.key or not may_hold_cursor(parent, session.ref):
+        return None
+    if watch is None:
+        watch = Watch.start(parent, session.ref, via=Via.SPAWN, at_sequence=sequence, at=at)
+    else:
+        watch.restart(via=Via.SPAWN, at_sequence=sequence, at=at)
+    session.add_watcher(parent, at=at)
+    return watch
+
+
+def register(session: Session, watcher: str, watch: Watch | None, *, at: datetime) -> Watch | None:
+    """An explicit watch at the session's head (R-W2): the cursor started or restarted, or
+    None when the pair already has an active one (a pending notice survives). The refusals
+    of R-W3 are the caller's, made before the target is loaded."""
+    if watch is not None and watch.active:
+        return None
+    head = session.state_version
+    if watch is None:
+        watch = Watch.start(watcher, session.ref, via=Via.WATCH, at_sequence=head, at=at)
+    else:
+        watch.restart(via=Via.WATCH, at_sequence=head, at=at)
+    session.add_watcher(watcher, at=at)
+    return watch
