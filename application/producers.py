@@ -21,6 +21,7 @@ from session_awareness.application.errors import (
 from session_awareness.application.lifecycle import Lifecycle
 from session_awareness.application.signals import SignalRequest
 from session_awareness.application.unit_of_work import StaleReadError, UnitOfWork, event_landed
+from session_awareness.domain.ambient import ambient_watcher
 from session_awareness.domain.keys import SessionRef, agent_of, is_subagent, may_hold_cursor
 from session_awareness.domain.session import ParentRefusedError, Session
 from session_awareness.domain.watch import Via, Watch
@@ -276,6 +277,8 @@ class Producers(Lifecycle):
             return self._skipped(ref, request, "unknown_session")
         if session.has_seen(request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
+        if self.ambient_groups:  # R-W7: the main session first gets its ambient cursor
+            self._grant_ambient(uow, session, request, now)
         if request.needs_audience and not (session.parent_key or session.watchers):
             return self._skipped(ref, request, "no_parent_or_watcher")
         sequence = self._append(session, request, now)
@@ -328,11 +331,45 @@ class Producers(Lifecycle):
                 # The cursor saw a sequence our copy of the session has not: it is stale.
                 raise StaleReadError(f"{watcher}'s cursor is ahead of {session.key}")
             if watch.observe(sequence, at=now):
-                uow.after_commit(partial(self._notice_opened, watcher, session.key, sequence))
+                quiet = watch.ambient  # R-W7: an ambient notice queues, never wakes (R-N5)
+                uow.after_commit(
+                    partial(self._notice_opened, watcher, session.key, sequence, quiet=quiet)
+                )
 
-    def _notice_opened(self, watcher: str, target: str, sequence: int) -> None:
-        log.info("notice_opened", watcher=watcher, target=target, sequence=sequence)
-        self._wake([watcher])
+    def _notice_opened(
+        self, watcher: str, target: str, sequence: int, *, quiet: bool = False
+    ) -> None:
+        log.info("notice_opened", watcher=watcher, target=target, sequence=sequence,
+                 ambient=quiet)  # fmt: skip
+        if not quiet:
+            self._wake([watcher])
+
+    def _grant_ambient(
+        self, uow: UnitOfWork, session: Session, request: SignalRequest, now: datetime
+    ) -> None:
+        """Give the agent's main session an ambient cursor on a group at its head, before a
+        human turn is recorded there (R-W7): not when it holds an active cursor already
+        (never downgraded), nor when the main session was deleted (R-N6's gone watcher)."""
+        main = ambient_watcher(session.ref, session.kind, request.kind, self.main_key)
+        if main is None:
+            return
+        watch = uow.watch(main, session.id)
+        if watch is not None and watch.active:
+            return
+        main_session = uow.session(SessionRef.of(main))
+        if main_session is not None and main_session.deleted:
+            return
+        head = session.state_version
+        if watch is None:
+            uow.add(Watch.start(main, session.ref, via=Via.AMBIENT, at_sequence=head, at=now))
+        else:
+            watch.restart(via=Via.AMBIENT, at_sequence=head, at=now)
+        session.add_watcher(main, at=now)
+        uow.after_commit(partial(self._ambient_granted, main, session.key, head))
+
+    def _ambient_granted(self, watcher: str, target: str, head: int) -> None:
+        log.info("watch_registered", watcher=watcher, target=target, at_sequence=head,
+                 via=Via.AMBIENT.value)  # fmt: skip
 
     def _parent_can_watch(self, uow: UnitOfWork, session: Session) -> bool:
         parent = cast(str, session.parent_key)

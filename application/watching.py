@@ -33,7 +33,11 @@ class Watching(ServiceCore):
                 return False
             watch = uow.watch(watcher, ref)
             if watch is not None and watch.active:
-                return True  # a pending notice survives re-registration (R-W2)
+                # A pending notice survives re-registration (R-W2); an ambient cursor
+                # becomes an explicit one for good, positions kept (R-W7).
+                if watch.promote(at=self.clock()):
+                    log.info("watch_promoted", watcher=watcher, target=ref.key)
+                return True
             head, now = session.state_version, self.clock()
             if watch is None:
                 uow.add(Watch.start(watcher, ref, via=Via.WATCH, at_sequence=head, at=now))
@@ -109,16 +113,18 @@ class Watching(ServiceCore):
 
         def attempt(uow: UnitOfWork) -> list[str]:
             rows = self.read_model.cursors_of_watcher(watcher, pending_only=True)
-            now, texts, reopened = self.clock(), [], 0
+            now, texts, reopened, loud = self.clock(), [], 0, False
             for row in rows:
                 watch = cast(Watch | None, uow.get(row.watch_id))
                 if watch is None or not watch.pending:
                     continue
                 texts.append(cast(str, watch.notice))
-                reopened += watch.acknowledge(at=now)
+                if watch.acknowledge(at=now):
+                    reopened += 1
+                    loud = loud or not watch.ambient
             if texts:
                 log.info("notice_drained", watcher=watcher, drained=len(texts), reopened=reopened)
-            if reopened:
+            if loud:  # a reopened ambient notice never wakes (R-W7)
                 uow.after_commit(lambda: self._wake([watcher]))
             return texts
 

@@ -15,7 +15,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
@@ -126,6 +126,7 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
         stored_events: Sequence[StoredEvent],
         *,
         projected_events: Sequence[Any] = (),
+        quiet_notices: Collection[UUID] = (),
         **kwargs: Any,
     ) -> Sequence[int] | None:
         """Lock the events table, insert the events, apply the projection's rows and commit,
@@ -143,7 +144,7 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
             return []
         if len(stored_events) >= BULK_INLINE:
             with bounded(self._budget_for(len(stored_events))):
-                return self._insert_many(stored_events, projected_events)
+                return self._insert_many(stored_events, projected_events, quiet_notices)
         with self.datastore.get_connection() as conn:
             bind = psycopg.ClientCursor(conn).mogrify
             try:
@@ -157,7 +158,9 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
                     rows = _Statements(conn, bind)
                     if projected_events:
                         self.apply_inline(
-                            rows, p.project(list(zip(ids, projected_events, strict=True)))
+                            rows,
+                            p.project(list(zip(ids, projected_events, strict=True))),
+                            quiet_notices,
                         )
                     rows.sql.append("COMMIT")
                     curs.execute("; ".join(rows.sql))
@@ -177,7 +180,10 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
         return bounded(None)  # type: ignore[return-value]
 
     def _insert_many(
-        self, stored_events: Sequence[StoredEvent], projected_events: Sequence[Any]
+        self,
+        stored_events: Sequence[StoredEvent],
+        projected_events: Sequence[Any],
+        quiet_notices: Collection[UUID] = (),
     ) -> Sequence[int]:
         """A large save (a drain, a wide fan-out): the same transaction in two pipelined round
         trips of a few statements whose values go as arrays, bound server-side in binary
@@ -204,7 +210,7 @@ class PostgresReadModelRecorder(ReadModelStore, PostgresApplicationRecorder):
                         raise RuntimeError("the event store returned no notification ids")
                     if projected_events:
                         changes = p.project(list(zip(ids, projected_events, strict=True)))
-                        self.apply_inline(_Pipelined(curs), changes)
+                        self.apply_inline(_Pipelined(curs), changes, quiet_notices)
                     curs.execute("COMMIT")
                     pipeline.sync()
             except BaseException:

@@ -209,26 +209,31 @@ class ReadModelStore:
 
     # -- writing rows ----------------------------------------------------------------------
 
-    def apply_changes(self, c: Any, changes: Iterable[p.RowChange]) -> None:
-        """Write row changes one statement at a time, in order: the inline path."""
+    def apply_changes(
+        self, c: Any, changes: Iterable[p.RowChange], quiet: Collection[UUID] = ()
+    ) -> None:
+        """Write row changes one statement at a time, in order: the inline path. A notice
+        opened on a cursor in `quiet` (an ambient one, R-W7) publishes no wake."""
         sql = self.sql
         for change in changes:
             for write, _, params in _WRITES[type(change)](self, change):
                 c.execute(sql(write.template), params)
-            if type(change) is p.CursorMoved and change.notice_order is not None:
-                self.notice_opened(c, change.watch_id)
+            if _wakes(change, quiet):
+                self.notice_opened(c, change.watch_id)  # type: ignore[union-attr]
 
-    def apply_inline(self, c: Any, changes: Sequence[p.RowChange]) -> None:
+    def apply_inline(
+        self, c: Any, changes: Sequence[p.RowChange], quiet: Collection[UUID] = ()
+    ) -> None:
         """The inline path (in the transaction that stores the events): a save's few changes
         one statement at a time; a large one (a drain, a wide fan-out) in bulk, then a wake
-        for every notice it opened."""
+        for every notice it opened on a cursor not in `quiet`."""
         if len(changes) < BULK_INLINE:
-            self.apply_changes(c, changes)
+            self.apply_changes(c, changes, quiet)
             return
         self.apply_changes_in_bulk(c, changes)
         for change in changes:
-            if type(change) is p.CursorMoved and change.notice_order is not None:
-                self.notice_opened(c, change.watch_id)
+            if _wakes(change, quiet):
+                self.notice_opened(c, change.watch_id)  # type: ignore[union-attr]
 
     def apply_changes_in_bulk(self, c: Any, changes: Iterable[p.RowChange]) -> None:
         """Write row changes with the end state of `apply_changes`, in a few `executemany`s:
@@ -463,6 +468,15 @@ class ReadModelStore:
     def prune_plan(self, *, recorded_before: int, keep_rows: int) -> list[PrunePlan]:
         rows = self.fetch(_PRUNE_PLAN, (keep_rows, recorded_before))
         return [PrunePlan(_uuid(r["session_id"]), r["watermark"], r["row_count"]) for r in rows]
+
+
+def _wakes(change: p.RowChange, quiet: Collection[UUID]) -> bool:
+    """Whether the change opens a notice that publishes a wake: not on a `quiet` cursor."""
+    return (
+        type(change) is p.CursorMoved
+        and change.notice_order is not None
+        and change.watch_id not in quiet
+    )
 
 
 def _uuid(value: Any) -> UUID:
