@@ -26,9 +26,19 @@ def main_session_key(agent_id: str, main_key: str) -> str:
 
 def check_main_key(main_key: object) -> str:
     """A main key every agent's main session key can be built from; `InvalidKeyError` else."""
-    if not isinstance(main_key, str) or not main_key or ":" in main_key:
-        raise InvalidKeyError(f"main_key must be one key segment without ':', got {main_key!r}")
-    check_key(main_session_key("agent", main_key))
+    if (
+        not isinstance(main_key, str)
+        or not main_key
+        or ":" in main_key
+        or any(c.isspace() for c in main_key)
+    ):
+        raise InvalidKeyError(
+            f"main_key must be one key segment, without ':' or spaces, got {main_key!r}"
+        )
+    try:
+        check_key(main_session_key("agent", main_key))
+    except InvalidKeyError:
+        raise InvalidKeyError(f"main_key cannot end a session key: {main_key[:60]!r}") from None
     return main_key
 
 
