@@ -226,9 +226,7 @@ class TestExpiryAndRestart:
 
 
 class TestHistory:
-    def test_history_shows_the_ambient_grant_and_the_promotion(
-        self, svc: SessionAwareness
-    ) -> None:
+    def test_history_shows_the_ambient_grant_and_the_promotion(self, svc: SessionAwareness) -> None:
         """R-W7: the audit trail of the group names the grant and the promotion."""
         group(svc)
         svc.record_human_direct_message(TEAM, channel="slack")

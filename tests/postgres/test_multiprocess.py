@@ -127,9 +127,7 @@ def test_a_wide_fan_out_wakes_every_watcher_in_another_service(pg_url: str) -> N
 
 
 @pytest.mark.parametrize("watchers", [1, BULK_INLINE + 4], ids=["one-save", "bulk-save"])
-def test_an_ambient_notice_publishes_no_wake_to_another_service(
-    pg_url: str, watchers: int
-) -> None:
+def test_an_ambient_notice_publishes_no_wake_to_another_service(pg_url: str, watchers: int) -> None:
     """R-W7, R-N7: main's ambient notice on a group is not NOTIFYed; the explicit watchers'
     notices of the same save are, so their arrival proves the ambient one was never sent
     (the inline path, and the bulk path of a save with many rows)."""
