@@ -25,6 +25,7 @@ from session_awareness.application.errors import (
 from session_awareness.application.ports import Clock, ReadModel, Waker
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.application.wakes import WakeCoalescer
+from session_awareness.domain.ambient import DEFAULT_MAIN_KEY
 from session_awareness.domain.keys import (
     InvalidKeyError,
     SessionRef,
@@ -91,6 +92,9 @@ class ServiceCore(Application[UUID]):
     """What every part of the service shares."""
 
     name = "SessionAwareness"
+    #: Ambient group watches (R-W7): on, for the main sessions `agent:<agentId>:<main_key>`.
+    ambient_groups: bool = True
+    main_key: str = DEFAULT_MAIN_KEY
 
     def __init__(
         self,

@@ -94,8 +94,9 @@ def _entry(position: int, event: Any, target_key: str, watchers: dict[UUID, str]
 
 
 def _cursor_entry(event: Any, target_key: str) -> dict[str, Any]:
-    """A cursor transition on the session: seeded or registered, notice opened, material
-    advanced, acknowledged (and reopened), removed and why."""
+    """A cursor transition on the session: seeded or registered (by spawn, watch, parent or
+    ambient grant), promoted, notice opened, material advanced, acknowledged (and reopened),
+    removed and why."""
     if isinstance(event, Watch.Started | Watch.Restarted):
         at = event.at_sequence
         name = "cursor_seeded" if event.via == Via.SPAWN else "cursor_registered"
@@ -119,6 +120,8 @@ def _cursor_entry(event: Any, target_key: str) -> dict[str, Any]:
         if isinstance(event, Watch.NoticeOpened) or entry.get("reopened"):
             entry["notice"] = notice_text(target_key, event.acknowledged)
         return entry
+    if isinstance(event, Watch.Promoted):  # an ambient cursor made explicit (R-W7)
+        return {"event": "cursor_promoted", "via": event.via}
     if isinstance(event, Watch.Removed):
         return {"event": "cursor_removed", "reason": event.reason}
     return {"event": type(event).__name__}

@@ -277,9 +277,21 @@ class Lifecycle(ServiceCore):
         skipping watchers whose session is gone. Returns the number of wakes issued. It
         re-delivers wakes that may have been lost, so it is not coalesced (R-N5)."""
         watchers = [w for w in self.read_model.watchers_with_pending() if not self._is_gone(w)]
-        woken = self._wake(watchers, coalesce=False)
+        # A watcher whose pending notices are all ambient is not woken (R-W7).
+        loud = [w for w in watchers if not is_subagent(w) and self._has_loud_notice(w)]
+        woken = self._wake(loud, coalesce=False)
         log.info("notices_swept", watchers=len(watchers), woken=woken)
         return woken
+
+    def _has_loud_notice(self, watcher: str) -> bool:
+        """Whether one of the watcher's pending notices is on a cursor that is not ambient
+        (R-W7): the first one loaded usually is."""
+        uow = UnitOfWork(self)
+        for row in self.read_model.cursors_of_watcher(watcher, pending_only=True):
+            watch = cast(Watch | None, uow.get(row.watch_id))
+            if watch is not None and watch.pending and not watch.ambient:
+                return True
+        return False
 
     def _is_gone(self, watcher: str) -> bool:
         rows = self.read_model.sessions_with_key(watcher, include_deleted=True)

@@ -21,9 +21,11 @@ from session_awareness.application.lifecycle import Lifecycle
 from session_awareness.application.unit_of_work import StaleReadError, UnitOfWork, event_landed
 from session_awareness.domain import intake as produce
 from session_awareness.domain import notices
+from session_awareness.domain.ambient import ambient_watcher
 from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import SessionRef, agent_of, is_subagent
 from session_awareness.domain.session import ParentRefusedError, Session
+from session_awareness.domain.watch import Via
 
 
 class Producers(Lifecycle):
@@ -272,6 +274,8 @@ class Producers(Lifecycle):
             return self._skipped(ref, request, "unknown_session")
         if session.has_seen(request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
+        if self.ambient_groups:  # R-W7: the main session first gets its ambient cursor
+            self._grant_ambient(uow, session, request, now)
         if request.needs_audience and not notices.has_audience(session):
             return self._skipped(ref, request, "no_parent_or_watcher")
         sequence = self._append(session, request, now)
@@ -313,11 +317,41 @@ class Producers(Lifecycle):
         for watch in told.started:
             uow.add(watch)
         for notice in told.opened:
-            uow.after_commit(partial(self._notice_opened, notice.watcher, session.key, sequence))
+            quiet = notice.watch.ambient  # R-W7: an ambient notice queues, never wakes (R-N5)
+            uow.after_commit(
+                partial(self._notice_opened, notice.watcher, session.key, sequence, quiet=quiet)
+            )
 
-    def _notice_opened(self, watcher: str, target: str, sequence: int) -> None:
-        log.info("notice_opened", watcher=watcher, target=target, sequence=sequence)
-        self._wake([watcher])
+    def _notice_opened(
+        self, watcher: str, target: str, sequence: int, *, quiet: bool = False
+    ) -> None:
+        log.info("notice_opened", watcher=watcher, target=target, sequence=sequence,
+                 ambient=quiet)  # fmt: skip
+        if not quiet:
+            self._wake([watcher])
+
+    def _grant_ambient(
+        self, uow: UnitOfWork, session: Session, request: SignalRequest, now: datetime
+    ) -> None:
+        """Load what R-W7's grant needs and let the domain decide it: the agent's main
+        session gets an ambient cursor on a group at its head before a human turn there."""
+        main = ambient_watcher(session.ref, session.kind, request.kind, self.main_key)
+        if main is None:
+            return
+        main_session = uow.session(SessionRef.of(main))
+        held = uow.watch(main, session.id)
+        deleted = main_session is not None and main_session.deleted
+        granted = notices.grant_ambient(session, main, held, main_deleted=deleted, at=now)
+        if granted is None:
+            return
+        if held is None:
+            uow.add(granted)
+        head = session.state_version
+        uow.after_commit(partial(self._ambient_granted, main, session.key, head))
+
+    def _ambient_granted(self, watcher: str, target: str, head: int) -> None:
+        log.info("watch_registered", watcher=watcher, target=target, at_sequence=head,
+                 via=Via.AMBIENT.value)  # fmt: skip
 
     def _skipped(self, ref: SessionRef, request: SignalRequest, reason: str) -> int | None:
         """Log why nothing was recorded; returns None, the producers' "nothing" (R-L8)."""

@@ -37,6 +37,8 @@ from session_awareness.application.upstream.ports import (
 )
 from session_awareness.application.wakes import DEFAULT_WAKE_COALESCE_SECONDS, WakeCoalescer
 from session_awareness.application.watching import Watching
+from session_awareness.domain.ambient import DEFAULT_MAIN_KEY, check_main_key
+from session_awareness.domain.keys import InvalidKeyError
 
 if TYPE_CHECKING:
     from session_awareness.application.tools import SessionTools
@@ -147,6 +149,8 @@ def open_service(
     upstream_timeout: float = 45.0,
     wake_coalesce_seconds: float = DEFAULT_WAKE_COALESCE_SECONDS,
     transcripts: Sequence[TranscriptSource] | None = None,
+    main_key: str = DEFAULT_MAIN_KEY,
+    ambient_groups: bool = True,
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
     `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it.
@@ -157,7 +161,9 @@ def open_service(
     ports; the host starts it with `start_upstream_monitor()`. Wakes coalesce per watcher:
     at most one per `wake_coalesce_seconds` of the service clock (0: every wake, R-N5).
     `transcripts` are the sources `sessions_history` reads, in order (default: local Claude
-    Code transcripts; `[]`: none)."""
+    Code transcripts; `[]`: none). With `ambient_groups`, a human turn on an agent's `group`
+    session first gives its main session `agent:<agentId>:<main_key>` an ambient cursor on
+    it, whose notices queue up and never wake (R-W7)."""
     _check_arguments(
         database_url=database_url,
         visibility=visibility,
@@ -166,6 +172,7 @@ def open_service(
                "canceller": canceller},
         signal_backlog=signal_backlog,
         wake_coalesce_seconds=wake_coalesce_seconds,
+        ambient={"main_key": main_key, "ambient_groups": ambient_groups},
     )  # fmt: skip
     sources = _transcript_sources(transcripts) if transcripts is not None else None
     url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
@@ -188,6 +195,7 @@ def open_service(
     service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
     service.canceller = canceller
     service.wakes = WakeCoalescer(wake_coalesce_seconds)
+    service.main_key, service.ambient_groups = main_key, ambient_groups  # R-W7
     if sources is not None:
         service.transcript_sources = sources
     try:
@@ -213,8 +221,17 @@ def _check_arguments(
     ports: dict[str, object],
     signal_backlog: object,
     wake_coalesce_seconds: object,
+    ambient: dict[str, object],
 ) -> None:
     """`ConfigurationError` for an argument of `open_service` the service cannot use."""
+    if not isinstance(ambient["ambient_groups"], bool):
+        raise ConfigurationError(
+            f"ambient_groups must be a boolean, got {ambient['ambient_groups']!r}"
+        )
+    try:
+        check_main_key(ambient["main_key"])
+    except InvalidKeyError as error:
+        raise ConfigurationError(str(error)) from None
     if visibility not in VISIBILITIES:
         raise ConfigurationError(f"visibility must be one of {', '.join(VISIBILITIES)}")
     for name, value in retention.items():

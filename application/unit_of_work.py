@@ -105,7 +105,14 @@ class UnitOfWork:
         changed = [a for a in self._loaded.values() if a is not None and a.pending_events]
         if changed:
             self.first_event = changed[0].pending_events[0]
-            recordings = self._app.save(*changed)
+            # Notices opened on ambient cursors publish no wake, not even to other
+            # processes (R-W7, R-N7).
+            quiet = [a.id for a in changed if isinstance(a, Watch) and a.ambient]
+            recordings = (
+                self._app.save(*changed, quiet_notices=frozenset(quiet))
+                if quiet
+                else self._app.save(*changed)
+            )
             positions: dict[UUID, int] = {}
             ids: list[int] = []
             for recording in recordings or ():

@@ -32,7 +32,11 @@ class Watching(ServiceCore):
             if session is None:
                 self._refused(watcher, target, "unknown_target")
                 return False
-            watch = notices.register(session, watcher, uow.watch(watcher, ref), at=self.clock())
+            held = uow.watch(watcher, ref)
+            promoted = held is not None and held.ambient
+            watch = notices.register(session, watcher, held, at=self.clock())
+            if promoted:  # an ambient cursor became an explicit one, positions kept (R-W7)
+                log.info("watch_promoted", watcher=watcher, target=ref.key)
             if watch is None:
                 return True  # a pending notice survives re-registration (R-W2)
             uow.add(watch)
@@ -106,16 +110,18 @@ class Watching(ServiceCore):
 
         def attempt(uow: UnitOfWork) -> list[str]:
             rows = self.read_model.cursors_of_watcher(watcher, pending_only=True)
-            now, texts, reopened = self.clock(), [], 0
+            now, texts, reopened, loud = self.clock(), [], 0, False
             for row in rows:
                 watch = cast(Watch | None, uow.get(row.watch_id))
                 if watch is None or not watch.pending:
                     continue
                 texts.append(cast(str, watch.notice))
-                reopened += watch.acknowledge(at=now)
+                if watch.acknowledge(at=now):
+                    reopened += 1
+                    loud = loud or not watch.ambient
             if texts:
                 log.info("notice_drained", watcher=watcher, drained=len(texts), reopened=reopened)
-            if reopened:
+            if loud:  # a reopened ambient notice never wakes (R-W7)
                 uow.after_commit(lambda: self._wake([watcher]))
             return texts
 

@@ -11,7 +11,9 @@ commit, the watchers of the notices this module says opened.
   L = 0 first (R-W4).
 - `seed_spawn` sets the parent's cursor at the spawn's sequence (R-W1).
 - `register` starts an explicit watch at the target's head, leaving an active one as it is
-  (R-W2).
+  (R-W2), and promotes an ambient one for good (R-W7).
+- `grant_ambient` gives the agent's main session an ambient cursor on a group at its head,
+  before a human turn there (R-W7).
 """
 
 from __future__ import annotations
@@ -124,9 +126,11 @@ def seed_spawn(
 
 def register(session: Session, watcher: str, watch: Watch | None, *, at: datetime) -> Watch | None:
     """An explicit watch at the session's head (R-W2): the cursor started or restarted, or
-    None when the pair already has an active one (a pending notice survives). The refusals
-    of R-W3 are the caller's, made before the target is loaded."""
+    None when the pair already has an active one (a pending notice survives; an ambient
+    cursor becomes an explicit one for good, positions kept, R-W7). The refusals of R-W3
+    are the caller's, made before the target is loaded."""
     if watch is not None and watch.active:
+        watch.promote(at=at)
         return None
     head = session.state_version
     if watch is None:
@@ -134,4 +138,23 @@ def register(session: Session, watcher: str, watch: Watch | None, *, at: datetim
     else:
         watch.restart(via=Via.WATCH, at_sequence=head, at=at)
     session.add_watcher(watcher, at=at)
+    return watch
+
+
+def grant_ambient(
+    session: Session, main: str, watch: Watch | None, *, main_deleted: bool, at: datetime
+) -> Watch | None:
+    """Give `main` (the agent's main session, `ambient.ambient_watcher`) an ambient cursor on
+    the group session at its head, before a human turn is recorded there (R-W7), so that the
+    turn opens a notice that queues and never wakes. Nothing when `main` holds an active
+    cursor already (never downgraded) or its session was deleted (R-N6's gone watcher).
+    Returns the cursor granted (new or restarted; the application saves a new one), or None."""
+    if (watch is not None and watch.active) or main_deleted:
+        return None
+    head = session.state_version
+    if watch is None:
+        watch = Watch.start(main, session.ref, via=Via.AMBIENT, at_sequence=head, at=at)
+    else:
+        watch.restart(via=Via.AMBIENT, at_sequence=head, at=at)
+    session.add_watcher(main, at=at)
     return watch

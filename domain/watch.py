@@ -29,6 +29,7 @@ class Via(StrEnum):
     SPAWN = "spawn"  # the spawn edge seeds the parent's cursor (R-W1)
     WATCH = "watch"  # an explicit watch, e.g. sessions_send watch: true (R-W2)
     PARENT = "parent"  # a parent without a cursor, on a notify-eligible event (R-W4)
+    AMBIENT = "ambient"  # a main session on its agent's group, on a human turn (R-W7)
 
 
 class RemovalReason(StrEnum):
@@ -82,6 +83,17 @@ class Watch(Aggregate):
         def apply(self, aggregate: Watch) -> None:
             aggregate.set_positions(self.at_sequence, self.at_sequence, self.at_sequence)
             aggregate.active = True
+            aggregate.via = self.via
+
+    class Promoted(Event):
+        """An ambient cursor became an explicit watch, positions kept (R-W7); `via` is the
+        cursor's new origin."""
+
+        TOPIC = f"{T}.Promoted"
+        via: str
+
+        def apply(self, aggregate: Watch) -> None:
+            aggregate.via = self.via
 
     class Moved(Event):
         """Base of the position events; never stored itself."""
@@ -129,6 +141,7 @@ class Watch(Aggregate):
         self.target = SessionRef(target_agent_id, target_key)
         self.target_id = target_id
         self.active = True
+        self.via = via
         self.acknowledged = self.notified = self.material = at_sequence
 
     def __deepcopy__(self, memo: dict[int, object]) -> Watch:
@@ -148,6 +161,11 @@ class Watch(Aggregate):
     @property
     def synced(self) -> bool:
         return self.active and self.acknowledged == self.notified == self.material
+
+    @property
+    def ambient(self) -> bool:
+        """Whether the cursor is an ambient one: its notices queue up, never wake (R-W7)."""
+        return self.active and self.via == Via.AMBIENT
 
     @property
     def notice(self) -> str | None:
@@ -187,6 +205,15 @@ class Watch(Aggregate):
             via=via.value,
             at_sequence=at_sequence,
         )
+
+    def promote(self, *, at: datetime) -> bool:
+        """An explicit watch of an ambient cursor's pair: it becomes an explicit one for good,
+        its positions (a pending notice too) kept; True when it was ambient (R-W2, R-W7)."""
+        self.check_active()
+        if self.via != Via.AMBIENT:
+            return False
+        self.trigger_event(self.Promoted, timestamp=at, via=Via.WATCH.value)
+        return True
 
     def observe(self, sequence: int, *, at: datetime) -> bool:
         """A notify-eligible event on the target; True when it opens a notice (R-N2)."""

@@ -15,7 +15,7 @@ def describe(entry: dict[str, Any]) -> tuple[str, str, str]:
         details += f" ({payload})" if payload else ""
         details += " [pruned from changesSince]" if entry.get("pruned") else ""
         return actor, "signal", details
-    if "cursor" in entry or event == "cursor_removed":
+    if "cursor" in entry or event in ("cursor_removed", "cursor_promoted"):
         return entry.get("watcher") or "?", event, _cursor(entry)
     named = [
         f"{'parent' if field == 'parentSessionKey' else field} {entry[field]}"
@@ -29,6 +29,8 @@ def _cursor(entry: dict[str, Any]) -> str:
     event = entry["event"]
     if event == "cursor_removed":
         return f"removed: {entry['reason']}"
+    if event == "cursor_promoted":
+        return f"ambient made explicit (via {entry['via']}), positions kept"
     c = entry["cursor"]
     positions = f"L {c['acknowledged']} N {c['notified']} M {c['material']}"
     if event in ("cursor_seeded", "cursor_registered"):

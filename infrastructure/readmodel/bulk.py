@@ -7,28 +7,37 @@ one statement at a time otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
+from uuid import UUID
 
 from session_awareness.application import projection as p
-from session_awareness.infrastructure.readmodel.writes import WRITES, ReadModelWrites, Row, Write
+from session_awareness.infrastructure.readmodel.writes import (
+    WRITES,
+    ReadModelWrites,
+    Row,
+    Write,
+    wakes,
+)
 
 #: Row changes from which a save's inline projection is written in bulk.
 BULK_INLINE = 16
 
 
 class BulkWrites(ReadModelWrites):
-    def apply_inline(self, c: Any, changes: Sequence[p.RowChange]) -> None:
+    def apply_inline(
+        self, c: Any, changes: Sequence[p.RowChange], quiet: Collection[UUID] = ()
+    ) -> None:
         """The inline path (in the transaction that stores the events): a save's few changes
         one statement at a time; a large one in bulk, then a wake for every notice it
-        opened."""
+        opened on a cursor not in `quiet` (R-W7)."""
         if len(changes) < BULK_INLINE:
-            self.apply_changes(c, changes)
+            self.apply_changes(c, changes, quiet)
             return
         self.apply_changes_in_bulk(c, changes)
         for change in changes:
-            if type(change) is p.CursorMoved and change.notice_order is not None:
-                self.notice_opened(c, change.watch_id)
+            if wakes(change, quiet):
+                self.notice_opened(c, change.watch_id)  # type: ignore[union-attr]
 
     def apply_changes_in_bulk(self, c: Any, changes: Iterable[p.RowChange]) -> None:
         """Write row changes with the end state of `apply_changes`, in a few `executemany`s.

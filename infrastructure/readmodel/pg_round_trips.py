@@ -17,8 +17,9 @@ The application names this recorder by its topic; removing this module and namin
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import StoredEvent
@@ -37,6 +38,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         stored_events: Sequence[StoredEvent],
         *,
         projected_events: Sequence[Any] = (),
+        quiet_notices: Collection[UUID] = (),
         **kwargs: Any,
     ) -> Sequence[int] | None:
         """Lock the events table, insert the events, apply the projection's rows and commit,
@@ -49,7 +51,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
             return []
         if len(stored_events) >= BULK_INLINE:
             with self.save_deadline(len(stored_events)):
-                return self._insert_many(stored_events, projected_events)
+                return self._insert_many(stored_events, projected_events, quiet_notices)
         with self.datastore.get_connection() as conn:
             bind = psycopg.ClientCursor(conn).mogrify
             try:
@@ -63,7 +65,9 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                     rows = _Statements(conn, bind)
                     if projected_events:
                         self.apply_inline(
-                            rows, p.project(list(zip(ids, projected_events, strict=True)))
+                            rows,
+                            p.project(list(zip(ids, projected_events, strict=True))),
+                            quiet_notices,
                         )
                     rows.sql.append("COMMIT")
                     curs.execute("; ".join(rows.sql))
@@ -73,7 +77,10 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         return ids
 
     def _insert_many(
-        self, stored_events: Sequence[StoredEvent], projected_events: Sequence[Any]
+        self,
+        stored_events: Sequence[StoredEvent],
+        projected_events: Sequence[Any],
+        quiet_notices: Collection[UUID] = (),
     ) -> Sequence[int]:
         """A large save: the same transaction in two pipelined round trips of a few
         statements whose values go as arrays, bound server-side in binary."""
@@ -99,7 +106,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                         raise RuntimeError("the event store returned no notification ids")
                     if projected_events:
                         changes = p.project(list(zip(ids, projected_events, strict=True)))
-                        self.apply_inline(_Pipelined(curs), changes)
+                        self.apply_inline(_Pipelined(curs), changes, quiet_notices)
                     curs.execute("COMMIT")
                     pipeline.sync()
             except BaseException:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -123,6 +123,7 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
         stored_events: Sequence[StoredEvent],
         *,
         projected_events: Sequence[Any] = (),
+        quiet_notices: Collection[UUID] = (),
         **kwargs: Any,
     ) -> Sequence[int] | None:
         """The library's steps (table lock, NOTIFY on its events channel, insert), then the
@@ -146,7 +147,7 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
                             if ids is None or len(ids) != len(stored_events):
                                 raise RuntimeError("the event store returned no notification ids")
                             changes = p.project(list(zip(ids, projected_events, strict=True)))
-                            self.apply_inline(curs, changes)
+                            self.apply_inline(curs, changes, quiet_notices)
                         pipeline.sync()  # surface the rows' errors before COMMIT
                     except Exception as error:  # noqa: BLE001 -- re-raised below
                         failure = error

@@ -9,7 +9,7 @@ import json
 import sqlite3
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -65,6 +65,7 @@ class SQLiteReadModelRecorder(JoinedSessionState, ReadModelStore, SQLiteApplicat
         stored_events: Sequence[StoredEvent],
         *,
         projected_events: Sequence[Any] = (),
+        quiet_notices: Collection[UUID] = (),
         **kwargs: Any,
     ) -> Sequence[int] | None:
         notification_ids = super()._insert_events(c, stored_events, **kwargs)
@@ -72,7 +73,7 @@ class SQLiteReadModelRecorder(JoinedSessionState, ReadModelStore, SQLiteApplicat
             if notification_ids is None:  # the SQLite recorder always returns them
                 raise RuntimeError("the event store returned no notification ids")
             positions = list(zip(notification_ids, projected_events, strict=True))
-            self.apply_inline(c, p.project(positions))
+            self.apply_inline(c, p.project(positions), quiet_notices)
         return notification_ids
 
     def audit_store(self) -> SQLiteAudit:

@@ -8,7 +8,7 @@ whose rows it writes, its parameters. `ReadModelWrites.apply_changes` runs them 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -51,17 +51,29 @@ class Write:
 class ReadModelWrites(Rendered):
     """Writes row changes through a cursor of the transaction that stores the events."""
 
-    def apply_changes(self, c: Any, changes: Iterable[p.RowChange]) -> None:
-        """Write row changes one statement at a time, in order: the inline path."""
+    def apply_changes(
+        self, c: Any, changes: Iterable[p.RowChange], quiet: Collection[UUID] = ()
+    ) -> None:
+        """Write row changes one statement at a time, in order: the inline path. A notice
+        opened on a cursor in `quiet` (an ambient one, R-W7) publishes no wake."""
         sql, bind = self.sql, self.dialect.bind_id
         for change in changes:
             for write, _, params in WRITES[type(change)](bind, change):
                 c.execute(sql(write.template), params)
-            if type(change) is p.CursorMoved and change.notice_order is not None:
-                self.notice_opened(c, change.watch_id)
+            if wakes(change, quiet):
+                self.notice_opened(c, change.watch_id)  # type: ignore[union-attr]
 
     def notice_opened(self, c: Any, watch_id: UUID) -> None:
         """Hook: a notice opened in this transaction (PostgreSQL publishes a wake)."""
+
+
+def wakes(change: p.RowChange, quiet: Collection[UUID]) -> bool:
+    """Whether the change opens a notice that publishes a wake: not on a `quiet` cursor."""
+    return (
+        type(change) is p.CursorMoved
+        and change.notice_order is not None
+        and change.watch_id not in quiet
+    )
 
 
 def _greatest_first(old: Row, new: Row) -> Row:

@@ -124,3 +124,30 @@ def test_a_wide_fan_out_wakes_every_watcher_in_another_service(pg_url: str) -> N
         assert wait_until(lambda: len(there.woken) == len(watchers) + 1)
         assert sorted(there.woken) == sorted([MANAGER, *watchers])
         assert b.pending_notices(watchers[-1]) == [notice(CHILD, 1)]
+
+
+@pytest.mark.parametrize("watchers", [1, BULK_INLINE + 4], ids=["one-save", "bulk-save"])
+def test_an_ambient_notice_publishes_no_wake_to_another_service(pg_url: str, watchers: int) -> None:
+    """R-W7, R-N7: main's ambient notice on a group is not NOTIFYed; the explicit watchers'
+    notices of the same save are, so their arrival proves the ambient one was never sent
+    (the inline path, and the bulk path of a save with many rows)."""
+    team = "agent:main:team"
+    explicit = [f"agent:w{number}:main" for number in range(watchers)]
+    here, there = RecordingWaker(), RecordingWaker()
+    quick = {"wake_coalesce_seconds": 0}  # every wake counted
+    with (
+        open_service(pg_url, waker=here, **quick) as a,
+        open_service(pg_url, waker=there, **quick) as b,
+    ):
+        a.open_session(team, kind="group")
+        for watcher in explicit:
+            a.watch(watcher, team)
+        a.record_human_direct_message(team, channel="slack")
+        assert wait_until(lambda: len(there.woken) == len(explicit))
+        assert sorted(there.woken) == sorted(explicit)
+        assert sorted(here.woken) == sorted(explicit)
+        assert b.pending_notices(MANAGER) == [notice(team, 0)]
+        spawn(a)
+        a.record_goal_changed(CHILD, summary="goal created")
+        assert wait_until(lambda: MANAGER in there.woken)
+        assert there.woken.count(MANAGER) == 1  # the spawn cursor's notice, not the ambient one

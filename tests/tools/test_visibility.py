@@ -249,3 +249,35 @@ class TestBareKeysInTools:
         assert [(r["agentId"], r["sessionKey"]) for r in rows if r["sessionKey"] == "global"] == [
             ("ops", "global")
         ]
+
+
+class TestAmbientGroupsInTheTree:
+    def test_a_group_main_is_made_aware_of_is_readable_under_tree(
+        self, world: SessionAwareness
+    ) -> None:
+        """R-T2, R-W7: the ambient cursor a group's human turn gives main counts as a watch:
+        the group is read (status, list) from main, as an explicitly watched one is."""
+        world.open_session(TEAM, kind="group")
+        assert world.tools.call("session_status", {"sessionKey": TEAM}, caller=MAIN) == (
+            unknown(TEAM)
+        )
+        assert world.record_human_direct_message(TEAM, channel="slack") == 1
+        assert world.tools.call("session_status", {"sessionKey": TEAM}, caller=MAIN) == {
+            "sessionKey": TEAM,
+            "stateVersion": 1,
+        }
+        assert TEAM in listed(world, MAIN)
+        answer = world.tools.call("session_status", {"sessionKey": TEAM}, caller=PEER)
+        assert answer == unknown(TEAM)
+
+    def test_without_ambient_groups_the_group_stays_unknown_to_main(
+        self, open_world: WorldFactory
+    ) -> None:
+        """R-T2, R-W7: turned off, a group main does not watch stays outside its tree."""
+        svc = open_world(ambient_groups=False)
+        svc.open_session(TEAM, kind="group")
+        svc.record_human_direct_message(TEAM, channel="slack")
+        assert svc.tools.call("session_status", {"sessionKey": TEAM}, caller=MAIN) == (
+            unknown(TEAM)
+        )
+        assert TEAM not in listed(svc, MAIN)
