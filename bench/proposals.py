@@ -40,9 +40,10 @@ def _session_snapshots() -> None:
     SessionAwareness.snapshotting_intervals = Intervals({Session: 1000})
 
 
-# -- the speed devices, switched OFF (issue 16: each kept only if its A/B says it pays) -------
+# -- the speed devices, switched OFF (each kept only if its A/B says it pays) -----------------
 # Each `no-<device>` patch restores the plain library or straightforward path while active;
-# `bench.ab no-<device>` then reports time without the device / time with it (> 1: it helps).
+# `bench.ab no-<device>` prints the speed-up of switching the device off; the device's own
+# figure, time without it / time with it (> 1: it helps), is the inverse.
 # The figures and verdicts are in docs/adr/020-speed-devices-kept-by-measurement.md.
 
 

@@ -8,10 +8,11 @@ session's log; the pruned watermark behind `historyGap`), and cursors
 `session_watch_cursors` ("a session that holds a cursor on a target": one row per (watcher,
 target), with its frozen notified position and its material watermark). A session's sequence
 numbers are the log's global AUTOINCREMENT ids (a "highest sequence number in its log", with
-gaps). The transaction shapes are the ones measured for that system (issue 18, "Why"): one
-transaction per signal that probes the target's cursors, inserts the event row, upserts the
-head and updates each cursor; a drain that is one `UPDATE` per pair; `changesSince` the head
-and an indexed page `SELECT` (up to 200 events, "Reconciling"). The column names below are
+gaps). The transaction shapes are the reference's v1 SQLite ones: one transaction per signal
+that probes the target's cursors, inserts the event row, upserts the head and updates each
+cursor ("Notices: one, not many"); a drain that is one `UPDATE` per pair ("Acknowledge on
+drain"); `changesSince` the head and an indexed page `SELECT` (up to 200 events,
+"Reconciling"). The column names below are
 ours where the documents give none.
 
 Nothing here is the product: it is the yardstick `bench/s_reference.py` measures us against.
