@@ -28,6 +28,7 @@ SCENARIOS = {
     "fanout": "bench.s_fanout",
     "drain": "bench.s_drain",
     "replay": "bench.s_replay",
+    "reference": "bench.s_reference",
 }
 
 
