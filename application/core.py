@@ -55,29 +55,35 @@ CACHED_AGGREGATES = 20_000
 class GuardedReadModel:
     """The read model, with connection errors turned into `StoreUnavailableError`. A query
     that failed fast (a connection the server had closed, as after a restart) is asked once
-    more: reads change nothing, so asking again is always safe."""
+    more: reads change nothing, so asking again is always safe. Each query of the
+    `ReadModel` port is wrapped once, here (ADR 021)."""
 
     def __init__(self, inner: object) -> None:
-        self._inner = inner
+        for name in READ_MODEL_QUERIES:
+            setattr(self, name, _guarded(name, getattr(inner, name)))
 
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._inner, name)
 
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            started = time.monotonic()
-            try:
-                return method(*args, **kwargs)
-            except STORE_ERRORS as error:
-                if time.monotonic() - started > FAST_FAILURE:
-                    raise StoreUnavailableError(str(error)) from error
-                log.info("query_retried", query=name, error=str(error))
-            try:
-                return method(*args, **kwargs)
-            except STORE_ERRORS as error:
+#: The queries of the `ReadModel` port, which `GuardedReadModel` wraps.
+READ_MODEL_QUERIES = tuple(
+    name for name in vars(ReadModel) if not name.startswith("_") and callable(vars(ReadModel)[name])
+)
+
+
+def _guarded(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return method(*args, **kwargs)
+        except STORE_ERRORS as error:
+            if time.monotonic() - started > FAST_FAILURE:
                 raise StoreUnavailableError(str(error)) from error
+            log.info("query_retried", query=name, error=str(error))
+        try:
+            return method(*args, **kwargs)
+        except STORE_ERRORS as error:
+            raise StoreUnavailableError(str(error)) from error
 
-        setattr(self, name, guarded)  # bound once: later lookups skip __getattr__
-        return guarded
+    return guarded
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,7 @@ def _session_snapshots() -> None:
 # Each `no-<device>` patch restores the plain library or straightforward path while active;
 # `bench.ab no-<device>` prints the speed-up of switching the device off; the device's own
 # figure, time without it / time with it (> 1: it helps), is the inverse.
-# The figures and verdicts are in docs/adr/020-speed-devices-kept-by-measurement.md.
+# The figures and verdicts are in docs/adr/021-speed-devices-kept-by-measurement.md.
 
 
 def _no_save_override() -> None:
@@ -62,38 +62,6 @@ def _no_save_override() -> None:
         return ours(self, *aggregates, **kwargs)
 
     ServiceCore.save = save  # type: ignore[method-assign]
-
-
-def _no_guarded_binding() -> None:
-    """`GuardedReadModel.__getattr__` binds each guarded method on the instance (`setattr`),
-    so later lookups skip `__getattr__`; off: every lookup goes through `__getattr__` and
-    builds the guard afresh (the instances' bound methods are dropped while it is on)."""
-    import weakref  # noqa: PLC0415
-
-    from session_awareness.application.core import GuardedReadModel  # noqa: PLC0415
-
-    instances: weakref.WeakSet[Any] = weakref.WeakSet()
-    init, getattr_ = GuardedReadModel.__init__, GuardedReadModel.__getattr__
-
-    def __init__(self: Any, inner: object) -> None:  # noqa: N807 -- the patched method
-        init(self, inner)
-        instances.add(self)
-
-    def __getattr__(self: Any, name: str) -> Any:  # noqa: N807 -- the patched method
-        guarded = getattr_(self, name)
-        if active("no-guarded-binding"):
-            self.__dict__.pop(name, None)
-        return guarded
-
-    def unbind() -> None:
-        for instance in list(instances):
-            inner = instance.__dict__["_inner"]
-            instance.__dict__.clear()
-            instance.__dict__["_inner"] = inner
-
-    GuardedReadModel.__init__ = __init__  # type: ignore[method-assign]
-    GuardedReadModel.__getattr__ = __getattr__  # type: ignore[method-assign]
-    ON_APPLY["no-guarded-binding"] = unbind
 
 
 def _no_aggregate_cache() -> None:
@@ -143,82 +111,38 @@ def _no_resolved_cache() -> None:
     ServiceCore.resolve_id = resolve_id  # type: ignore[method-assign]
 
 
-def _no_statement_cache() -> None:
-    """SQLite connections keep 64 prepared statements (the pool's `__class__` swap in
-    `infrastructure/sqlite.py`); off: the library's `cached_statements=True` (one). The size
-    is fixed when a connection opens, so switching closes the pooled connections of every
-    service opened since the patch, and the next checkout opens one of the wanted kind."""
-    import sqlite3  # noqa: PLC0415
-    import weakref  # noqa: PLC0415
-
-    from session_awareness.infrastructure import sqlite as ours  # noqa: PLC0415
-
-    pools: weakref.WeakSet[Any] = weakref.WeakSet()
-    create = ours._StatementCachingPool._create_connection
-    connect = sqlite3.connect
-
-    def _create_connection(self: Any) -> Any:
-        pools.add(self)
-        if not active("no-statement-cache"):
-            return create(self)
-
-        def library_sized(*args: Any, **kwargs: Any) -> Any:
-            kwargs["cached_statements"] = True  # what the library's own pool passes
-            return connect(*args, **kwargs)
-
-        ours.sqlite3.connect = library_sized  # type: ignore[assignment]
-        try:
-            return create(self)
-        finally:
-            ours.sqlite3.connect = connect
-
-    def reopen() -> None:
-        for pool in list(pools):
-            with pool._get_semaphore, pool._put_condition:
-                while pool._pool:
-                    pool._pool.popleft().close()
-
-    ours._StatementCachingPool._create_connection = _create_connection  # type: ignore[method-assign]
-    ON_APPLY["no-statement-cache"] = ON_SWITCH_OFF["no-statement-cache"] = reopen
-
-
 def _no_pg_write_path() -> None:
-    """The service's own PostgreSQL insert in two round trips (ADR 013); off: the library's
-    pipelined `insert_events` (lock, `NOTIFY`, insert, sync, ids), with the projection's rows
-    written on its cursor before its commit. Large saves keep the bulk path either way."""
-    from eventsourcing.postgres import PostgresApplicationRecorder  # noqa: PLC0415
+    """The service's own PostgreSQL insert in two round trips (ADR 013, the
+    `PostgresRoundTripsRecorder` subclass); off: its base recorder's `insert_events`, the
+    library's pipelined steps (lock, `NOTIFY`, insert, sync, ids) with the projection's rows
+    before its commit. Large saves keep the bulk path either way."""
+    from session_awareness.infrastructure.readmodel import pg_round_trips  # noqa: PLC0415
+    from session_awareness.infrastructure.readmodel.postgres import (  # noqa: PLC0415
+        PostgresReadModelRecorder,
+    )
 
-    from session_awareness.application import projection as p  # noqa: PLC0415
-    from session_awareness.infrastructure import postgres as pg  # noqa: PLC0415
-
-    recorder = pg.PostgresReadModelRecorder
-    ours, library = recorder.insert_events, PostgresApplicationRecorder.insert_events.__wrapped__  # type: ignore[attr-defined]
-    fetch = PostgresApplicationRecorder._fetch_ids_after_insert_events
+    recorder = pg_round_trips.PostgresRoundTripsRecorder
+    ours, library = recorder.insert_events, PostgresReadModelRecorder.insert_events
 
     def insert_events(self: Any, stored_events: Any, **kwargs: Any) -> Any:
-        if not active("no-pg-write-path") or len(stored_events) >= pg.BULK_INLINE:
+        if not active("no-pg-write-path") or len(stored_events) >= pg_round_trips.BULK_INLINE:
             return ours(self, stored_events, **kwargs)
         return library(self, stored_events, **kwargs)
 
-    def _fetch_ids_after_insert_events(
-        self: Any, curs: Any, stored_events: Any, *, projected_events: Any = (), **kwargs: Any
-    ) -> Any:
-        ids = fetch(self, curs, stored_events, **kwargs)
-        if projected_events:
-            self.apply_inline(curs, p.project(list(zip(ids, projected_events, strict=True))))
-        return ids
-
     recorder.insert_events = insert_events  # type: ignore[method-assign]
-    recorder._fetch_ids_after_insert_events = _fetch_ids_after_insert_events  # type: ignore[method-assign]
 
 
 def _no_bulk_inline() -> None:
     """Saves of >= `BULK_INLINE` row changes (a drain, a wide fan-out) write in bulk (and, on
     PostgreSQL, as arrays in two pipelined round trips); off: one statement per row change,
     the small-save path."""
-    from session_awareness.infrastructure import postgres, readmodel  # noqa: PLC0415
+    from session_awareness.infrastructure.readmodel import (  # noqa: PLC0415
+        bulk,
+        pg_round_trips,
+        postgres,
+    )
 
-    size = readmodel.BULK_INLINE
+    size = bulk.BULK_INLINE
 
     class Threshold:
         """`n < BULK_INLINE` / `n >= BULK_INLINE`, never reached while the patch is on."""
@@ -229,7 +153,8 @@ def _no_bulk_inline() -> None:
         def __le__(self, n: int) -> bool:  # n >= threshold
             return not active("no-bulk-inline") and n >= size
 
-    readmodel.BULK_INLINE = postgres.BULK_INLINE = Threshold()  # type: ignore[assignment]
+    threshold = Threshold()
+    bulk.BULK_INLINE = pg_round_trips.BULK_INLINE = postgres.BULK_INLINE = threshold  # type: ignore[assignment]
 
 
 #: Each proposal and the installer of its (switchable) replacement.
@@ -238,11 +163,9 @@ def _no_bulk_inline() -> None:
 PATCHES: dict[str, Callable[[], None]] = {
     "session-snapshots": _session_snapshots,
     "no-save-override": _no_save_override,
-    "no-guarded-binding": _no_guarded_binding,
     "no-aggregate-cache": _no_aggregate_cache,
     "no-grow-only-set": _no_grow_only_set,
     "no-resolved-cache": _no_resolved_cache,
-    "no-statement-cache": _no_statement_cache,
     "no-pg-write-path": _no_pg_write_path,
     "no-bulk-inline": _no_bulk_inline,
 }

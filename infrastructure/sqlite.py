@@ -2,8 +2,8 @@
 extended where the service needs more.
 
 `ServiceSQLiteFactory` (the persistence module's factory, by topic) builds a
-`ServiceSQLiteDatastore`, whose `ServiceSQLitePool` opens connections that keep their
-prepared statements and never switch a read-only file to WAL. The read models on top are
+`ServiceSQLiteDatastore`, whose `ServiceSQLitePool` opens connections that never switch a
+read-only file to WAL. The read models on top are
 `infrastructure/readmodel/sqlite.py`.
 """
 
@@ -21,23 +21,17 @@ from eventsourcing.sqlite import (
     SQLiteFactory,
 )
 
-#: Prepared statements each connection keeps (the record path uses about ten). The library
-#: opens its connections with `cached_statements=True`, a cache of one statement, so a
-#: record would re-prepare each of its ~8 statements every time (~85 us of CPU per record,
-#: measured).
-STATEMENT_CACHE = 64
-
 
 class ServiceSQLitePool(SQLiteConnectionPool):
-    """The library's pool, with connections that keep `STATEMENT_CACHE` prepared statements
-    and, on a file opened read-only (`mode=ro`), are read-only and leave the journal mode
-    alone. Otherwise the same connection set-up: WAL on a file database, `sqlite3.Row`."""
+    """The library's pool, with connections that, on a file opened read-only (`mode=ro`), are
+    read-only and leave the journal mode alone. Otherwise the same connection set-up: WAL on
+    a file database, `sqlite3.Row`; the statement cache is sqlite3's default (a larger
+    cache measured no effect, ADR 021)."""
 
     def _create_connection(self) -> SQLiteConnection:
         try:
             c = sqlite3.connect(
                 database=self.db_name, uri=True, check_same_thread=False, isolation_level=None,
-                cached_statements=STATEMENT_CACHE,
                 timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
             )  # fmt: skip
         except (sqlite3.Error, TypeError) as error:
