@@ -5,10 +5,17 @@ nothing configured by the test run leaks in."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
+
+import pytest
+
+from session_awareness import LOGGER_NAME
+from session_awareness.logs import LibraryLogger
 
 #: A host that embeds the service and exercises every kind of call: records (a warning for a
 #: refused goal summary among them), notices, queries, a refused tool call, an audit.
@@ -115,6 +122,27 @@ class TestSilentUnlessAsked:
         assert recorded["session_key"] == "agent:main:subagent:w"
         assert recorded["level"] == "info"
         assert result.stderr == ""
+
+    def test_structlog_half_imported_by_another_thread_is_not_a_configuration(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """While one thread imports structlog, its module sits in `sys.modules` without its
+        names; an event logged by another thread then takes the stdlib route, not an
+        `AttributeError`."""
+        records: list[logging.LogRecord] = []
+        handler = logging.Handler()
+        handler.emit = records.append  # type: ignore[method-assign]
+        stdlib = logging.getLogger(LOGGER_NAME)
+        monkeypatch.setattr(stdlib, "level", logging.INFO)
+        stdlib.addHandler(handler)
+        logger = LibraryLogger()
+        logger._stdlib_route()  # built with the real structlog
+        monkeypatch.setitem(sys.modules, "structlog", types.ModuleType("structlog"))
+        try:
+            logger.info("half_imported", field=1)
+        finally:
+            stdlib.removeHandler(handler)
+        assert [r.getMessage() for r in records] == ["half_imported field=1"]
 
 
 class TestWithoutThePostgresExtra:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import MutableMapping
+from functools import partial
 from typing import Any
 
 from session_awareness import LOGGER_NAME
@@ -37,15 +38,16 @@ def _discard(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
-def _to_record(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> tuple[Any, ...]:
-    """The stdlib record's message, `<event> key=value …`, and its exception, if any."""
-    import structlog  # noqa: PLC0415
-
+def _to_record(
+    render: Any, _: Any, __: str, event_dict: MutableMapping[str, Any]
+) -> tuple[Any, ...]:
+    """The stdlib record's message, `<event> key=value …` (`render`: structlog's logfmt
+    renderer), and its exception, if any."""
     kwargs: dict[str, Any] = {
         key: event_dict.pop(key) for key in ("exc_info", "stack_info") if key in event_dict
     }
     event = str(event_dict.pop("event", ""))
-    fields = structlog.processors.LogfmtRenderer(sort_keys=True)(None, "", event_dict)
+    fields = render(None, "", event_dict)
     return ((f"{event} {fields}" if event_dict else event),), kwargs
 
 
@@ -61,8 +63,11 @@ class LibraryLogger:
         self._stdlib: Any = None
 
     def __getattr__(self, name: str) -> Any:
-        structlog: Any = sys.modules.get("structlog")
-        if structlog is not None and structlog.is_configured():
+        # Another thread may be importing structlog right now: its module is in `sys.modules`
+        # before its names are. A host that configured structlog has imported it whole.
+        is_configured = getattr(sys.modules.get("structlog"), "is_configured", None)
+        if is_configured is not None and is_configured():
+            structlog: Any = sys.modules["structlog"]
             return getattr(structlog.get_logger(LOGGER_NAME), name)
         level = _LEVELS.get(name)
         if level is not None and not logging.getLogger(LOGGER_NAME).isEnabledFor(level):
@@ -73,9 +78,10 @@ class LibraryLogger:
         if self._stdlib is None:
             import structlog  # noqa: PLC0415
 
+            render = structlog.processors.LogfmtRenderer(sort_keys=True)
             self._stdlib = structlog.wrap_logger(
                 logging.getLogger(LOGGER_NAME),
-                processors=[structlog.stdlib.filter_by_level, _to_record],
+                processors=[structlog.stdlib.filter_by_level, partial(_to_record, render)],
                 wrapper_class=structlog.stdlib.BoundLogger,
             )
         return self._stdlib
