@@ -144,8 +144,9 @@ def _no_bulk_inline() -> None:
 
     size = bulk.BULK_INLINE
 
-    class Threshold:
-        """`n < BULK_INLINE` / `n >= BULK_INLINE`, never reached while the patch is on."""
+    class Threshold(int):
+        """`BULK_INLINE` as an int, but `n < BULK_INLINE` / `n >= BULK_INLINE` never reach the
+        bulk path while the patch is on."""
 
         def __gt__(self, n: int) -> bool:  # n < threshold
             return active("no-bulk-inline") or n < size
@@ -153,8 +154,8 @@ def _no_bulk_inline() -> None:
         def __le__(self, n: int) -> bool:  # n >= threshold
             return not active("no-bulk-inline") and n >= size
 
-    threshold = Threshold()
-    bulk.BULK_INLINE = pg_round_trips.BULK_INLINE = postgres.BULK_INLINE = threshold  # type: ignore[assignment]
+    threshold = Threshold(size)
+    bulk.BULK_INLINE = pg_round_trips.BULK_INLINE = postgres.BULK_INLINE = threshold
 
 
 #: Each proposal and the installer of its (switchable) replacement.
