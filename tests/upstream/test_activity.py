@@ -115,7 +115,7 @@ class TestActivity:
         """R-U3, R-L8: the marker advances only after the record succeeds; the next scan
         records the same turns."""
         adopted_child(usvc)
-        record_once = usvc._record_once
+        record_once = usvc.store._record_once
 
         def unreachable(*args: Any, **kwargs: Any) -> int | None:
             raise StoreUnavailableError("down for the test")
