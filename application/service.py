@@ -174,6 +174,11 @@ class SessionAwareness:
         return self.store.read_model
 
     @property
+    def transcript_sources(self) -> tuple[TranscriptSource, ...]:
+        """The sources `sessions_history` reads, in order; empty: the tool is not offered."""
+        return self.store.transcript_sources
+
+    @property
     def closed(self) -> bool:
         """Whether `close()` was called."""
         return self.store.closed
