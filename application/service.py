@@ -71,7 +71,7 @@ _POSTGRES_EXTRA = frozenset({"psycopg", "psycopg_pool"})
 _POSTGRES_EXTRA_HINT = " (install the postgres extra: pip install 'session-awareness[postgres]')"
 
 
-class SessionStore(Producers, Upstream, Watching, Marks, Queries, Transcripts, Audit):
+class SessionStore(Producers, Upstream, Watching, Marks, Transcripts, Audit):
     """The write application: the eventsourcing `Application` behind `SessionAwareness`, which
     holds it as `store`. Its commands load aggregates, let the domain decide, and save with
     the inline projection, retrying a lost race (DESIGN D3)."""
@@ -80,6 +80,21 @@ class SessionStore(Producers, Upstream, Watching, Marks, Queries, Transcripts, A
     #: variables keep their `SESSIONAWARENESS_` prefix.
     name = "SessionAwareness"
     _listener: WakeListener | None = None
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        clock: Clock,
+        waker: Waker | None = None,
+        retention: Retention | None = None,
+        signal_backlog: int = 1000,
+    ) -> None:
+        super().__init__(
+            env, clock=clock, waker=waker, retention=retention, signal_backlog=signal_backlog
+        )
+        #: The read-only answers (`session_status`, `sessions_list`, …).
+        self.queries = Queries(self.read_model, self.clock, self.resolve_id)
 
     def start(self, *, listener_timeout: float = 5.0) -> None:
         """Startup duties: prune (R-R1), re-deliver wakes for pending notices (R-N6), and on
@@ -270,7 +285,9 @@ class SessionAwareness:
         self, key: str, *, changes_since: object = None, agent_id: str | None = None
     ) -> dict[str, Any]:
         """`{sessionKey, stateVersion, stateChanges?}`; never advances a cursor (R-S1)."""
-        return self.store.session_status(key, changes_since=changes_since, agent_id=agent_id)
+        return self.store.queries.session_status(
+            key, changes_since=changes_since, agent_id=agent_id
+        )
 
     def sessions_list(
         self,
@@ -285,7 +302,7 @@ class SessionAwareness:
     ) -> list[dict[str, Any]]:
         """Live sessions, most recently updated first, as the `sessions_list` tool's rows
         (`list_row`): the active ones, or with `archived=True` the archived ones."""
-        return self.store.sessions_list(
+        return self.store.queries.sessions_list(
             agent_id=agent_id,
             kinds=kinds,
             label=label,
@@ -310,7 +327,7 @@ class SessionAwareness:
         """The registry rows behind `sessions_list`, for hosts and the session tools; `keys`
         restricts them (e.g. to what a caller may see), `archived` to the archived (True) or
         the active (False) ones; by default both."""
-        return self.store.session_rows(
+        return self.store.queries.session_rows(
             agent_id=agent_id,
             kinds=kinds,
             label=label,
@@ -323,11 +340,11 @@ class SessionAwareness:
 
     def children(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
         """The live child session keys of each parent key (spawn edges or `parent=`)."""
-        return self.store.children(parent_keys)
+        return self.store.queries.children(parent_keys)
 
     def descendants(self, key: str) -> set[str]:
         """Every live session spawned by `key`, transitively (visibility `tree`, R-T2)."""
-        return self.store.descendants(key)
+        return self.store.queries.descendants(key)
 
     def set_session_label(
         self, key: str, label: str | None, *, agent_id: str | None = None
