@@ -71,7 +71,7 @@ _POSTGRES_EXTRA = frozenset({"psycopg", "psycopg_pool"})
 _POSTGRES_EXTRA_HINT = " (install the postgres extra: pip install 'session-awareness[postgres]')"
 
 
-class SessionStore(Producers, Upstream, Watching, Marks, Transcripts, Audit):
+class SessionStore(Producers, Upstream, Watching, Transcripts, Audit):
     """The write application: the eventsourcing `Application` behind `SessionAwareness`, which
     holds it as `store`. Its commands load aggregates, let the domain decide, and save with
     the inline projection, retrying a lost race (DESIGN D3)."""
@@ -95,6 +95,8 @@ class SessionStore(Producers, Upstream, Watching, Marks, Transcripts, Audit):
         )
         #: The read-only answers (`session_status`, `sessions_list`, …).
         self.queries = Queries(self.read_model, self.clock, self.resolve_id)
+        #: The host's marks: label, pin, archive (commands through the retry loop).
+        self.marks = Marks(self.clock, self.resolve, self._retrying)
 
     def start(self, *, listener_timeout: float = 5.0) -> None:
         """Startup duties: prune (R-R1), re-deliver wakes for pending notices (R-N6), and on
@@ -350,21 +352,21 @@ class SessionAwareness:
         self, key: str, label: str | None, *, agent_id: str | None = None
     ) -> bool:
         """Label the session (`None` or blank clears the label)."""
-        return self.store.set_session_label(key, label, agent_id=agent_id)
+        return self.store.marks.set_session_label(key, label, agent_id=agent_id)
 
     def pin_session(self, key: str, *, agent_id: str | None = None) -> bool:
-        return self.store.pin_session(key, agent_id=agent_id)
+        return self.store.marks.pin_session(key, agent_id=agent_id)
 
     def unpin_session(self, key: str, *, agent_id: str | None = None) -> bool:
-        return self.store.unpin_session(key, agent_id=agent_id)
+        return self.store.marks.unpin_session(key, agent_id=agent_id)
 
     def archive_session(self, key: str, *, agent_id: str | None = None) -> bool:
         """Archive: the session keeps its log and cursors; `sessions_list` shows it only
         when archived sessions are asked for."""
-        return self.store.archive_session(key, agent_id=agent_id)
+        return self.store.marks.archive_session(key, agent_id=agent_id)
 
     def unarchive_session(self, key: str, *, agent_id: str | None = None) -> bool:
-        return self.store.unarchive_session(key, agent_id=agent_id)
+        return self.store.marks.unarchive_session(key, agent_id=agent_id)
 
     def watch(self, watcher: str, target: str, *, target_agent_id: str | None = None) -> bool:
         """Register `watcher` on `target` at its current head; refused → False (R-W2, R-W3)."""
