@@ -120,12 +120,12 @@ class TestActivity:
         def unreachable(*args: Any, **kwargs: Any) -> int | None:
             raise StoreUnavailableError("down for the test")
 
-        monkeypatch.setattr(usvc, "_record_once", unreachable)
+        monkeypatch.setattr(usvc.store, "_record_once", unreachable)
         provider.answers[CHILD] = UpstreamActivity(2, "m1", position="turn-2")
         assert outcomes(usvc) == ["failed"]
         assert marker(usvc) == "m0"
         assert "human_direct_message" not in kinds(usvc)
-        monkeypatch.setattr(usvc, "_record_once", record_once)
+        monkeypatch.setattr(usvc.store, "_record_once", record_once)
         assert outcomes(usvc) == ["recorded"]
         assert marker(usvc) == "m1"
 
