@@ -240,7 +240,7 @@ class TestReplayStreams:
                 applied.append(len(changes))
 
         applied: list[int] = []
-        replay = _Replay(svc, 4, None)
+        replay = _Replay(svc.store, 4, None)
         replay.into(Spy())
         total = int(svc.store.recorder.max_notification_id())
         afters = [after for after, _ in reads]
