@@ -38,8 +38,8 @@ class HeldAppend:
         self.roll_back = False
         self.recorder.apply_changes = self._apply
 
-    def _apply(self, c: Any, changes: Any) -> None:
-        self.original(c, changes)
+    def _apply(self, c: Any, changes: Any, *rest: Any) -> None:
+        self.original(c, changes, *rest)
         if self.held.is_set():
             return
         self.held.set()
