@@ -62,7 +62,10 @@ class LibraryLogger:
 
     def __getattr__(self, name: str) -> Any:
         structlog: Any = sys.modules.get("structlog")
-        if structlog is not None and structlog.is_configured():
+        # Another thread may be importing it right now: a half-imported structlog has no
+        # `is_configured` yet, and was not configured by the host (which imported it first).
+        is_configured = getattr(structlog, "is_configured", None)
+        if is_configured is not None and is_configured():
             return getattr(structlog.get_logger(LOGGER_NAME), name)
         level = _LEVELS.get(name)
         if level is not None and not logging.getLogger(LOGGER_NAME).isEnabledFor(level):
