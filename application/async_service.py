@@ -39,7 +39,6 @@ SQLITE_THREADS = 4
 AnyWaker = Callable[[str], None] | Callable[[str], Awaitable[None]]
 #: The sync methods with no coroutine twin, and why.
 NOT_MIRRORED = {
-    "save": "the event store's own save, used inside commands",
     "start": "open_async_service runs the startup duties",
     "configure_upstream": "open_async_service takes the upstream options",
 }
@@ -196,7 +195,7 @@ def worker_threads(service: SessionAwareness) -> int:
     """As many workers as the store serves at once (see the module docstring)."""
     # A PostgreSQL store serves as many calls at once as its pool has connections
     # (`pool_size + max_overflow`, psycopg_pool's public `max_size`); SQLite has no such pool.
-    pool = getattr(getattr(service.recorder, "datastore", None), "pool", None)
+    pool = getattr(getattr(service.store.recorder, "datastore", None), "pool", None)
     max_size = getattr(pool, "max_size", None)
     return max_size if isinstance(max_size, int) and max_size > 0 else SQLITE_THREADS
 

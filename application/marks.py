@@ -5,16 +5,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from session_awareness.application.core import ServiceCore, log
+from session_awareness.application.core import log
 from session_awareness.application.errors import InvalidArgumentError, UnknownSessionError
+from session_awareness.application.ports import Clock
 from session_awareness.application.unit_of_work import UnitOfWork
+from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import InvalidSignalError, check_label
 
+#: Runs a load-decide-save attempt until it lands (the write application's retry loop).
+Retrying = Callable[[Callable[[UnitOfWork], bool]], bool]
 
-class Marks(ServiceCore):
+
+class Marks:
     """`set_session_label`, `pin_session` / `unpin_session`, `archive_session` /
     `unarchive_session`: each True when the session changed, visible in its `history`."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        resolve: Callable[[str, str | None], SessionRef],
+        retrying: Retrying,
+    ) -> None:
+        self.clock, self.resolve, self._retrying = clock, resolve, retrying
 
     def set_session_label(
         self, key: str, label: str | None, *, agent_id: str | None = None

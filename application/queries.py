@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import timedelta
 from typing import Any
+from uuid import UUID
 
-from session_awareness.application.core import ServiceCore
 from session_awareness.application.errors import InvalidArgumentError, UnknownSessionError
-from session_awareness.application.ports import SessionRow
+from session_awareness.application.ports import Clock, ReadModel, SessionRow
 from session_awareness.application.status import PAGE_SIZE, parse_changes_since, status_json
+from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.session import SESSION_KINDS
 from session_awareness.domain.signals import MAX_SAFE_INTEGER, has_control, to_ms
 
@@ -17,8 +18,17 @@ from session_awareness.domain.signals import MAX_SAFE_INTEGER, has_control, to_m
 MAX_ACTIVE_MINUTES = 100 * 365 * 24 * 60
 
 
-class Queries(ServiceCore):
+#: How a query finds the session a key names: `(ref, session id)`, or `UnknownSessionError`.
+ResolveId = Callable[[str, str | None], tuple[SessionRef, UUID]]
+
+
+class Queries:
     """Read-only answers from the read models; they never move a cursor."""
+
+    def __init__(self, read_model: ReadModel, clock: Clock, resolve_id: ResolveId) -> None:
+        self.read_model = read_model
+        self.clock = clock
+        self.resolve_id = resolve_id
 
     # -- queries (§6) --------------------------------------------------------------------------
 

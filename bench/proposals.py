@@ -27,7 +27,7 @@ def active(name: str) -> bool:
 def _session_snapshots() -> None:
     """P8: a Session snapshot every 1,000 events (read when a service opens), so a restarted
     process loads a long session from a snapshot and at most 999 events."""
-    from session_awareness.application.service import SessionAwareness  # noqa: PLC0415
+    from session_awareness.application.service import SessionStore  # noqa: PLC0415
     from session_awareness.domain.session import Session  # noqa: PLC0415
 
     class Intervals(dict[Any, int]):
@@ -37,7 +37,7 @@ def _session_snapshots() -> None:
         def get(self, key: Any, default: Any = None) -> Any:
             return super().get(key, default) if self else default
 
-    SessionAwareness.snapshotting_intervals = Intervals({Session: 1000})
+    SessionStore.snapshotting_intervals = Intervals({Session: 1000})
 
 
 # -- the speed devices, switched OFF (each kept only if its A/B says it pays) -----------------

@@ -79,7 +79,8 @@ def measure(ctx: Context, backend: str) -> list[Result]:
 
         rounds = interleave(lambda: on(LONG), lambda: on(SHORT), rounds=ctx.scale(7, 3))
         profile(ctx, NAME, backend, lambda: on(LONG))
-        versions: dict[str, int] = {key: svc.repository.get(svc.resolve(key).session_id).version
+        repository = svc.store.repository
+        versions: dict[str, int] = {key: repository.get(svc.resolve(key).session_id).version
                     for key in (SHORT, LONG)}  # fmt: skip
     finally:
         svc.close()

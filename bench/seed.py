@@ -28,7 +28,7 @@ class Batch:
         self.size = size
         self.events = 0
         self._calls = 0
-        self._uow = UnitOfWork(svc)
+        self._uow = UnitOfWork(svc.store)
 
     def _pending(self) -> int:
         loaded = self._uow._loaded.values()
@@ -45,7 +45,7 @@ class Batch:
         pending = self._pending()
         self._uow.commit()
         self.events += pending
-        self._uow = UnitOfWork(self.svc)
+        self._uow = UnitOfWork(self.svc.store)
 
     # -- producers -------------------------------------------------------------------------
 
@@ -64,7 +64,7 @@ class Batch:
         request = produce.child_spawned(parent=parent, run_id=run_id, now=now)
         ref = SessionRef.of(child)
         return cast(
-            int | None, self._then(lambda uow: self.svc._spawn_once(uow, ref, request, now))
+            int | None, self._then(lambda uow: self.svc.store._spawn_once(uow, ref, request, now))
         )
 
     def human(self, key: str, *, channel: str = "bench", idempotency_key: str | None = None,
@@ -105,7 +105,7 @@ class Batch:
     def _record(self, key: str, request: produce.SignalRequest, now: Any) -> int | None:
         ref = SessionRef.of(key)
         return cast(
-            int | None, self._then(lambda uow: self.svc._record_once(uow, ref, request, now))
+            int | None, self._then(lambda uow: self.svc.store._record_once(uow, ref, request, now))
         )
 
 

@@ -70,12 +70,13 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> Iterator[str]:
                 yield target
 
 
-def _graph() -> dict[str, set[str]]:
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package, with the package's modules it imports."""
     modules = _modules()
     return {name: set(_imports(name, path, modules)) for name, path in modules.items()}
 
 
-def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -117,7 +118,7 @@ def _floors(graph: dict[str, set[str]], prefix: str) -> int:
         n: {m for m in e if m.startswith(prefix)} for n, e in graph.items() if n.startswith(prefix)
     }
     component = {n: n for n in inside}
-    for circle in _circles(inside):
+    for circle in import_circles(inside):
         for member in circle:
             component[member] = circle[0]
     edges: dict[str, set[str]] = {}
@@ -189,13 +190,13 @@ def _record_path() -> dict[str, Any]:
 
 
 def measure() -> dict[str, Any]:
-    graph = _graph()
+    graph = import_graph()
     application = [n for n in graph if n.startswith(f"{PACKAGE}.application")]
     return {
         "facade": _facade(),
         "application_modules": len(application),
         "application_floors": _floors(graph, f"{PACKAGE}.application"),
-        "circles": _circles(graph),
+        "circles": import_circles(graph),
         "record_path": _record_path(),
     }
 

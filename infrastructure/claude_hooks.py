@@ -302,7 +302,7 @@ def _record(
                 state.spool(kept)
                 raise
         notices = apply(svc, signal, agent=agent)
-        if svc.backlog.stats()["buffered"]:
+        if svc.store.backlog.stats()["buffered"]:
             raise RuntimeError("the store failed while recording")
     return notices
 

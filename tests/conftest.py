@@ -76,11 +76,11 @@ def open_svc(
 def assert_rebuild_matches(service: SessionAwareness) -> None:
     """R-R2: replaying the event store through the projection reproduces the live read
     models exactly. Every contract test ends with this check."""
-    live = service.recorder.read_model_rows()  # type: ignore[attr-defined]
+    live = service.store.recorder.read_model_rows()  # type: ignore[attr-defined]
     scratch = open_service("sqlite:///:memory:", clock=service.clock)
     try:
-        scratch.recorder.replace_read_models(replayed_changes(service))  # type: ignore[attr-defined]
-        rebuilt = scratch.recorder.read_model_rows()  # type: ignore[attr-defined]
+        scratch.store.recorder.replace_read_models(replayed_changes(service.store))  # type: ignore[attr-defined]
+        rebuilt = scratch.store.recorder.read_model_rows()  # type: ignore[attr-defined]
     finally:
         scratch.close()
     for table, rows in live.items():

@@ -17,7 +17,7 @@ from session_awareness.application.transcripts import TranscriptNotAvailableErro
 from session_awareness.domain.signals import MAX_SAFE_INTEGER
 
 if TYPE_CHECKING:
-    from session_awareness.application.service import SessionAwareness
+    from session_awareness.application.tools.host import ToolHost
 
 NOT_AVAILABLE = "not_available"
 
@@ -80,7 +80,7 @@ class SessionsHistoryOutput(ToolOutput):
 
 
 def history(
-    svc: SessionAwareness, view: Visibility, given: SessionsHistoryInput, caller: str
+    svc: ToolHost, view: Visibility, given: SessionsHistoryInput, caller: str
 ) -> SessionsHistoryOutput:
     """The page of a visible session's transcript."""
     key = caller if given.session_key == CURRENT else given.session_key

@@ -34,14 +34,14 @@ from session_awareness.domain.keys import InvalidKeyError, check_key, is_thread_
 from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:
-    from session_awareness.application.service import SessionAwareness
+    from session_awareness.application.tools.host import ToolHost
 
 log = get_logger()
 TARGETS = ("sessionKey", "label", "agentId")
 
 
 def send(
-    svc: SessionAwareness, view: Visibility, given: SessionsSendInput, caller: str
+    svc: ToolHost, view: Visibility, given: SessionsSendInput, caller: str
 ) -> SessionsSendOutput:
     """Deliver `given.message` from `caller`; the message text is never stored or logged."""
     row = target(svc, view, given)
@@ -120,7 +120,7 @@ def _answer(
 
 
 def _visible_receiver(
-    svc: SessionAwareness, view: Visibility, row: SessionRow, received: str
+    svc: ToolHost, view: Visibility, row: SessionRow, received: str
 ) -> SessionRow | None:
     """The session that actually received the message (R-W2), when the caller may see it."""
     if received == row.key:
@@ -132,7 +132,7 @@ def _visible_receiver(
         return None
 
 
-def target(svc: SessionAwareness, view: Visibility, given: SessionsSendInput) -> SessionRow:
+def target(svc: ToolHost, view: Visibility, given: SessionsSendInput) -> SessionRow:
     """The one visible session named by exactly one of sessionKey, label or agentId."""
     values = (given.session_key, given.label, given.agent_id)
     named = [field for field, value in zip(TARGETS, values, strict=True) if value is not None]

@@ -57,7 +57,7 @@ from session_awareness.domain.keys import MAX_KEY_LENGTH, InvalidKeyError, check
 from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:
-    from session_awareness.application.service import SessionAwareness
+    from session_awareness.application.tools.host import ToolHost
 
 log = get_logger()
 
@@ -66,7 +66,7 @@ class SessionTools:
     """`session_status`, `sessions_list`, `sessions_send`, `sessions_spawn`, `subagents` and
     `sessions_history` for callers."""
 
-    def __init__(self, svc: SessionAwareness) -> None:
+    def __init__(self, svc: ToolHost) -> None:
         self.svc = svc
 
     def call(self, name: str, arguments: str | dict[str, Any], *, caller: str) -> dict[str, Any]:

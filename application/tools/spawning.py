@@ -26,14 +26,14 @@ from session_awareness.domain.signals import MAX_LABEL_LENGTH, InvalidSignalErro
 from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:
-    from session_awareness.application.service import SessionAwareness
+    from session_awareness.application.tools.host import ToolHost
 
 log = get_logger()
 FAILED = "the child session could not be spawned"
 
 
 def spawn(
-    svc: SessionAwareness, view: Visibility, given: SessionsSpawnInput, caller: str
+    svc: ToolHost, view: Visibility, given: SessionsSpawnInput, caller: str
 ) -> SessionsSpawnOutput:
     """Ask the host's spawner for a child of `caller`; record the edge; name child and run."""
     request = given.request()

@@ -31,14 +31,14 @@ from session_awareness.domain.signals import to_ms
 from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:
-    from session_awareness.application.service import SessionAwareness
+    from session_awareness.application.tools.host import ToolHost
 
 log = get_logger()
 CANCEL_REFUSED = "the run could not be cancelled"
 
 
 def subagents(
-    svc: SessionAwareness, view: Visibility, given: SubagentsInput, caller: str
+    svc: ToolHost, view: Visibility, given: SubagentsInput, caller: str
 ) -> SubagentsListOutput | SubagentsCancelOutput:
     if given.action == "cancel":
         if given.run_id is None:
@@ -62,9 +62,7 @@ def subagents(
     )
 
 
-def cancel(
-    svc: SessionAwareness, view: Visibility, run_id: str, caller: str
-) -> SubagentsCancelOutput:
+def cancel(svc: ToolHost, view: Visibility, run_id: str, caller: str) -> SubagentsCancelOutput:
     """Ask the host to cancel `run_id`, the running run of a session in the caller's tree."""
     rows = [row for row in tree_runs(svc, view, caller, read=False) if row.run_id == run_id]
     if not rows:
@@ -87,7 +85,7 @@ def cancel(
 
 
 def tree_runs(
-    svc: SessionAwareness, view: Visibility, caller: str, *, read: bool = True
+    svc: ToolHost, view: Visibility, caller: str, *, read: bool = True
 ) -> list[SessionRow]:
     """The visible sessions the caller spawned, transitively, that ran as a child."""
     me = (view.agent_id, caller)

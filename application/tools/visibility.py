@@ -29,7 +29,7 @@ from session_awareness.application.tools.outputs import VisibilityNote
 from session_awareness.domain.keys import DEFAULT_AGENT_ID, agent_of
 
 if TYPE_CHECKING:
-    from session_awareness.application.service import SessionAwareness
+    from session_awareness.application.tools.host import ToolHost
 
 #: An (agent id, key) pair: what names one session.
 Pair = tuple[str, str]
@@ -70,7 +70,7 @@ class Visibility:
         return self._read_pairs() if self._read_pairs is not None else frozenset()
 
     @classmethod
-    def of(cls, svc: SessionAwareness, mode: str, caller: str) -> Visibility:
+    def of(cls, svc: ToolHost, mode: str, caller: str) -> Visibility:
         """The caller's view under the service's configured mode, clamped when sandboxed; an
         unreachable store is a `service_error`, as in every tool."""
         try:
@@ -79,7 +79,7 @@ class Visibility:
             raise from_service(error) from None
 
     @classmethod
-    def _of(cls, svc: SessionAwareness, mode: str, caller: str) -> Visibility:
+    def _of(cls, svc: ToolHost, mode: str, caller: str) -> Visibility:
         agent = agent_of(caller) or _only_agent_of(svc, caller) or DEFAULT_AGENT_ID
         if mode in CLAMPED and svc.is_sandboxed(caller, agent_id=agent):
             mode = CLAMPED[mode]
@@ -118,7 +118,7 @@ class Visibility:
 
     def find(
         self,
-        svc: SessionAwareness,
+        svc: ToolHost,
         key: str,
         field: str = "sessionKey",
         *,
@@ -133,7 +133,7 @@ class Visibility:
                     return row
         raise unknown_session(key, field)
 
-    def find_by_label(self, svc: SessionAwareness, label: str, *, read: bool = True) -> SessionRow:
+    def find_by_label(self, svc: ToolHost, label: str, *, read: bool = True) -> SessionRow:
         """The one visible live session with this label."""
         rows = [row for row in self.rows(svc, label=label) if self.admits(row, read=read)]
         if not rows:
@@ -148,7 +148,7 @@ class Visibility:
 
     def rows(
         self,
-        svc: SessionAwareness,
+        svc: ToolHost,
         *,
         agent_id: str | None = None,
         kinds: Collection[str] | None = None,
@@ -177,14 +177,14 @@ class Visibility:
         visible = [row for row in rows if self.admits(row)]
         return visible[:limit] if limit is not None else visible
 
-    def visible_keys(self, svc: SessionAwareness, keys: Collection[str]) -> set[str]:
+    def visible_keys(self, svc: ToolHost, keys: Collection[str]) -> set[str]:
         """Those of `keys` that name a visible live session."""
         if not keys:
             return set()
         return {row.key for row in svc.session_rows(keys=list(keys)) if self.admits(row)}
 
 
-def tree_of(svc: SessionAwareness, root: Pair) -> set[Pair]:
+def tree_of(svc: ToolHost, root: Pair) -> set[Pair]:
     """`root` and every live session it spawned, transitively. A child belongs to a parent
     by key; under a bare parent key, only the children of the parent's own agent. A qualified
     child under a qualified parent names its own agent, so the registry is asked for rows only
@@ -213,7 +213,7 @@ def tree_of(svc: SessionAwareness, root: Pair) -> set[Pair]:
 
 
 def _child_pairs(
-    svc: SessionAwareness, by_parent: dict[str, list[str]], agents_of: dict[str, set[str]]
+    svc: ToolHost, by_parent: dict[str, list[str]], agents_of: dict[str, set[str]]
 ) -> set[Pair]:
     """The (agent, key) of each child, read from the registry."""
     keys = {kid for kids in by_parent.values() for kid in kids}
@@ -228,7 +228,7 @@ def _child_pairs(
     return pairs
 
 
-def _watched_groups(svc: SessionAwareness, caller: str, agent: str) -> frozenset[Pair]:
+def _watched_groups(svc: ToolHost, caller: str, agent: str) -> frozenset[Pair]:
     """The same-agent `group` sessions the caller holds a cursor on ("reads include watched
     same-agent groups")."""
     if agent_of(caller) is None:
@@ -242,6 +242,6 @@ def _watched_groups(svc: SessionAwareness, caller: str, agent: str) -> frozenset
     return frozenset((row.agent_id, row.key) for row in rows if row.session_id in targets)
 
 
-def _only_agent_of(svc: SessionAwareness, key: str) -> str | None:
+def _only_agent_of(svc: ToolHost, key: str) -> str | None:
     agents = {row.agent_id for row in svc.session_rows(keys=[key])}
     return agents.pop() if len(agents) == 1 else None

@@ -30,6 +30,7 @@ from session_awareness.application.ports import system_clock
 from session_awareness.application.service import (
     DATABASE_URL_ENV,
     DEFAULT_DATABASE_URL,
+    SessionStore,
     environment_for,
     redact,
 )
@@ -126,10 +127,10 @@ def open_store(
         if startup:
             svc = open_service(url)
         else:
-            prefix = SessionAwareness.name.upper() + "_"
+            prefix = SessionStore.name.upper() + "_"
             env = {prefix + key: value for key, value in environment_for(url).items()}
             try:
-                svc = SessionAwareness(env, clock=system_clock, retention=retention)
+                svc = SessionAwareness(SessionStore(env, clock=system_clock, retention=retention))
             except Exception as error:
                 raise ConfigurationError(f"cannot open {redact(url)}: {error}") from error
         try:

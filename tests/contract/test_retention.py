@@ -135,7 +135,7 @@ class TestAuditTrail:
         svc.record_goal_changed(CHILD, summary="goal created")
         clock.advance(days=31)
         svc.prune()
-        stored = list(svc.recorder.select_notifications(1, 1000))
+        stored = list(svc.store.recorder.select_notifications(1, 1000))
         assert len([n for n in stored if n.topic.endswith(".GoalChanged")]) == 1
         assert_rebuild_matches(svc)
 
@@ -145,11 +145,11 @@ class TestAuditTrail:
         """R-R2: the rebuild comparison sees a read model that drifted from the events, and
         replacing the read models with the replay repairs it."""
         spawn(svc)
-        recorder = svc.recorder
+        recorder = svc.store.recorder
         with recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
             c.execute(recorder.sql("UPDATE {s}session_state_heads SET state_version = 7"))  # type: ignore[attr-defined]
         with pytest.raises(AssertionError, match="session_state_heads"):
             assert_rebuild_matches(svc)
-        recorder.replace_read_models(replayed_changes(svc))  # type: ignore[attr-defined]
+        recorder.replace_read_models(replayed_changes(svc.store))  # type: ignore[attr-defined]
         assert_rebuild_matches(svc)
         assert svc.session_status(CHILD)["stateVersion"] == 1

@@ -223,7 +223,7 @@ class TestBestEffort:
         def unreachable(*_: object, **__: object) -> None:
             raise OperationalError("database is unreachable")
 
-        monkeypatch.setattr(svc.recorder, "insert_events", unreachable)
+        monkeypatch.setattr(svc.store.recorder, "insert_events", unreachable)
         with capture_logs() as logs:
             assert svc.record_goal_changed(CHILD, summary="goal created") is None
         failure = next(entry for entry in logs if entry["event"] == "signal_record_failed")

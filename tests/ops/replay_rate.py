@@ -42,7 +42,7 @@ class StepClock:
 
 def fill(svc: SessionAwareness, events: int) -> int:
     """Record a mixed workload until the store holds at least `events` events."""
-    stored = int(svc.recorder.max_notification_id() or 0)
+    stored = int(svc.store.recorder.max_notification_id() or 0)
     round_ = 0
     while stored < events:
         manager = f"agent:a{round_ % 50}:main"
@@ -58,13 +58,13 @@ def fill(svc: SessionAwareness, events: int) -> int:
         if round_ % 25 == 24:
             svc.prune()
         round_ += 1
-        stored = int(svc.recorder.max_notification_id() or 0)
+        stored = int(svc.store.recorder.max_notification_id() or 0)
     return stored
 
 
 def copy_events(svc: SessionAwareness, source: str) -> None:
     """Append a SQLite file's stored events to this PostgreSQL store's empty events table."""
-    recorder: Any = svc.recorder
+    recorder: Any = svc.store.recorder
     table = recorder.dialect.schema_prefix + f'"{recorder.events_table_name}"'
     rows = sqlite3.connect(source).execute(
         "SELECT originator_id, originator_version, topic, state FROM stored_events ORDER BY rowid"
@@ -91,7 +91,7 @@ def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     svc = open_service(url, clock=StepClock(), retention_rows=5_000)
     try:
-        if args.copy_from and not svc.recorder.max_notification_id():
+        if args.copy_from and not svc.store.recorder.max_notification_id():
             copy_events(svc, args.copy_from)
         stored = fill(svc, args.events)
         report = svc.audit(rebuild=bool(args.copy_from))

@@ -74,7 +74,7 @@ class TestAuditOfACleanStore:
         """R-R2: a store that keeps changing still audits clean: what was recorded after the
         bulk replay is replayed inside the comparison's transaction."""
         spawn(svc)
-        store = svc._audit_store()
+        store = svc.store._audit_store()
 
         class Busy:
             def __init__(self, inner: Any) -> None:
@@ -97,8 +97,8 @@ class TestAuditOfACleanStore:
                 yield Busy(inner)
 
         monkeypatch.setattr(store, "scratch", scratch)
-        monkeypatch.setattr(svc, "_audit_store", lambda: store)
-        before = int(svc.recorder.max_notification_id())
+        monkeypatch.setattr(svc.store, "_audit_store", lambda: store)
+        before = int(svc.store.recorder.max_notification_id())
         report = svc.audit()
         assert report.clean, report.as_dict()
         assert report.last_position > before
@@ -229,7 +229,9 @@ class TestReplayStreams:
 
         class Spy:
             def notifications(self, after: int, limit: int) -> Any:
-                page = svc.recorder.select_notifications(after, limit, inclusive_of_start=False)
+                page = svc.store.recorder.select_notifications(
+                    after, limit, inclusive_of_start=False
+                )
                 reads.append((after, len(page)))
                 return page
 
@@ -238,9 +240,9 @@ class TestReplayStreams:
                 applied.append(len(changes))
 
         applied: list[int] = []
-        replay = _Replay(svc, 4, None)
+        replay = _Replay(svc.store, 4, None)
         replay.into(Spy())
-        total = int(svc.recorder.max_notification_id())
+        total = int(svc.store.recorder.max_notification_id())
         afters = [after for after, _ in reads]
         assert afters == sorted(set(afters))
         assert all(size <= 4 for _, size in reads)

@@ -115,7 +115,7 @@ class TestReadModelsWithoutTheActivityRows:
         svc = open_svc()
         spawn(svc)
         svc.record_human_direct_message(CHILD, channel="telegram")
-        recorder: Any = svc.recorder
+        recorder: Any = svc.store.recorder
         with recorder.datastore.transaction(commit=True) as c:
             c.execute(recorder.sql("DELETE FROM {s}session_activity"))
         assert svc.read_model.read_models_outdated()

@@ -91,14 +91,14 @@ def test_every_event_class_decodes_as_the_library_mapper_decodes_it(app: Session
     """R-R2: for every event class of both aggregates, with every field set and with the
     optional ones empty, the replay's decoder and the library's mapper give equal events of
     the same class (field values, their types and the originator id included)."""
-    decode = EventDecoder(app.mapper)
+    decode = EventDecoder(app.store.mapper)
     assert decode.fast
     classes = event_classes()
     assert {Session.HumanDirectMessage, Session.UpstreamLinked, Watch.Acknowledged} <= set(classes)
     for cls in classes:
         for event in events_of(cls):
-            notification = stored(app.mapper, event)
-            ours, theirs = decode(notification), app.mapper.to_domain_event(notification)
+            notification = stored(app.store.mapper, event)
+            ours, theirs = decode(notification), app.store.mapper.to_domain_event(notification)
             assert same(ours, theirs), cls
             assert same(ours, event), cls
             assert type(ours.originator_id) is uuid.UUID
@@ -111,11 +111,11 @@ def test_a_stored_workload_decodes_as_the_library_mapper_decodes_it(
     """R-R2: every event a mixed workload stored, read back from the store, decodes to the
     library mapper's event; aggregate ids met again decode to equal ids."""
     mixed_workload(app, FakeClock())
-    decode = EventDecoder(app.mapper)
-    page = app.recorder.select_notifications(1, 10_000)
+    decode = EventDecoder(app.store.mapper)
+    page = app.store.recorder.select_notifications(1, 10_000)
     assert len(page) > 30
     for notification in page:
-        assert same(decode(notification), app.mapper.to_domain_event(notification))
+        assert same(decode(notification), app.store.mapper.to_domain_event(notification))
 
 
 def crafted(state: bytes) -> Notification:
@@ -140,12 +140,12 @@ def test_nested_transcoded_values_and_lookalike_objects_decode_as_the_mapper_doe
         "e": {"deep": {"deeper": [{"_type_": "decimal_str", "_data_": "1.50"}]}},
         "f": {"_data_": 1, "_type_x": 2},
     }
-    decode = EventDecoder(app.mapper)
+    decode = EventDecoder(app.store.mapper)
     text = json.dumps(state)
     for variant in (text, f"  {text}", f"{text}\n ", json.dumps(state, indent=2)):
         notification = crafted(variant.encode())
         ours = decode(notification)
-        assert same(ours, app.mapper.to_domain_event(notification))
+        assert same(ours, app.store.mapper.to_domain_event(notification))
         assert ours.a == an_id
         assert ours.timestamp == when
 
@@ -156,9 +156,9 @@ def test_a_state_that_is_not_one_json_object_fails_as_the_mapper_fails(
 ) -> None:
     notification = crafted(state)
     with pytest.raises(MapperDeserialisationError) as theirs:
-        app.mapper.to_domain_event(notification)
+        app.store.mapper.to_domain_event(notification)
     with pytest.raises(MapperDeserialisationError) as ours:
-        EventDecoder(app.mapper)(notification)
+        EventDecoder(app.store.mapper)(notification)
     assert str(ours.value) == str(theirs.value)
 
 
@@ -172,9 +172,9 @@ def test_an_unregistered_transcoding_fails_as_the_library_fails(app: SessionAwar
         state=b'{"timestamp":{"_type_":"nope","_data_":"x"}}',
     )
     with pytest.raises(MapperDeserialisationError, match="nope"):
-        app.mapper.to_domain_event(notification)
+        app.store.mapper.to_domain_event(notification)
     with pytest.raises(MapperDeserialisationError, match="nope"):
-        EventDecoder(app.mapper)(notification)
+        EventDecoder(app.store.mapper)(notification)
 
 
 def test_a_compressed_store_decodes_and_another_mapper_is_used_as_it_is(
@@ -182,7 +182,7 @@ def test_a_compressed_store_decodes_and_another_mapper_is_used_as_it_is(
 ) -> None:
     """With a compressor the state is decompressed first; a mapper or transcoder the
     decoder does not know is called as it is."""
-    compressed = Mapper(app.mapper.transcoder, compressor=ZlibCompressor())
+    compressed = Mapper(app.store.mapper.transcoder, compressor=ZlibCompressor())
     event = events_of(Session.GoalChanged)[0]
     notification = stored(compressed, event)
     assert same(EventDecoder(compressed)(notification), event)
@@ -194,9 +194,9 @@ def test_a_compressed_store_decodes_and_another_mapper_is_used_as_it_is(
             Counting.calls += 1
             return super().to_domain_event(stored_event)
 
-    other = EventDecoder(Counting(app.mapper.transcoder))
+    other = EventDecoder(Counting(app.store.mapper.transcoder))
     assert not other.fast
-    assert same(other(stored(app.mapper, event)), event)
+    assert same(other(stored(app.store.mapper, event)), event)
     assert Counting.calls == 1
 
 
@@ -206,8 +206,8 @@ def test_the_audit_reads_the_notifications_the_library_reads(
     """The audit's own event-log reads (ids decoded once each, rows built directly) give
     notifications equal to the library's `select_notifications`, page after page."""
     mixed_workload(svc, clock)
-    store = svc._audit_store()
-    theirs = list(svc.recorder.select_notifications(1, 10_000))
+    store = svc.store._audit_store()
+    theirs = list(svc.store.recorder.select_notifications(1, 10_000))
     ours = [*store.notifications(0, 7), *store.notifications(7, 10_000)]
     assert len(theirs) > 30
     assert ours == theirs

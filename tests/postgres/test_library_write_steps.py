@@ -36,12 +36,12 @@ def scenario(url: str) -> dict[str, Any]:
         ]
         drained = {watcher: svc.drain_notices(watcher) for watcher in [MANAGER, WATCHERS[0]]}
         return {
-            "recorder": type(svc.recorder).__name__,  # type: ignore[attr-defined]
+            "recorder": type(svc.store.recorder).__name__,  # type: ignore[attr-defined]
             "sequences": sequences,
             "drained": drained,
             "pending": {watcher: svc.pending_notices(watcher) for watcher in WATCHERS},
             "woken": sorted(waker.woken),
-            "rows": svc.recorder.read_model_rows(),  # type: ignore[attr-defined]
+            "rows": svc.store.recorder.read_model_rows(),  # type: ignore[attr-defined]
             "clean": svc.audit().clean,
         }
 

@@ -43,7 +43,7 @@ def test_a_reader_tailing_the_log_during_concurrent_writes_misses_no_event(pg_ur
         position = 0
         while True:
             finished = done.is_set()  # read before the page: a last page follows the writers
-            page = reader.recorder.originators_after(position, 7)  # type: ignore[attr-defined]
+            page = reader.store.recorder.originators_after(position, 7)  # type: ignore[attr-defined]
             seen.extend(row[0] for row in page)
             if page:
                 position = page[-1][0]
@@ -61,7 +61,7 @@ def test_a_reader_tailing_the_log_during_concurrent_writes_misses_no_event(pg_ur
         done.set()
         assert wait_until(lambda: not tailer.is_alive(), timeout=60)
         assert not failures, failures
-        stored = [n.id for n in reader.recorder.select_notifications(1, 100_000)]
+        stored = [n.id for n in reader.store.recorder.select_notifications(1, 100_000)]
         assert len(stored) >= WRITERS * RECORDS * 2
         assert seen == sorted(seen)
         assert seen == stored, "the tailing reader skipped events committed behind it"

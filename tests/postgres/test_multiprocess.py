@@ -55,9 +55,9 @@ def signal_sequences_in_commit_order(svc: SessionAwareness) -> list[int]:
     """The child's signal sequences in notification (commit) order, from the event store."""
     child_id = SessionRef.of(CHILD).session_id
     out: list[int] = []
-    for notification in svc.recorder.select_notifications(1, 10_000):
+    for notification in svc.store.recorder.select_notifications(1, 10_000):
         if notification.originator_id == child_id:
-            event = svc.mapper.to_domain_event(notification)
+            event = svc.store.mapper.to_domain_event(notification)
             if hasattr(event, "sequence"):
                 out.append(event.sequence)
     return out
@@ -103,7 +103,7 @@ class TestCrossProcessNotices:
             spawn(svc)
             other = workers("listen", pg_url, MANAGER)
             backend = other.read(lambda m: m.get("ready") is True)["backend_pid"]
-            with svc.recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+            with svc.store.recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
                 c.execute("SELECT pg_terminate_backend(%s)", (backend,))
             svc.record_goal_changed(CHILD, summary="goal created")
             woken = other.read(lambda m: "woken" in m)

@@ -33,7 +33,7 @@ SETTINGS = settings(
 
 
 def rows(svc: SessionAwareness) -> dict[str, list[tuple[Any, ...]]]:
-    return svc.recorder.read_model_rows()  # type: ignore[attr-defined,no-any-return]
+    return svc.store.recorder.read_model_rows()  # type: ignore[attr-defined,no-any-return]
 
 
 def refused(call: Callable[[], Any]) -> bool:

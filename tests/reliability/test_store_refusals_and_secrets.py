@@ -42,7 +42,7 @@ class TestRefusedWrites:
         writing the rows leaves the event store and the read models as they were. The
         signal is kept (R-L8) and recorded once the fault is gone, before later ones."""
         spawn(own)
-        recorder: Any = own.recorder
+        recorder: Any = own.store.recorder
         apply_changes = recorder.apply_changes
 
         def fail_after_the_first_row(c: Any, changes: Any) -> None:
@@ -52,7 +52,7 @@ class TestRefusedWrites:
                 apply_changes(c, [change])
 
         recorder.apply_changes = fail_after_the_first_row
-        with own.backlog.flushing:  # nothing records the kept signal until the fault is gone
+        with own.store.backlog.flushing:  # nothing records the kept signal until the fault is gone
             assert own.record_goal_changed(CHILD, summary="goal updated") is None
             assert [event["sequence"] for event in all_events(own, CHILD)] == [1]
             assert own.health()["signals"]["buffered"] == 1
@@ -76,7 +76,7 @@ class TestRefusedWrites:
         for number, child in enumerate(children):
             own.record_child_spawned(child, parent=MANAGER, run_id=f"run-{number}")
             own.record_human_direct_message(child, channel="chat")
-        recorder: Any = own.recorder
+        recorder: Any = own.store.recorder
         in_bulk = recorder.apply_changes_in_bulk
 
         def fail_after_writing(c: Any, changes: Any) -> None:

@@ -140,10 +140,10 @@ class TestRefusedSpawns:
         self, world: SessionAwareness, spawner: RecordingSpawner, answer: Any
     ) -> None:
         """R-T1: the host's answer is checked like any input; nothing is recorded."""
-        before = world.recorder.read_model_rows()  # type: ignore[attr-defined]
+        before = world.store.recorder.read_model_rows()  # type: ignore[attr-defined]
         spawner.answer = answer
         assert spawn(world) == FAILED
-        assert world.recorder.read_model_rows() == before  # type: ignore[attr-defined]
+        assert world.store.recorder.read_model_rows() == before  # type: ignore[attr-defined]
 
     def test_a_child_that_is_the_callers_ancestor_is_refused(
         self, world: SessionAwareness, spawner: RecordingSpawner
