@@ -94,12 +94,10 @@ def tell(
         if watch is None or not watch.active:
             if watcher != session.parent_key:
                 continue
-            if watch is None:
-                watch = Watch.start(watcher, session.ref, via=Via.PARENT, at_sequence=0, at=at)
+            new = watch is None
+            watch = _place(session, watcher, watch, via=Via.PARENT, at_sequence=0, at=at)
+            if new:
                 started.append(watch)
-            else:
-                watch.restart(via=Via.PARENT, at_sequence=0, at=at)
-            session.add_watcher(watcher, at=at)
         if watch.material >= sequence:
             raise StaleCursorError(f"{watcher}'s cursor is ahead of {session.key}")
         if watch.observe(sequence, at=at):
@@ -116,12 +114,7 @@ def seed_spawn(
     the cursor, new or restarted (the application saves a new one)."""
     if parent == session.key or not may_hold_cursor(parent, session.ref):
         return None
-    if watch is None:
-        watch = Watch.start(parent, session.ref, via=Via.SPAWN, at_sequence=sequence, at=at)
-    else:
-        watch.restart(via=Via.SPAWN, at_sequence=sequence, at=at)
-    session.add_watcher(parent, at=at)
-    return watch
+    return _place(session, parent, watch, via=Via.SPAWN, at_sequence=sequence, at=at)
 
 
 def register(session: Session, watcher: str, watch: Watch | None, *, at: datetime) -> Watch | None:
@@ -132,13 +125,7 @@ def register(session: Session, watcher: str, watch: Watch | None, *, at: datetim
     if watch is not None and watch.active:
         watch.promote(at=at)
         return None
-    head = session.state_version
-    if watch is None:
-        watch = Watch.start(watcher, session.ref, via=Via.WATCH, at_sequence=head, at=at)
-    else:
-        watch.restart(via=Via.WATCH, at_sequence=head, at=at)
-    session.add_watcher(watcher, at=at)
-    return watch
+    return _place(session, watcher, watch, via=Via.WATCH, at_sequence=session.state_version, at=at)
 
 
 def grant_ambient(
@@ -151,10 +138,17 @@ def grant_ambient(
     Returns the cursor granted (new or restarted; the application saves a new one), or None."""
     if (watch is not None and watch.active) or main_deleted:
         return None
-    head = session.state_version
+    return _place(session, main, watch, via=Via.AMBIENT, at_sequence=session.state_version, at=at)
+
+
+def _place(
+    session: Session, watcher: str, watch: Watch | None, *, via: Via, at_sequence: int, at: datetime
+) -> Watch:
+    """Start the pair's cursor at `at_sequence` (or restart the one it held) and put the
+    watcher on the session's index: every cursor origin's last step."""
     if watch is None:
-        watch = Watch.start(main, session.ref, via=Via.AMBIENT, at_sequence=head, at=at)
+        watch = Watch.start(watcher, session.ref, via=via, at_sequence=at_sequence, at=at)
     else:
-        watch.restart(via=Via.AMBIENT, at_sequence=head, at=at)
-    session.add_watcher(main, at=at)
+        watch.restart(via=via, at_sequence=at_sequence, at=at)
+    session.add_watcher(watcher, at=at)
     return watch
