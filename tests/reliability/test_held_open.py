@@ -31,15 +31,15 @@ class HeldAppend:
     and read-model rows are written, until released to commit or to roll back."""
 
     def __init__(self, svc: SessionAwareness, backend: str) -> None:
-        self.recorder: Any = svc.recorder
+        self.recorder: Any = svc.store.recorder
         self.backend = backend
         self.original = self.recorder.apply_changes
         self.held, self.released = threading.Event(), threading.Event()
         self.roll_back = False
         self.recorder.apply_changes = self._apply
 
-    def _apply(self, c: Any, changes: Any, quiet: Any = ()) -> None:
-        self.original(c, changes, quiet)
+    def _apply(self, c: Any, changes: Any, *rest: Any) -> None:
+        self.original(c, changes, *rest)
         if self.held.is_set():
             return
         self.held.set()
@@ -71,7 +71,7 @@ def services(database_url: str) -> Iterator[Callable[..., SessionAwareness]]:
 
 def waiting_on_locks(svc: SessionAwareness) -> int:
     """How many PostgreSQL backends wait for a lock right now."""
-    conninfo = svc.recorder.datastore.pool.conninfo  # type: ignore[attr-defined]
+    conninfo = svc.store.recorder.datastore.pool.conninfo  # type: ignore[attr-defined]
     with psycopg.connect(conninfo) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
