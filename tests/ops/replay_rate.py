@@ -1,4 +1,4 @@
-"""Measure the audit's replay rate on a database of many events (issue 6).
+"""Measure the audit's replay rate on a database of many events.
 
     .venv/bin/python -m tests.ops.replay_rate --events 100000 [--database-url URL]
     .venv/bin/python -m tests.ops.replay_rate --database-url postgresql://… --copy-from F.db

@@ -1,5 +1,5 @@
 """Configuration read like libpq reads it, refused when the server could not hold it, and
-errors that say why without a password (issue 13 item 4, issue 14 item 5)."""
+errors that say why without a password."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Faults on both backends: commands racing over cursors, a clock that steps, PostgreSQL's
-parameter limit, and the smaller promises (issue 13 items 3, 5, 6, 7)."""
+parameter limit, and the smaller promises."""
 
 from __future__ import annotations
 

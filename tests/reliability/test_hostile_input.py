@@ -1,4 +1,4 @@
-"""Bad input: every tool answers any JSON with a typed error or a valid result (issue 8.6).
+"""Bad input: every tool answers any JSON with a typed error or a valid result.
 
 Inputs come from the exported JSON Schemas (`hypothesis-jsonschema`), in every flavour whose
 parameters differ (the full JSON Schema, OpenAI strict, Anthropic), from mutations of them

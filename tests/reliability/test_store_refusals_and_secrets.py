@@ -1,5 +1,5 @@
 """What the store refuses leaves no trace; credentials never reach a log line or an error
-(issue 8.6; SPEC R-L4, R-L8, R-R2, R-S1, R-S4)."""
+(SPEC R-L4, R-L8, R-R2, R-S1, R-S4)."""
 
 from __future__ import annotations
 
