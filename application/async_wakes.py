@@ -9,8 +9,8 @@ import inspect
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 
-from session_awareness.application.core import log
 from session_awareness.application.ports import Waker
+from session_awareness.application.store import log
 
 
 def is_async_waker(waker: object) -> bool:

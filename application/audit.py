@@ -12,12 +12,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
-from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 from session_awareness.application.audit_report import AuditReport, Difference, TableSummary
-from session_awareness.application.core import STORE_ERRORS, ServiceCore, log
 from session_awareness.application.errors import (
     AmbiguousSessionError,
     InvalidArgumentError,
@@ -26,11 +24,11 @@ from session_awareness.application.errors import (
 )
 from session_awareness.application.history import history_entries, watchers_named
 from session_awareness.application.invariants import Invariants
-from session_awareness.application.ports import AuditStore, AuditView, ReplayTarget
+from session_awareness.application.ports import AuditView, ReplayTarget
 from session_awareness.application.projection import RowChange, project
 from session_awareness.application.replay import EventDecoder
+from session_awareness.application.store import STORE_ERRORS, SessionStore, log
 from session_awareness.domain.keys import InvalidKeyError, SessionRef, agent_of, watch_id
-from session_awareness.domain.signals import to_ms
 
 #: Stored events per page (at most; a store may read fewer at a time): read, decoded,
 #: checked, projected and written together.
@@ -47,7 +45,7 @@ Progress = Callable[[int, int], None]
 class _Replay:
     """Streams stored events through the invariants and the projection into a target."""
 
-    def __init__(self, app: ServiceCore, page_size: int, progress: Progress | None) -> None:
+    def __init__(self, app: SessionStore, page_size: int, progress: Progress | None) -> None:
         self.app, self.page_size, self.progress = app, page_size, progress
         self.invariants = Invariants()
         self.decode = EventDecoder(app.mapper)
@@ -68,8 +66,11 @@ class _Replay:
                 self.progress(self.position, max(self.total, self.position))
 
 
-class Audit(ServiceCore):
+class Audit:
     """Replay, rebuild and verify the read models; a session's full history."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
 
     def audit(
         self,
@@ -84,9 +85,9 @@ class Audit(ServiceCore):
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
             raise InvalidArgumentError("pageSize", "must be a positive integer")
         started = time.monotonic()
-        replay = _Replay(self, page_size, progress)
+        replay = _Replay(self.store, page_size, progress)
         try:
-            store = self._audit_store()
+            store = self.store.audit_store()
             with store.scratch() as scratch:
                 replay.total = store.last_notification_id() or 0
                 log.info("audit_started", rebuild=rebuild, last_position=replay.total)
@@ -128,7 +129,7 @@ class Audit(ServiceCore):
         """Rebuild the read models from the event store when an earlier version wrote them
         (a read model this version keeps is missing rows): True when it did. Checked on
         every start, so a rebuild that did not finish is done again."""
-        if not self.read_model.read_models_outdated():
+        if not self.store.read_model.read_models_outdated():
             return False
         report = self.audit(rebuild=True)
         log.info("read_models_migrated", events=report.events, rebuilt=report.rebuilt)
@@ -155,7 +156,7 @@ class Audit(ServiceCore):
         if difference.subject is not None or not isinstance(session_id, str):
             return difference
         if session_id not in names:
-            row = self.read_model.session(UUID(session_id))
+            row = self.store.read_model.session(UUID(session_id))
             names[session_id] = None if row is None else row.key
         return Difference(
             difference.table, difference.problem, difference.key, difference.columns,
@@ -181,8 +182,8 @@ class Audit(ServiceCore):
         return history_entries(recorded, ref.key, watchers)
 
     def _stored_events(self, ids: Collection[UUID]) -> list[tuple[int, Any]]:
-        notifications = self._audit_store().streams(ids)
-        return [(n.id, self.mapper.to_domain_event(n)) for n in notifications]
+        notifications = self.store.audit_store().streams(ids)
+        return [(n.id, self.store.mapper.to_domain_event(n)) for n in notifications]
 
     def _history_ref(self, key: str, agent_id: str | None) -> SessionRef:
         """Like `resolve`, but deleted sessions keep their history."""
@@ -191,30 +192,10 @@ class Audit(ServiceCore):
                 return SessionRef.of(key, agent_id)
         except InvalidKeyError:
             raise UnknownSessionError(key) from None
-        rows = self.read_model.sessions_with_key(key, include_deleted=True)
+        rows = self.store.read_model.sessions_with_key(key, include_deleted=True)
         agents = sorted({row.agent_id for row in rows})
         if not agents:
             raise UnknownSessionError(key)
         if len(agents) > 1:
             raise AmbiguousSessionError(key, agents)
         return SessionRef(agents[0], key)
-
-    def prune_preview(self) -> dict[str, Any]:
-        """What `prune()` would do now, in its shape, changing nothing (R-R1, R-W6)."""
-        cutoff = to_ms(self.clock() - timedelta(days=self.retention.days))
-        plans = self.read_model.prune_plan(recorded_before=cutoff, keep_rows=self.retention.rows)
-        raised, removed = [], 0
-        for plan in plans:
-            row = self.read_model.session(plan.session_id)
-            state = self.read_model.session_state(plan.session_id, after=None, limit=0)
-            if row is None or state is None or plan.watermark <= state.head.pruned_watermark:
-                continue
-            removed += plan.rows
-            raised.append(
-                {"sessionKey": row.key, "agentId": row.agent_id, "watermark": plan.watermark}
-            )
-        expired = len(self.read_model.cursors_updated_before(cutoff))
-        return {"removedRows": removed, "watermarks": raised, "expiredCursors": expired}
-
-    def _audit_store(self) -> AuditStore:
-        return cast(AuditStore, cast(Any, self.recorder).audit_store())

@@ -45,12 +45,13 @@ class SignalBacklog:
         self.lock = threading.RLock()
         #: Held by whoever is recording the kept signals (one at a time, in order).
         self.flushing = threading.Lock()
-        self._items: deque[Delivery] = deque()
+        #: The kept signals, oldest first (guarded by `lock`; a glance needs no lock).
+        self.items: deque[Delivery] = deque()
         self._rest_until = 0.0
         self.kept = self.flushed = self.skipped = self.dropped = 0
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self.items)
 
     def keep(self, item: Delivery) -> None:
         """Keep a signal for later; when full, the oldest kept signal is dropped."""
@@ -59,19 +60,19 @@ class SignalBacklog:
             if self.capacity == 0:
                 self.drop(item, "backlog full")
                 return
-            if len(self._items) >= self.capacity:
-                self.drop(self._items.popleft(), "backlog full")
-            self._items.append(item)
+            if len(self.items) >= self.capacity:
+                self.drop(self.items.popleft(), "backlog full")
+            self.items.append(item)
         log.warning("signal_backlog_kept", session_key=item.key, kind=item.kind, size=len(self))
 
     def first(self) -> Delivery | None:
         with self.lock:
-            return self._items[0] if self._items else None
+            return self.items[0] if self.items else None
 
     def flushed_first(self, sequence: int | None) -> None:
         """The first kept signal is recorded (or had been: its commit had landed)."""
         with self.lock:
-            item = self._items.popleft()
+            item = self.items.popleft()
             self.flushed += 1
         log.info("signal_backlog_flushed", session_key=item.key, kind=item.kind, sequence=sequence)
 
@@ -79,17 +80,17 @@ class SignalBacklog:
         """The first kept signal was delivered and the rules record nothing for it now (a
         session deleted meanwhile, a repeat, no audience): not flushed, not lost to a fault."""
         with self.lock:
-            item = self._items.popleft()
+            item = self.items.popleft()
             self.skipped += 1
         log.info("signal_backlog_skipped", session_key=item.key, kind=item.kind, reason=reason)
 
     def replace_first(self, item: Delivery) -> None:
         with self.lock:
-            self._items[0] = item
+            self.items[0] = item
 
     def drop_first(self, reason: str) -> None:
         with self.lock:
-            self.drop(self._items.popleft(), reason)
+            self.drop(self.items.popleft(), reason)
 
     def drop(self, item: Delivery, reason: str) -> None:
         self.dropped += 1
@@ -110,7 +111,7 @@ class SignalBacklog:
     def stats(self) -> dict[str, int]:
         with self.lock:
             return {
-                "buffered": len(self._items),
+                "buffered": len(self.items),
                 "kept": self.kept,
                 "flushed": self.flushed,
                 "skipped": self.skipped,

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from session_awareness.application.core import log
 from session_awareness.application.errors import InvalidArgumentError, UnknownSessionError
 from session_awareness.application.ports import Clock
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import InvalidSignalError, check_label
+from session_awareness.logs import get_logger
+
+log = get_logger()
 
 #: Runs a load-decide-save attempt until it lands (the write application's retry loop).
 Retrying = Callable[[Callable[[UnitOfWork], bool]], bool]
@@ -27,7 +29,7 @@ class Marks:
         resolve: Callable[[str, str | None], SessionRef],
         retrying: Retrying,
     ) -> None:
-        self.clock, self.resolve, self._retrying = clock, resolve, retrying
+        self.clock, self.resolve, self._run = clock, resolve, retrying
 
     def set_session_label(
         self, key: str, label: str | None, *, agent_id: str | None = None
@@ -76,7 +78,7 @@ class Marks:
                 raise UnknownSessionError(key)
             return change(session, self.clock())
 
-        changed = self._retrying(attempt)
+        changed = self._run(attempt)
         if changed:
             log.info(event, session_key=ref.key, agent_id=ref.agent_id)
         return changed

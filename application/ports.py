@@ -6,6 +6,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
@@ -36,9 +37,9 @@ Spawner = Callable[[str, dict[str, Any]], tuple[str, str]]
 Canceller = Callable[[str, str, str], None]
 
 
-def system_clock() -> datetime:
-    """The default clock, read by the application, never by the domain."""
-    return datetime.now(UTC)
+#: The default clock, read by the application, never by the domain: the aware UTC reading
+#: (`datetime.now(UTC)`, bound without a function of ours around it).
+system_clock: Clock = partial(datetime.now, UTC)
 
 
 class WakeListener(Protocol):

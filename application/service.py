@@ -1,5 +1,6 @@
 """The embedding API: the `SessionAwareness` facade over its write application (`SessionStore`,
-an eventsourcing `Application`), and `open_service`, which composes them."""
+an eventsourcing `Application`) and the collaborators it composes over it, and
+`open_service`, the composition root."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from uuid import UUID
 
 from session_awareness.application.audit import AUDIT_PAGE_SIZE, KEEP_DIFFERENCES, Audit, Progress
 from session_awareness.application.audit_report import AuditReport
-from session_awareness.application.core import Retention, log
+from session_awareness.application.backlog import SignalBacklog
 from session_awareness.application.errors import ConfigurationError, StoreUnavailableError
+from session_awareness.application.intake import Intake
+from session_awareness.application.lifecycle import Lifecycle
 from session_awareness.application.marks import Marks
 from session_awareness.application.ports import (
     Canceller,
@@ -31,8 +34,9 @@ from session_awareness.application.ports import (
     Waker,
     system_clock,
 )
-from session_awareness.application.producers import Producers
 from session_awareness.application.queries import Queries
+from session_awareness.application.retention import Maintenance, Retention
+from session_awareness.application.store import SessionStore, log
 from session_awareness.application.transcript_port import TranscriptSession, TranscriptSource
 from session_awareness.application.transcripts import Transcripts
 from session_awareness.application.upstream import Upstream
@@ -71,88 +75,13 @@ _POSTGRES_EXTRA = frozenset({"psycopg", "psycopg_pool"})
 _POSTGRES_EXTRA_HINT = " (install the postgres extra: pip install 'session-awareness[postgres]')"
 
 
-class SessionStore(Producers, Upstream, Watching, Transcripts, Audit):
-    """The write application: the eventsourcing `Application` behind `SessionAwareness`, which
-    holds it as `store`. Its commands load aggregates, let the domain decide, and save with
-    the inline projection, retrying a lost race (DESIGN D3)."""
-
-    #: The library names an application after its class unless told: its environment
-    #: variables keep their `SESSIONAWARENESS_` prefix.
-    name = "SessionAwareness"
-    _listener: WakeListener | None = None
-
-    def __init__(
-        self,
-        env: dict[str, str],
-        *,
-        clock: Clock,
-        waker: Waker | None = None,
-        retention: Retention | None = None,
-        signal_backlog: int = 1000,
-    ) -> None:
-        super().__init__(
-            env, clock=clock, waker=waker, retention=retention, signal_backlog=signal_backlog
-        )
-        #: The read-only answers (`session_status`, `sessions_list`, …).
-        self.queries = Queries(self.read_model, self.clock, self.resolve_id)
-        #: The host's marks: label, pin, archive (commands through the retry loop).
-        self.marks = Marks(self.clock, self.resolve, self._retrying)
-
-    def start(self, *, listener_timeout: float = 5.0) -> None:
-        """Startup duties: prune (R-R1), re-deliver wakes for pending notices (R-N6), and on
-        a store that publishes wakes, listen for other processes' notices (R-N7). Read
-        models an earlier version wrote are rebuilt first (`migrate_read_models`)."""
-        self.migrate_read_models()
-        self._maybe_prune(self.clock())
-        self.sweep()
-        feed = getattr(self.recorder, "wake_listener", None)
-        if feed is not None:
-            self._listener = cast(WakeFeed, self.recorder).wake_listener(
-                on_wake=self._remote_wake, on_reconnect=self._reconnected
-            )
-            self._listener.start()
-            if not self._listener.wait_connected(listener_timeout):
-                log.warning("wake_listener_not_connected", waited=listener_timeout)
-
-    def _remote_wake(self, watcher: str) -> None:
-        """Another process opened a notice for `watcher`: wake it here too (R-N7)."""
-        self._wake([watcher])
-
-    def _reconnected(self) -> None:
-        """The store is back: record what was kept, then re-deliver every pending wake,
-        since wakes published meanwhile were lost (R-N6, R-N7)."""
-        self.flush_signals()
-        self.sweep()
-
-    def health(self) -> dict[str, Any]:
-        """What an operator checks: the backend, the signal backlog (R-L8) and the wake feed."""
-        try:
-            self.read_model.watchers_with_pending()
-            store = "ok"
-        except StoreUnavailableError as error:
-            store = str(error)
-        return {
-            "backend": "postgresql" if self._listener is not None else "sqlite",
-            "store": store,
-            "signals": self.backlog.stats(),
-            "wakeListener": self._listener.state if self._listener is not None else "off",
-        }
-
-    def close(self) -> None:
-        """Stop the upstream monitor and the wake listener, then release the connections."""
-        self.stop_upstream_monitor()
-        if self._listener is not None:
-            self._listener.stop()
-            self._listener = None
-        super().close()
-
-
 class SessionAwareness:
     """Signal log, watches, notices and reconciliation for a host's sessions (DESIGN D3).
 
-    A plain facade: each method is the write application's, which it holds as `store` (an
-    eventsourcing `Application`; operators and tests reach the library's parts through it,
-    e.g. `svc.store.recorder`). `open_service()` builds it."""
+    A plain facade over the write application, which it holds as `store` (an eventsourcing
+    `Application`; operators and tests reach the library's parts through it, e.g.
+    `svc.store.recorder`), and the collaborators it composes over that store: each public
+    method is one of theirs. `open_service()` builds it."""
 
     #: What a tool caller may see (R-T2): self, tree (default), agent or all.
     visibility: str = "tree"
@@ -163,9 +92,35 @@ class SessionAwareness:
     #: The host's `subagents` cancel: (caller, child, runId) -> None.
     canceller: Canceller | None = None
 
-    def __init__(self, store: SessionStore) -> None:
-        #: The write application: the event store, its recorder and the commands.
+    _listener: WakeListener | None = None
+
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        retention: Retention | None = None,
+        signal_backlog: int = 1000,
+        main_key: str = DEFAULT_MAIN_KEY,
+        ambient_groups: bool = True,
+        transcript_sources: tuple[TranscriptSource, ...] | None = None,
+    ) -> None:
+        #: The write application: the event store, its recorder and the one retry loop.
         self.store = store
+        self._queries = Queries(store.read_model, store.clock, store.resolve_id)
+        self._marks = Marks(store.clock, store.resolve, store.run)
+        self._lifecycle = Lifecycle(store)
+        self._watching = Watching(store)
+        self._maintenance = Maintenance(store, retention or Retention())
+        self._intake = Intake(
+            store,
+            self._maintenance,
+            backlog=SignalBacklog(signal_backlog),
+            main_key=main_key,
+            ambient_groups=ambient_groups,
+        )
+        self._upstream = Upstream(store, self._intake)
+        self._transcripts = Transcripts(store, transcript_sources)
+        self._audit = Audit(store)
 
     def __enter__(self) -> Self:
         return self
@@ -193,7 +148,7 @@ class SessionAwareness:
     @property
     def transcript_sources(self) -> tuple[TranscriptSource, ...]:
         """The sources `sessions_history` reads, in order; empty: the tool is not offered."""
-        return self.store.transcript_sources
+        return self._transcripts.transcript_sources
 
     @property
     def closed(self) -> bool:
@@ -204,15 +159,51 @@ class SessionAwareness:
         """Startup duties: prune (R-R1), re-deliver wakes for pending notices (R-N6), and on
         a store that publishes wakes, listen for other processes' notices (R-N7). Read
         models an earlier version wrote are rebuilt first (`migrate_read_models`)."""
-        self.store.start(listener_timeout=listener_timeout)
+        self.migrate_read_models()
+        self._maintenance.maybe_prune(self.clock())
+        self.sweep()
+        feed = getattr(self.store.recorder, "wake_listener", None)
+        if feed is not None:
+            self._listener = cast(WakeFeed, self.store.recorder).wake_listener(
+                on_wake=self._remote_wake, on_reconnect=self._reconnected
+            )
+            self._listener.start()
+            if not self._listener.wait_connected(listener_timeout):
+                log.warning("wake_listener_not_connected", waited=listener_timeout)
+
+    def _remote_wake(self, watcher: str) -> None:
+        """Another process opened a notice for `watcher`: wake it here too (R-N7)."""
+        self.store.wake([watcher])
+
+    def _reconnected(self) -> None:
+        """The store is back: record what was kept, then re-deliver every pending wake,
+        since wakes published meanwhile were lost (R-N6, R-N7)."""
+        self.flush_signals()
+        self.sweep()
 
     def health(self) -> dict[str, Any]:
         """What an operator checks: the backend, the signal backlog (R-L8) and the wake feed."""
-        return self.store.health()
+        try:
+            self.read_model.watchers_with_pending()
+            store = "ok"
+        except StoreUnavailableError as error:
+            store = str(error)
+        return {
+            "backend": "postgresql" if self._listener is not None else "sqlite",
+            "store": store,
+            "signals": self._intake.backlog.stats(),
+            "wakeListener": self._listener.state if self._listener is not None else "off",
+        }
 
     def close(self) -> None:
         """Stop the upstream monitor and the wake listener, then release the connections;
         the service cannot be used afterwards."""
+        self.stop_upstream_monitor()
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
+        self.store.closing.set()
+        self._intake.close()
         self.store.close()
 
     def resolve_id(self, key: str, agent_id: str | None = None) -> tuple[SessionRef, UUID]:
@@ -237,34 +228,34 @@ class SessionAwareness:
     ) -> AuditReport:
         """Replay the event store into scratch read models and compare them with the live
         ones; with `rebuild`, swap the rebuilt ones in atomically when they differ."""
-        return self.store.audit(rebuild=rebuild, progress=progress, page_size=page_size, keep=keep)
+        return self._audit.audit(rebuild=rebuild, progress=progress, page_size=page_size, keep=keep)
 
     def migrate_read_models(self) -> bool:
         """Rebuild the read models from the event store when an earlier version wrote them
         (a read model this version keeps is missing rows): True when it did. Checked on
         every start, so a rebuild that did not finish is done again."""
-        return self.store.migrate_read_models()
+        return self._audit.migrate_read_models()
 
     def history(self, key: str, *, agent_id: str | None = None) -> list[dict[str, Any]]:
         """A session's whole audit trail from the event store, in recording order: its
         signals (pruned ones too), lifecycle events and every cursor transition on it."""
-        return self.store.history(key, agent_id=agent_id)
+        return self._audit.history(key, agent_id=agent_id)
 
     def prune_preview(self) -> dict[str, Any]:
         """What `prune()` would do now, in its shape, changing nothing (R-R1, R-W6)."""
-        return self.store.prune_preview()
+        return self._maintenance.prune_preview()
 
     def note_transcript(
         self, key: str, *, source: str, ref: str, agent_id: str | None = None
     ) -> bool:
         """Remember where the session's transcript is (`source` its format, such as
         `claude-code`; `ref` where it is, such as a file path). True when that changed."""
-        return self.store.note_transcript(key, source=source, ref=ref, agent_id=agent_id)
+        return self._transcripts.note_transcript(key, source=source, ref=ref, agent_id=agent_id)
 
     def transcript_session(self, key: str, agent_id: str | None = None) -> TranscriptSession:
         """The live session and where its transcript is known to be (`UnknownSessionError`
         for an unknown or deleted session)."""
-        return self.store.transcript_session(key, agent_id)
+        return self._transcripts.transcript_session(key, agent_id)
 
     def sessions_history(
         self,
@@ -279,7 +270,7 @@ class SessionAwareness:
         trusted): the newest `limit` messages (20 by default) after `offset`, oldest first,
         safety-filtered and bounded; with `offset`, `hasMore` and `nextOffset` page backward.
         `TranscriptNotAvailableError` when no source reads a transcript for it."""
-        return self.store.sessions_history(
+        return self._transcripts.sessions_history(
             key, limit=limit, offset=offset, include_tools=include_tools, agent_id=agent_id
         )
 
@@ -287,9 +278,7 @@ class SessionAwareness:
         self, key: str, *, changes_since: object = None, agent_id: str | None = None
     ) -> dict[str, Any]:
         """`{sessionKey, stateVersion, stateChanges?}`; never advances a cursor (R-S1)."""
-        return self.store.queries.session_status(
-            key, changes_since=changes_since, agent_id=agent_id
-        )
+        return self._queries.session_status(key, changes_since=changes_since, agent_id=agent_id)
 
     def sessions_list(
         self,
@@ -304,7 +293,7 @@ class SessionAwareness:
     ) -> list[dict[str, Any]]:
         """Live sessions, most recently updated first, as the `sessions_list` tool's rows
         (`list_row`): the active ones, or with `archived=True` the archived ones."""
-        return self.store.queries.sessions_list(
+        return self._queries.sessions_list(
             agent_id=agent_id,
             kinds=kinds,
             label=label,
@@ -329,7 +318,7 @@ class SessionAwareness:
         """The registry rows behind `sessions_list`, for hosts and the session tools; `keys`
         restricts them (e.g. to what a caller may see), `archived` to the archived (True) or
         the active (False) ones; by default both."""
-        return self.store.queries.session_rows(
+        return self._queries.session_rows(
             agent_id=agent_id,
             kinds=kinds,
             label=label,
@@ -342,48 +331,48 @@ class SessionAwareness:
 
     def children(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
         """The live child session keys of each parent key (spawn edges or `parent=`)."""
-        return self.store.queries.children(parent_keys)
+        return self._queries.children(parent_keys)
 
     def descendants(self, key: str) -> set[str]:
         """Every live session spawned by `key`, transitively (visibility `tree`, R-T2)."""
-        return self.store.queries.descendants(key)
+        return self._queries.descendants(key)
 
     def set_session_label(
         self, key: str, label: str | None, *, agent_id: str | None = None
     ) -> bool:
         """Label the session (`None` or blank clears the label)."""
-        return self.store.marks.set_session_label(key, label, agent_id=agent_id)
+        return self._marks.set_session_label(key, label, agent_id=agent_id)
 
     def pin_session(self, key: str, *, agent_id: str | None = None) -> bool:
-        return self.store.marks.pin_session(key, agent_id=agent_id)
+        return self._marks.pin_session(key, agent_id=agent_id)
 
     def unpin_session(self, key: str, *, agent_id: str | None = None) -> bool:
-        return self.store.marks.unpin_session(key, agent_id=agent_id)
+        return self._marks.unpin_session(key, agent_id=agent_id)
 
     def archive_session(self, key: str, *, agent_id: str | None = None) -> bool:
         """Archive: the session keeps its log and cursors; `sessions_list` shows it only
         when archived sessions are asked for."""
-        return self.store.marks.archive_session(key, agent_id=agent_id)
+        return self._marks.archive_session(key, agent_id=agent_id)
 
     def unarchive_session(self, key: str, *, agent_id: str | None = None) -> bool:
-        return self.store.marks.unarchive_session(key, agent_id=agent_id)
+        return self._marks.unarchive_session(key, agent_id=agent_id)
 
     def watch(self, watcher: str, target: str, *, target_agent_id: str | None = None) -> bool:
         """Register `watcher` on `target` at its current head; refused → False (R-W2, R-W3)."""
-        return self.store.watch(watcher, target, target_agent_id=target_agent_id)
+        return self._watching.watch(watcher, target, target_agent_id=target_agent_id)
 
     def unwatch(self, watcher: str, target: str, *, target_agent_id: str | None = None) -> bool:
         """Remove the pair's cursor; False when there was none."""
-        return self.store.unwatch(watcher, target, target_agent_id=target_agent_id)
+        return self._watching.unwatch(watcher, target, target_agent_id=target_agent_id)
 
     def pending_notices(self, watcher: str) -> list[str]:
         """The watcher's pending notices, oldest first; reading acknowledges nothing."""
-        return self.store.pending_notices(watcher)
+        return self._watching.pending_notices(watcher)
 
     def drain_notices(self, watcher: str) -> list[str]:
         """Hand over and acknowledge the pending notices; reopen one per pair with newer
         material (R-N3). Returns the texts drained, oldest first."""
-        return self.store.drain_notices(watcher)
+        return self._watching.drain_notices(watcher)
 
     def open_session(
         self,
@@ -400,23 +389,23 @@ class SessionAwareness:
         Opening an open session applies what the host gives that differs (kind, label, a first
         parent, the sandbox mark) as events; what it leaves out stays. A parent that would make
         a cycle or replace the session's parent is refused (R-T3)."""
-        self.store.open_session(
+        self._lifecycle.open_session(
             key, agent_id=agent_id, kind=kind, label=label, parent=parent, sandboxed=sandboxed
         )
 
     def is_sandboxed(self, key: str, *, agent_id: str | None = None) -> bool:
         """Whether the host marked the session sandboxed (`open_session(..., sandboxed=True)`);
         its tool calls then see at most its tree (R-T2). False for a session never opened."""
-        return self.store.is_sandboxed(key, agent_id=agent_id)
+        return self._lifecycle.is_sandboxed(key, agent_id=agent_id)
 
     def reset_session(self, key: str, *, agent_id: str | None = None) -> None:
         """Reset: the session's history stays; every cursor it holds as watcher goes (R-W6)."""
-        self.store.reset_session(key, agent_id=agent_id)
+        self._lifecycle.reset_session(key, agent_id=agent_id)
 
     def delete_session(self, key: str, *, agent_id: str | None = None) -> None:
         """Delete: its retained rows and every cursor where it is watcher or target go (R-W6);
         its head stays, so a re-opened key never reuses a sequence (R-L4)."""
-        self.store.delete_session(key, agent_id=agent_id)
+        self._lifecycle.delete_session(key, agent_id=agent_id)
 
     def prune(self) -> dict[str, Any]:
         """Retention (R-R1): drop rows older than the age limit, then all but the newest rows
@@ -426,22 +415,22 @@ class SessionAwareness:
         limit plus `CLOCK_LEAP` past its newest row) is taken for a wrong reading: nothing is
         removed or expired, the refusal is logged (`history_prune_refused`), and the next
         prune decides again."""
-        return self.store.prune()
+        return self._maintenance.prune()
 
     def sweep(self) -> int:
         """Startup sweep (R-N6): wake every non-sub-agent watcher with a pending notice, once,
         skipping watchers whose session is gone. Returns the number of wakes issued. It
         re-delivers wakes that may have been lost, so it is not coalesced (R-N5)."""
-        return self.store.sweep()
+        return self._maintenance.sweep()
 
     def record_upstream_activity(self, row: UpstreamLinkRow, activity: UpstreamActivity) -> Written:
         """One `human_direct_message` for the new turns, and the marker advanced, in one save;
         zero turns only advance the marker. Nothing is written over a changed link."""
-        return self.store.record_upstream_activity(row, activity)
+        return self._upstream.record_upstream_activity(row, activity)
 
     def record_upstream_missing(self, row: UpstreamLinkRow) -> Written:
         """One `upstream_missing` for the watchers, and the link removed, in one save."""
-        return self.store.record_upstream_missing(row)
+        return self._upstream.record_upstream_missing(row)
 
     def configure_upstream(
         self,
@@ -454,7 +443,7 @@ class SessionAwareness:
     ) -> UpstreamMonitor:
         """Set up the monitor: providers by catalog id, the host's ports, the scheduler (a
         thread timer by default) and the per-provider timeout in seconds (R-U2)."""
-        return self.store.configure_upstream(
+        return self._upstream.configure_upstream(
             providers=providers,
             is_run_active=is_run_active,
             own_user_texts=own_user_texts,
@@ -464,14 +453,14 @@ class SessionAwareness:
 
     def start_upstream_monitor(self) -> None:
         """For hosts: scan after 15 s, then every 60 s, until stopped or closed (R-U2)."""
-        self.store.start_upstream_monitor()
+        self._upstream.start_upstream_monitor()
 
     def stop_upstream_monitor(self) -> None:
-        self.store.stop_upstream_monitor()
+        self._upstream.stop_upstream_monitor()
 
     def scan_upstream_once(self) -> list[LinkOutcome] | None:
         """One scan now (tests, the CLI); None when a scan is already in flight."""
-        return self.store.scan_upstream_once()
+        return self._upstream.scan_upstream_once()
 
     def record_adopted(
         self,
@@ -489,7 +478,7 @@ class SessionAwareness:
         Adopting the same source again keeps its marker; a changed source starts from
         `marker` (None: the provider's first scan sets the baseline). Never raises (R-L8):
         returns the `adopted` sequence, or None when nothing new was recorded."""
-        return self.store.record_adopted(
+        return self._upstream.record_adopted(
             key,
             catalog_id=catalog_id,
             host_id=host_id,
@@ -502,7 +491,7 @@ class SessionAwareness:
 
     def upstream_link(self, key: str, *, agent_id: str | None = None) -> dict[str, Any] | None:
         """The session's upstream link as JSON, or None when it has none."""
-        return self.store.upstream_link(key, agent_id=agent_id)
+        return self._upstream.upstream_link(key, agent_id=agent_id)
 
     def record_human_direct_message(
         self,
@@ -516,7 +505,7 @@ class SessionAwareness:
         turns: int | None = None,
         agent_id: str | None = None,
     ) -> int | None:
-        return self.store.record_human_direct_message(
+        return self._intake.record_human_direct_message(
             key,
             channel=channel,
             actor_id=actor_id,
@@ -536,28 +525,28 @@ class SessionAwareness:
         actor_id: str | None = None,
         agent_id: str | None = None,
     ) -> int | None:
-        return self.store.record_goal_changed(
+        return self._intake.record_goal_changed(
             key, summary=summary, actor_type=actor_type, actor_id=actor_id, agent_id=agent_id
         )
 
     def record_run_terminal(
         self, key: str, *, run_id: str, outcome: str, agent_id: str | None = None
     ) -> int | None:
-        return self.store.record_run_terminal(
+        return self._intake.record_run_terminal(
             key, run_id=run_id, outcome=outcome, agent_id=agent_id
         )
 
     def record_compacted(
         self, key: str, *, operation_id: str, agent_id: str | None = None
     ) -> int | None:
-        return self.store.record_compacted(key, operation_id=operation_id, agent_id=agent_id)
+        return self._intake.record_compacted(key, operation_id=operation_id, agent_id=agent_id)
 
     def record_child_spawned(
         self, child_key: str, *, parent: str, run_id: str, agent_id: str | None = None
     ) -> int | None:
         """Record the spawn edge on the child (opening it if needed) and seed the parent's
         cursor at the spawn's sequence (R-L5, R-W1)."""
-        return self.store.record_child_spawned(
+        return self._intake.record_child_spawned(
             child_key, parent=parent, run_id=run_id, agent_id=agent_id
         )
 
@@ -566,7 +555,7 @@ class SessionAwareness:
         while it still is (R-L8, Beyond). A kept signal the rules now skip is counted as
         skipped; one that fails for any other reason is dropped (counted and logged).
         Without `wait`, gives up at once (False) when another thread is flushing."""
-        return self.store.flush_signals(wait=wait)
+        return self._intake.flush_signals(wait=wait)
 
 
 def open_service(
@@ -619,23 +608,21 @@ def open_service(
     settings = environment_for(url)
     env = {_PREFIX + k: v for k, v in settings.items()}
     try:
-        store = SessionStore(
-            env,
-            clock=clock or system_clock,
-            waker=waker,
-            retention=Retention(retention_days, retention_rows),
-            signal_backlog=signal_backlog,
-        )
+        store = SessionStore(env, clock=clock or system_clock, waker=waker)
     except ConfigurationError as error:
         raise ConfigurationError(f"cannot open {redact(url)}: {error}") from None
     except Exception as error:
         hint = _POSTGRES_EXTRA_HINT if _lacks_postgres(error) else ""
         raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
     store.wakes = WakeCoalescer(wake_coalesce_seconds)
-    store.main_key, store.ambient_groups = main_key, ambient_groups  # R-W7
-    if sources is not None:
-        store.transcript_sources = sources
-    service = SessionAwareness(store)
+    service = SessionAwareness(
+        store,
+        retention=Retention(retention_days, retention_rows),
+        signal_backlog=signal_backlog,
+        main_key=main_key,  # R-W7
+        ambient_groups=ambient_groups,
+        transcript_sources=sources,
+    )
     service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
     service.canceller = canceller
     try:

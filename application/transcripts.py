@@ -12,12 +12,12 @@ from typing import Any
 
 from eventsourcing.utils import resolve_topic
 
-from session_awareness.application.core import ServiceCore, log
 from session_awareness.application.errors import (
     InvalidArgumentError,
     SessionAwarenessError,
     UnknownSessionError,
 )
+from session_awareness.application.store import SessionStore, log
 from session_awareness.application.transcript_port import (
     TranscriptRef,
     TranscriptSession,
@@ -45,10 +45,14 @@ class TranscriptNotAvailableError(SessionAwarenessError):
         self.key = key
 
 
-class Transcripts(ServiceCore):
+class Transcripts:
     """Noting where a session's transcript is, and reading its bounded, filtered view."""
 
-    _transcript_sources: tuple[TranscriptSource, ...] | None = None
+    def __init__(
+        self, store: SessionStore, sources: tuple[TranscriptSource, ...] | None = None
+    ) -> None:
+        self.store = store
+        self._transcript_sources = sources
 
     @property
     def transcript_sources(self) -> tuple[TranscriptSource, ...]:
@@ -72,15 +76,15 @@ class Transcripts(ServiceCore):
             check_text(ref, "ref", MAX_REF_LENGTH)
         except ValueError as error:
             raise InvalidArgumentError("transcript", str(error)) from None
-        ref_ = self.resolve(key, agent_id)
+        ref_ = self.store.resolve(key, agent_id)
 
         def attempt(uow: UnitOfWork) -> bool:
             session = uow.live(ref_)
             if session is None:
                 raise UnknownSessionError(key)
-            return session.note_transcript(source, ref, at=self.clock())
+            return session.note_transcript(source, ref, at=self.store.clock())
 
-        changed = self._retrying(attempt)
+        changed = self.store.run(attempt)
         if changed:
             log.info("transcript_noted", session_key=ref_.key, agent_id=ref_.agent_id,
                      source=source)  # fmt: skip
@@ -89,8 +93,8 @@ class Transcripts(ServiceCore):
     def transcript_session(self, key: str, agent_id: str | None = None) -> TranscriptSession:
         """The live session and where its transcript is known to be (`UnknownSessionError`
         for an unknown or deleted session)."""
-        ref = self.resolve(key, agent_id)
-        session = UnitOfWork(self).live(ref)
+        ref = self.store.resolve(key, agent_id)
+        session = UnitOfWork(self.store).live(ref)
         if session is None:
             raise UnknownSessionError(key)
         known = None

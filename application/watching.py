@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import cast
 
-from session_awareness.application.core import ServiceCore, log
 from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
+from session_awareness.application.store import SessionStore, log
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import notices
 from session_awareness.domain.keys import (
@@ -18,8 +18,11 @@ from session_awareness.domain.keys import (
 from session_awareness.domain.watch import RemovalReason, Watch, notice_text
 
 
-class Watching(ServiceCore):
+class Watching:
     """Explicit watches and the watcher's side of the notice protocol."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
 
     def watch(self, watcher: str, target: str, *, target_agent_id: str | None = None) -> bool:
         """Register `watcher` on `target` at its current head; refused → False (R-W2, R-W3)."""
@@ -34,7 +37,7 @@ class Watching(ServiceCore):
                 return False
             held = uow.watch(watcher, ref)
             promoted = held is not None and held.ambient
-            watch = notices.register(session, watcher, held, at=self.clock())
+            watch = notices.register(session, watcher, held, at=self.store.clock())
             if promoted:  # an ambient cursor became an explicit one, positions kept (R-W7)
                 log.info("watch_promoted", watcher=watcher, target=ref.key)
             if watch is None:
@@ -44,7 +47,7 @@ class Watching(ServiceCore):
                      at_sequence=watch.material)  # fmt: skip
             return True
 
-        return self._retrying(attempt)
+        return self.store.run(attempt)
 
     def unwatch(self, watcher: str, target: str, *, target_agent_id: str | None = None) -> bool:
         """Remove the pair's cursor; False when there was none."""
@@ -56,13 +59,13 @@ class Watching(ServiceCore):
             session, watch = uow.live(ref), uow.watch(watcher, ref)
             if session is None or watch is None or not watch.active:
                 return False
-            now = self.clock()
+            now = self.store.clock()
             watch.remove(RemovalReason.UNWATCHED, at=now)
             session.remove_watcher(watcher, at=now)
             log.info("watch_removed", watcher=watcher, target=ref.key, reason="unwatched")
             return True
 
-        return self._retrying(attempt)
+        return self.store.run(attempt)
 
     def _watch_target(
         self, watcher: str, target: str, target_agent_id: str | None
@@ -77,7 +80,7 @@ class Watching(ServiceCore):
             self._refused(watcher, target, "watcher_not_agent_qualified")
             return None
         try:
-            ref = self.resolve(target, target_agent_id)
+            ref = self.store.resolve(target, target_agent_id)
         except AmbiguousSessionError:
             self._refused(watcher, target, "ambiguous_target")
             return None
@@ -101,7 +104,7 @@ class Watching(ServiceCore):
 
     def pending_notices(self, watcher: str) -> list[str]:
         """The watcher's pending notices, oldest first; reading acknowledges nothing."""
-        rows = self.read_model.cursors_of_watcher(watcher, pending_only=True)
+        rows = self.store.read_model.cursors_of_watcher(watcher, pending_only=True)
         return [notice_text(row.target_key, row.acknowledged) for row in rows]
 
     def drain_notices(self, watcher: str) -> list[str]:
@@ -109,8 +112,8 @@ class Watching(ServiceCore):
         material (R-N3). Returns the texts drained, oldest first."""
 
         def attempt(uow: UnitOfWork) -> list[str]:
-            rows = self.read_model.cursors_of_watcher(watcher, pending_only=True)
-            now, texts, reopened, loud = self.clock(), [], 0, False
+            rows = self.store.read_model.cursors_of_watcher(watcher, pending_only=True)
+            now, texts, reopened, loud = self.store.clock(), [], 0, False
             for row in rows:
                 watch = cast(Watch | None, uow.get(row.watch_id))
                 if watch is None or not watch.pending:
@@ -122,7 +125,7 @@ class Watching(ServiceCore):
             if texts:
                 log.info("notice_drained", watcher=watcher, drained=len(texts), reopened=reopened)
             if loud:  # a reopened ambient notice never wakes (R-W7)
-                uow.after_commit(lambda: self._wake([watcher]))
+                uow.after_commit(lambda: self.store.wake([watcher]))
             return texts
 
-        return self._retrying(attempt)
+        return self.store.run(attempt)

@@ -48,20 +48,20 @@ def _session_snapshots() -> None:
 
 
 def _no_save_override() -> None:
-    """`ServiceCore.save` skips the library's runtime `Protocol` checks; off: the library's
+    """`SessionStore.save` skips the library's runtime `Protocol` checks; off: the library's
     `Application.save` (which calls the same `_record`, with its `isinstance` checks)."""
     from eventsourcing.application import Application  # noqa: PLC0415
 
-    from session_awareness.application.core import ServiceCore  # noqa: PLC0415
+    from session_awareness.application.store import SessionStore  # noqa: PLC0415
 
-    ours = ServiceCore.save
+    ours = SessionStore.save
 
     def save(self: Any, *aggregates: Any, **kwargs: Any) -> Any:
         if active("no-save-override"):
             return Application.save(self, *aggregates, **kwargs)
         return ours(self, *aggregates, **kwargs)
 
-    ServiceCore.save = save  # type: ignore[method-assign]
+    SessionStore.save = save  # type: ignore[method-assign]
 
 
 def _no_aggregate_cache() -> None:
@@ -96,11 +96,11 @@ def _no_grow_only_set() -> None:
 
 
 def _no_resolved_cache() -> None:
-    """`ServiceCore.resolve_id` memoises (key, agent id) -> (ref, id); off: `resolve` each
+    """`SessionStore.resolve_id` memoises (key, agent id) -> (ref, id); off: `resolve` each
     time."""
-    from session_awareness.application.core import ServiceCore  # noqa: PLC0415
+    from session_awareness.application.store import SessionStore  # noqa: PLC0415
 
-    ours = ServiceCore.resolve_id
+    ours = SessionStore.resolve_id
 
     def resolve_id(self: Any, key: str, agent_id: str | None = None) -> Any:
         if active("no-resolved-cache"):
@@ -108,7 +108,7 @@ def _no_resolved_cache() -> None:
             return ref, ref.session_id
         return ours(self, key, agent_id)
 
-    ServiceCore.resolve_id = resolve_id  # type: ignore[method-assign]
+    SessionStore.resolve_id = resolve_id  # type: ignore[method-assign]
 
 
 def _no_pg_write_path() -> None:

@@ -1,6 +1,6 @@
 """Building realistic state fast: the service's own producer logic, many calls per save.
 
-`Batch` runs the service's record path (`_record_once`, `_spawn_once`: the same domain
+`Batch` runs the service's record path (`Intake.record_once`, `Intake.spawn_once`: the same domain
 decisions, fan-out and idempotency as `record_*`) inside one unit of work, and stores all the
 pending events with the inline projection in one `save()`. The events and read-model rows are
 exactly what the producers would have written one by one; only the transactions are fewer.
@@ -64,7 +64,7 @@ class Batch:
         request = produce.child_spawned(parent=parent, run_id=run_id, now=now)
         ref = SessionRef.of(child)
         return cast(
-            int | None, self._then(lambda uow: self.svc.store._spawn_once(uow, ref, request, now))
+            int | None, self._then(lambda uow: self.svc._intake.spawn_once(uow, ref, request, now))
         )
 
     def human(self, key: str, *, channel: str = "bench", idempotency_key: str | None = None,
@@ -105,7 +105,7 @@ class Batch:
     def _record(self, key: str, request: produce.SignalRequest, now: Any) -> int | None:
         ref = SessionRef.of(key)
         return cast(
-            int | None, self._then(lambda uow: self.svc.store._record_once(uow, ref, request, now))
+            int | None, self._then(lambda uow: self.svc._intake.record_once(uow, ref, request, now))
         )
 
 

@@ -24,7 +24,7 @@ import psycopg
 from bench.context import BENCH_DIR, CACHE_DIR
 
 REPO = BENCH_DIR.parent
-SHAPERS = ["bench/seed.py", "bench/store_cache.py", "application/producers.py",
+SHAPERS = ["bench/seed.py", "bench/store_cache.py", "application/intake.py",
            "domain/intake.py", "application/projection.py", "domain/session.py",
            "domain/watch.py", "domain/notices.py", "domain/signals.py",
            "domain/keys.py"]  # fmt: skip

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from session_awareness.application.core import log
 from session_awareness.application.errors import (
     AmbiguousSessionError,
     ConfigurationError,
     UnknownSessionError,
 )
 from session_awareness.application.ports import UpstreamLinkRow
+from session_awareness.application.store import log
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.application.upstream import signals as upstream_signals
 from session_awareness.application.upstream.monitor import PROVIDER_TIMEOUT, UpstreamMonitor
@@ -100,8 +100,8 @@ class Upstream(UpstreamWrites):
         try:
             source = UpstreamSource(catalog_id, host_id, thread_id, upstream_kind, upstream_ref)
             check_marker(marker)
-            request = upstream_signals.adopted(source.catalog_id, self.clock())
-            ref = self.resolve(key, agent_id)
+            request = upstream_signals.adopted(source.catalog_id, self.store.clock())
+            ref = self.store.resolve(key, agent_id)
         except (UnknownSessionError, AmbiguousSessionError) as error:
             log.info("signal_skipped", session_key=key, kind="adopted", reason=str(error))
             return None
@@ -110,10 +110,10 @@ class Upstream(UpstreamWrites):
             return None
 
         def attempt(uow: UnitOfWork) -> int | None:
-            session, now = uow.live(ref), self.clock()
+            session, now = uow.live(ref), self.store.clock()
             if session is None:
                 raise UnknownSessionError(key)
-            sequence = self._record_once(uow, ref, request, now)
+            sequence = self.intake.record_once(uow, ref, request, now)
             session.link_upstream(source, marker=marker, at=now)
             generation = session.link_generation
             uow.after_commit(lambda: log.info(
@@ -126,7 +126,7 @@ class Upstream(UpstreamWrites):
 
     def upstream_link(self, key: str, *, agent_id: str | None = None) -> dict[str, Any] | None:
         """The session's upstream link as JSON, or None when it has none."""
-        row = self.read_model.upstream_link(self.resolve(key, agent_id).session_id)
+        row = self.store.read_model.upstream_link(self.store.resolve(key, agent_id).session_id)
         return None if row is None else link_json(row)
 
 

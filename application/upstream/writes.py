@@ -5,18 +5,16 @@ writes the signal and the link change in one save, or nothing."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-from session_awareness.application.core import log
 from session_awareness.application.errors import StoreUnavailableError, UnknownSessionError
-from session_awareness.application.lifecycle import Lifecycle
-from session_awareness.application.ports import UpstreamLinkRow
+from session_awareness.application.intake import Intake
+from session_awareness.application.ports import ReadModel, UpstreamLinkRow
+from session_awareness.application.store import SessionStore, log
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.application.upstream import signals as upstream_signals
 from session_awareness.application.upstream.outcomes import Written
 from session_awareness.application.upstream.ports import UpstreamActivity
-from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.session import Session
 from session_awareness.domain.upstream import UpstreamChangedError
@@ -25,19 +23,21 @@ R = TypeVar("R")
 FAILED, CHANGED = Written("failed"), Written("changed")
 
 
-class UpstreamWrites(Lifecycle):
-    """Records upstream activity and disappearance, best-effort (R-L8)."""
+class UpstreamWrites:
+    """Records upstream activity and disappearance, best-effort (R-L8), through the intake's
+    own record step, so each write records its signal as a producer would."""
 
-    if TYPE_CHECKING:  # provided by `Producers`, beside this mixin in `SessionAwareness`
+    def __init__(self, store: SessionStore, intake: Intake) -> None:
+        self.store, self.intake = store, intake
 
-        def _record_once(
-            self, uow: UnitOfWork, ref: SessionRef, request: SignalRequest, now: datetime
-        ) -> int | None: ...
+    @property
+    def read_model(self) -> ReadModel:
+        return self.store.read_model
 
     def record_upstream_activity(self, row: UpstreamLinkRow, activity: UpstreamActivity) -> Written:
         """One `human_direct_message` for the new turns, and the marker advanced, in one save;
         zero turns only advance the marker. Nothing is written over a changed link."""
-        ref, now = SessionRef(row.agent_id, row.session_key), self.clock()
+        ref, now = SessionRef(row.agent_id, row.session_key), self.store.clock()
         try:
             request = (
                 upstream_signals.activity(row.link, activity, now) if activity.human_turns else None
@@ -48,7 +48,7 @@ class UpstreamWrites(Lifecycle):
 
         def attempt(uow: UnitOfWork) -> Written:
             session = self._linked(uow, ref, row)
-            sequence = None if request is None else self._record_once(uow, ref, request, now)
+            sequence = None if request is None else self.intake.record_once(uow, ref, request, now)
             session.advance_upstream(
                 row.link, marker=activity.marker, position=activity.position, at=now
             )
@@ -65,17 +65,17 @@ class UpstreamWrites(Lifecycle):
             ref, "human_direct_message", attempt, failed=FAILED, changed=CHANGED
         )
         if written.sequence is not None:
-            self._maybe_prune(self.clock())
+            self.intake.maybe_prune()
         return written
 
     def record_upstream_missing(self, row: UpstreamLinkRow) -> Written:
         """One `upstream_missing` for the watchers, and the link removed, in one save."""
-        ref, now = SessionRef(row.agent_id, row.session_key), self.clock()
+        ref, now = SessionRef(row.agent_id, row.session_key), self.store.clock()
         request = upstream_signals.missing(row.link, now)
 
         def attempt(uow: UnitOfWork) -> Written:
             session = self._linked(uow, ref, row)
-            sequence = self._record_once(uow, ref, request, now)
+            sequence = self.intake.record_once(uow, ref, request, now)
             session.unlink_upstream(row.link, reason="missing", at=now)
             uow.after_commit(lambda: log.info(
                 "upstream_missing_recorded", session_key=ref.key, agent_id=ref.agent_id,
@@ -105,7 +105,7 @@ class UpstreamWrites(Lifecycle):
         """Run a write; log and return `failed` instead of raising (R-L8), or `changed` when
         the link or the session is not the one the scan read."""
         try:
-            return self._retrying(attempt)
+            return self.store.run(attempt)
         except UpstreamChangedError as error:
             log.info("upstream_link_changed", session_key=ref.key, kind=kind, reason=str(error))
             return changed

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from session_awareness.application.audit import Progress as OnProgress
 from session_awareness.application.audit_report import AuditReport
-from session_awareness.application.core import Retention
+from session_awareness.application.retention import Retention
 from session_awareness.infrastructure.cli.common import (
     EXIT_FAILURE,
     EXIT_OK,

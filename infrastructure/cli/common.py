@@ -25,8 +25,8 @@ from rich.table import Table
 from rich.text import Text
 
 from session_awareness.application import ConfigurationError, SessionAwareness, open_service
-from session_awareness.application.core import Retention
 from session_awareness.application.ports import system_clock
+from session_awareness.application.retention import Retention
 from session_awareness.application.service import (
     DATABASE_URL_ENV,
     DEFAULT_DATABASE_URL,
@@ -130,7 +130,8 @@ def open_store(
             prefix = SessionStore.name.upper() + "_"
             env = {prefix + key: value for key, value in environment_for(url).items()}
             try:
-                svc = SessionAwareness(SessionStore(env, clock=system_clock, retention=retention))
+                store = SessionStore(env, clock=system_clock)
+                svc = SessionAwareness(store, retention=retention)
             except Exception as error:
                 raise ConfigurationError(f"cannot open {redact(url)}: {error}") from error
         try:

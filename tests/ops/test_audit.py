@@ -74,7 +74,7 @@ class TestAuditOfACleanStore:
         """R-R2: a store that keeps changing still audits clean: what was recorded after the
         bulk replay is replayed inside the comparison's transaction."""
         spawn(svc)
-        store = svc.store._audit_store()
+        store = svc.store.audit_store()
 
         class Busy:
             def __init__(self, inner: Any) -> None:
@@ -97,7 +97,7 @@ class TestAuditOfACleanStore:
                 yield Busy(inner)
 
         monkeypatch.setattr(store, "scratch", scratch)
-        monkeypatch.setattr(svc.store, "_audit_store", lambda: store)
+        monkeypatch.setattr(svc.store, "audit_store", lambda: store)
         before = int(svc.store.recorder.max_notification_id())
         report = svc.audit()
         assert report.clean, report.as_dict()

@@ -206,7 +206,7 @@ def test_the_audit_reads_the_notifications_the_library_reads(
     """The audit's own event-log reads (ids decoded once each, rows built directly) give
     notifications equal to the library's `select_notifications`, page after page."""
     mixed_workload(svc, clock)
-    store = svc.store._audit_store()
+    store = svc.store.audit_store()
     theirs = list(svc.store.recorder.select_notifications(1, 10_000))
     ours = [*store.notifications(0, 7), *store.notifications(7, 10_000)]
     assert len(theirs) > 30

@@ -115,17 +115,17 @@ class TestActivity:
         """R-U3, R-L8: the marker advances only after the record succeeds; the next scan
         records the same turns."""
         adopted_child(usvc)
-        record_once = usvc.store._record_once
+        record_once = usvc._intake.record_once
 
         def unreachable(*args: Any, **kwargs: Any) -> int | None:
             raise StoreUnavailableError("down for the test")
 
-        monkeypatch.setattr(usvc.store, "_record_once", unreachable)
+        monkeypatch.setattr(usvc._intake, "record_once", unreachable)
         provider.answers[CHILD] = UpstreamActivity(2, "m1", position="turn-2")
         assert outcomes(usvc) == ["failed"]
         assert marker(usvc) == "m0"
         assert "human_direct_message" not in kinds(usvc)
-        monkeypatch.setattr(usvc.store, "_record_once", record_once)
+        monkeypatch.setattr(usvc._intake, "record_once", record_once)
         assert outcomes(usvc) == ["recorded"]
         assert marker(usvc) == "m1"
 

@@ -1,5 +1,7 @@
-"""The producers: each records one signal kind on a session (SPEC R-L5) and never raises
-into the caller (R-L8); notify-eligible kinds move the watchers' cursors (R-W4, R-W5, R-N2)."""
+"""Intake: the producers, each recording one signal kind on a session (SPEC R-L5) and never
+raising into the caller (R-L8), and the backlog that keeps what an outage refused until the
+store answers. Notify-eligible kinds move the watchers' cursors as the domain decides (R-W4,
+R-W5, R-N2)."""
 
 from __future__ import annotations
 
@@ -10,26 +12,54 @@ from datetime import datetime
 from functools import partial
 from typing import cast
 
-from session_awareness.application.backlog import Delivery
-from session_awareness.application.core import log
+from session_awareness.application.backlog import Delivery, SignalBacklog
 from session_awareness.application.errors import (
     AmbiguousSessionError,
     StoreUnavailableError,
     UnknownSessionError,
 )
-from session_awareness.application.lifecycle import Lifecycle
+from session_awareness.application.lifecycle import lineage_of
+from session_awareness.application.retention import Maintenance
+from session_awareness.application.store import SessionStore, log
 from session_awareness.application.unit_of_work import StaleReadError, UnitOfWork, event_landed
 from session_awareness.domain import intake as produce
 from session_awareness.domain import notices
-from session_awareness.domain.ambient import ambient_watcher
+from session_awareness.domain.ambient import DEFAULT_MAIN_KEY, ambient_watcher
 from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import SessionRef, agent_of, is_subagent
 from session_awareness.domain.session import ParentRefusedError, Session
 from session_awareness.domain.watch import Via
 
+#: How long closing waits for the backlog's flusher to finish its attempt.
+FLUSHER_JOIN = 5.0
 
-class Producers(Lifecycle):
-    """`record_*`: append a signal, fan out to the watchers, save once, wake after commit."""
+
+class Intake:
+    """`record_*`: append a signal, fan out to the watchers, save once, wake after commit;
+    what an outage refused is kept in the backlog and recorded, in order, by a background
+    flusher once the store answers."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        maintenance: Maintenance,
+        *,
+        backlog: SignalBacklog,
+        main_key: str = DEFAULT_MAIN_KEY,
+        ambient_groups: bool = True,
+    ) -> None:
+        self.store, self.maintenance, self.backlog = store, maintenance, backlog
+        #: Ambient group watches (R-W7): on, for the main sessions `agent:<agentId>:<main_key>`.
+        self.main_key, self.ambient_groups = main_key, ambient_groups
+        self._flusher: threading.Thread | None = None
+        self._flusher_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop the backlog's flusher (the store's `closing` event ends its wait)."""
+        with self._flusher_lock:
+            flusher = self._flusher
+        if flusher is not None and flusher is not threading.current_thread():
+            flusher.join(timeout=FLUSHER_JOIN)
 
     # -- producers (R-L5); never raise (R-L8) -------------------------------------------------
 
@@ -119,13 +149,13 @@ class Producers(Lifecycle):
 
         return self._produce(child_key, "child_spawned", build)
 
-    def _spawn_once(
+    def spawn_once(
         self, uow: UnitOfWork, ref: SessionRef, request: SignalRequest, now: datetime
     ) -> int | None:
         parent = cast(str, request.actor_id)
         session = uow.session(ref)
         kind = "subagent" if is_subagent(ref.key) else "other"
-        lineage = self._lineage(uow, parent)
+        lineage = lineage_of(uow, parent)
         if session is None:
             session = uow.add(
                 Session.open(ref, kind=kind, label=None, parent_key=parent, at=now,
@@ -145,14 +175,14 @@ class Producers(Lifecycle):
     def _produce(self, key: str, kind: str, build: Callable[[datetime], Delivery]) -> int | None:
         """Validate, then deliver; never raises (R-L8)."""
         try:
-            item = build(self.clock())
+            item = build(self.store.clock())
         except ValueError as error:
             log.warning("signal_rejected", session_key=key, kind=kind, reason=str(error))
             return None
         return self._deliver(item)
 
     def _deliver(self, item: Delivery) -> int | None:
-        if len(self.backlog):
+        if self.backlog.items:
             # Kept signals go first, in order, recorded by the background flusher as soon as
             # the store answers; until then the store is known to be down: keep this one
             # too, at once, so that no producer waits twice for an outage.
@@ -186,17 +216,22 @@ class Producers(Lifecycle):
             self._keep(item)
             return None
         if sequence is not None:
-            self._maybe_prune(self.clock())
+            self.maybe_prune()
         return sequence
 
-    _flusher: threading.Thread | None = None
+    def maybe_prune(self) -> None:
+        """After a record: prune when one is due (at most hourly, R-R1); the gate is read
+        here, without a call, since nearly every record finds none due."""
+        now, quiet = self.store.clock(), self.maintenance.quiet
+        if quiet is None or not quiet[0] <= now < quiet[1]:
+            self.maintenance.maybe_prune(now)
 
     def _keep(self, item: Delivery) -> None:
         """Keep a signal, and make sure a background flusher records the kept ones as soon as
         the store answers (producers never wait for it)."""
         self.backlog.keep(item)
         with self._flusher_lock:
-            if self._flusher is None and not self.closed:
+            if self._flusher is None and not self.store.closed:
                 self._flusher = threading.Thread(
                     target=self._flush_in_background, name="session-awareness-backlog", daemon=True
                 )
@@ -205,27 +240,27 @@ class Producers(Lifecycle):
     def _flush_in_background(self) -> None:
         while True:
             with self._flusher_lock:
-                if self.closed or not len(self.backlog):
+                if self.store.closed or not self.backlog.items:
                     self._flusher = None
                     return
-            if self._closing.wait(self.backlog.rest_left()):
+            if self.store.closing.wait(self.backlog.rest_left()):
                 continue  # closing: the loop ends above
             try:
                 if not self.flush_signals():
-                    self._closing.wait(self.backlog.rest_left())
+                    self.store.closing.wait(self.backlog.rest_left())
             except Exception as error:  # noqa: BLE001 -- the flusher must outlive any one failure
                 log.error("signal_backlog_flush_failed", error=repr(error))
                 self.backlog.rest()
 
     def _record_delivery(self, item: Delivery) -> int | None:
-        now = self.clock()
+        now = self.store.clock()
         if item.spawn is not None:
             ref = item.spawn
-            return self._retrying(
-                lambda uow: self._spawn_once(uow, ref, item.request, now), kept=True
+            return self.store.run(
+                lambda uow: self.spawn_once(uow, ref, item.request, now), kept=True
             )
-        ref = self.resolve(item.key, item.agent_id)
-        return self._retrying(lambda uow: self._record_once(uow, ref, item.request, now), kept=True)
+        ref = self.store.resolve(item.key, item.agent_id)
+        return self.store.run(lambda uow: self.record_once(uow, ref, item.request, now), kept=True)
 
     def flush_signals(self, *, wait: bool = True) -> bool:
         """Record the signals kept while the store was unreachable, oldest first; False
@@ -238,7 +273,7 @@ class Producers(Lifecycle):
             if self.backlog.resting():
                 return len(self.backlog) == 0
             while (item := self.backlog.first()) is not None:
-                landed = event_landed(self, item.unconfirmed)
+                landed = event_landed(self.store, item.unconfirmed)
                 if landed is None:
                     self.backlog.rest()
                     return False
@@ -266,7 +301,7 @@ class Producers(Lifecycle):
         finally:
             self.backlog.flushing.release()
 
-    def _record_once(
+    def record_once(
         self, uow: UnitOfWork, ref: SessionRef, request: SignalRequest, now: datetime
     ) -> int | None:
         session = uow.live(ref)
@@ -328,7 +363,7 @@ class Producers(Lifecycle):
         log.info("notice_opened", watcher=watcher, target=target, sequence=sequence,
                  ambient=quiet)  # fmt: skip
         if not quiet:
-            self._wake([watcher])
+            self.store.wake([watcher])
 
     def _grant_ambient(
         self, uow: UnitOfWork, session: Session, request: SignalRequest, now: datetime

@@ -1,4 +1,4 @@
-"""The service's core: configuration, loading, atomic saves with the inline projection,
+"""The write application (`SessionStore`): loading, atomic saves with the inline projection,
 retries on concurrent saves, key resolution and wakes (DESIGN D3)."""
 
 from __future__ import annotations
@@ -7,8 +7,6 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
@@ -16,16 +14,14 @@ from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import InterfaceError, OperationalError, RecordConflictError
 
 from session_awareness.application.aggregate_cache import AggregateCache, NotificationLog
-from session_awareness.application.backlog import SignalBacklog
 from session_awareness.application.errors import (
     AmbiguousSessionError,
     StoreUnavailableError,
     UnknownSessionError,
 )
-from session_awareness.application.ports import Clock, ReadModel, Waker
+from session_awareness.application.ports import AuditStore, Clock, ReadModel, Waker
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.application.wakes import WakeCoalescer
-from session_awareness.domain.ambient import DEFAULT_MAIN_KEY
 from session_awareness.domain.keys import (
     InvalidKeyError,
     SessionRef,
@@ -42,8 +38,6 @@ MAX_ATTEMPTS = 100
 STORE_ERRORS = (OperationalError, InterfaceError)
 #: A connection error faster than this is a stale pooled connection, worth one more try.
 FAST_FAILURE = 0.5
-#: How long closing waits for the backlog's flusher to finish its attempt.
-FLUSHER_JOIN = 5.0
 #: How many resolved (key, agent id) pairs `resolve_id` keeps before starting afresh.
 RESOLVED_BOUND = 4096
 
@@ -86,53 +80,38 @@ def _guarded(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     return guarded
 
 
-@dataclass(frozen=True, slots=True)
-class Retention:
-    """How long and how many `changesSince` rows are kept; cursors expire with the age (R-R1)."""
+class SessionStore(Application[UUID]):
+    """The write application: the event store, the aggregate cache, the read model's queries,
+    and the one way a command runs: `run(attempt)` loads aggregates through a `UnitOfWork`,
+    lets the domain decide, and saves once with the inline projection, again when a
+    concurrent save won the race (DESIGN D3). The collaborators (intake, lifecycle,
+    watching, retention, audit, upstream, transcripts, marks, queries) are each given it."""
 
-    days: int = 30
-    rows: int = 50_000
-
-
-class ServiceCore(Application[UUID]):
-    """What every part of the service shares."""
-
+    #: The library names an application after its class unless told: its environment
+    #: variables keep their `SESSIONAWARENESS_` prefix.
     name = "SessionAwareness"
-    #: Ambient group watches (R-W7): on, for the main sessions `agent:<agentId>:<main_key>`.
-    ambient_groups: bool = True
-    main_key: str = DEFAULT_MAIN_KEY
 
-    def __init__(
-        self,
-        env: dict[str, str],
-        *,
-        clock: Clock,
-        waker: Waker | None = None,
-        retention: Retention | None = None,
-        signal_backlog: int = 1000,
-    ) -> None:
+    def __init__(self, env: dict[str, str], *, clock: Clock, waker: Waker | None = None) -> None:
         super().__init__(env)
         self.clock = clock
         self.waker = waker
-        self.retention = retention or Retention()
         self.read_model = cast(ReadModel, GuardedReadModel(self.recorder))
         self.aggregates = AggregateCache(cast(NotificationLog, self.recorder), CACHED_AGGREGATES)
-        self.backlog = SignalBacklog(signal_backlog)
         self._resolved: dict[tuple[str, str | None], tuple[SessionRef, UUID]] = {}
-        self._pruned_at: datetime | None = None
-        self._closing = threading.Event()
-        self._flusher_lock = threading.Lock()
+        #: Set when the store closes: background work (the backlog's flusher) stops waiting.
+        self.closing = threading.Event()
         self.wakes = WakeCoalescer()  # open_service sets the host's window (R-N5)
 
     closed = False
 
+    def audit_store(self) -> AuditStore:
+        """The recorder's read side for audits and history: whole streams, scratch copies."""
+        return cast(AuditStore, cast(Any, self.recorder).audit_store())
+
     def close(self) -> None:
-        """Release the database connections; the service cannot be used afterwards."""
+        """Release the database connections; the store cannot be used afterwards."""
         self.closed = True
-        self._closing.set()
-        flusher = getattr(self, "_flusher", None)
-        if flusher is not None and flusher is not threading.current_thread():
-            flusher.join(timeout=FLUSHER_JOIN)
+        self.closing.set()
         close_readers = getattr(self.recorder, "close_readers", None)
         if close_readers is not None:  # SQLite's per-thread reading connections
             close_readers()
@@ -159,7 +138,7 @@ class ServiceCore(Application[UUID]):
         processing_event.saved_kwargs["projected_events"] = processing_event.events
         return super()._record(processing_event)
 
-    def _retrying(self, attempt: Callable[[UnitOfWork], R], *, kept: bool = False) -> R:
+    def run(self, attempt: Callable[[UnitOfWork], R], *, kept: bool = False) -> R:
         """Run a load-decide-save attempt, and again when a concurrent save won the race.
         A connection error is tried once more when it failed fast (a stale pooled
         connection); otherwise it is a `StoreUnavailableError`. A save whose answer was lost
@@ -199,7 +178,7 @@ class ServiceCore(Application[UUID]):
                 return result
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _wake(self, watchers: Iterable[str], *, coalesce: bool = True) -> int:
+    def wake(self, watchers: Iterable[str], *, coalesce: bool = True) -> int:
         """Wake each watcher that is not a sub-agent, once, after commit (R-N5); with
         `coalesce`, not one woken less than the coalescing window ago."""
         woken = 0
