@@ -24,7 +24,6 @@ from session_awareness.application.store import SessionStore, log
 from session_awareness.application.unit_of_work import StaleReadError, UnitOfWork, event_landed
 from session_awareness.domain import intake as produce
 from session_awareness.domain import notices
-from session_awareness.domain.ambient import DEFAULT_MAIN_KEY, ambient_watcher
 from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import SessionRef, agent_of, is_subagent
 from session_awareness.domain.session import ParentRefusedError, Session
@@ -45,7 +44,7 @@ class Intake:
         maintenance: Maintenance,
         *,
         backlog: SignalBacklog,
-        main_key: str = DEFAULT_MAIN_KEY,
+        main_key: str = notices.DEFAULT_MAIN_KEY,
         ambient_groups: bool = True,
     ) -> None:
         self.store, self.maintenance, self.backlog = store, maintenance, backlog
@@ -370,7 +369,7 @@ class Intake:
     ) -> None:
         """Load what R-W7's grant needs and let the domain decide it: the agent's main
         session gets an ambient cursor on a group at its head before a human turn there."""
-        main = ambient_watcher(session.ref, session.kind, request.kind, self.main_key)
+        main = notices.ambient_watcher(session.ref, session.kind, request.kind, self.main_key)
         if main is None:
             return
         main_session = uow.session(SessionRef.of(main))

@@ -51,8 +51,8 @@ from session_awareness.application.upstream.ports import (
 )
 from session_awareness.application.wakes import DEFAULT_WAKE_COALESCE_SECONDS, WakeCoalescer
 from session_awareness.application.watching import Watching
-from session_awareness.domain.ambient import DEFAULT_MAIN_KEY, check_main_key
 from session_awareness.domain.keys import InvalidKeyError, SessionRef
+from session_awareness.domain.notices import DEFAULT_MAIN_KEY, check_main_key
 
 if TYPE_CHECKING:
     from session_awareness.application.tools import SessionTools

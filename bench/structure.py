@@ -6,8 +6,10 @@ before and after a change to it.
 - the application layer: its modules, and its import floors (the longest chain of imports
   between its modules, import circles counted as one floor);
 - import circles anywhere in the package (module-level and deferred imports alike);
-- the record path: the project files one `record_human_direct_message` on a watched session
-  passes through (SQLite, warm), and its hops (a call that crosses from one file to another).
+- the record, drain and `changesSince` paths: the project files one
+  `record_human_direct_message` on a watched session, one `drain_notices` of its watcher's
+  notice and one `session_status(changes_since=…)` pass through (SQLite, warm), and their hops
+  (a call that crosses from one file to another).
 
 Nothing here is timed: these figures do not depend on the machine.
 """
@@ -155,38 +157,54 @@ def _facade() -> dict[str, Any]:
     }
 
 
-def _record_path() -> dict[str, Any]:
+def _traced(call: Any, project: str) -> dict[str, Any]:
+    """The project files `call()` passes through, in call order, and its file-to-file hops."""
+    files: list[str] = []
+
+    def profile(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call":
+            filename = frame.f_code.co_filename
+            if filename.startswith(project):
+                files.append(filename.removeprefix(project))
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    hops = sum(1 for a, b in itertools.pairwise(files) if a != b)
+    return {"files": sorted(set(files)), "file_count": len(set(files)), "hops": hops}
+
+
+def _paths() -> dict[str, dict[str, Any]]:
+    """The record, drain and `changesSince` paths, each measured warm on SQLite."""
     import session_awareness  # noqa: PLC0415
     from session_awareness.application import open_service  # noqa: PLC0415
 
     # The strict editable install links each file from a build folder: match the package's.
     project = str(Path(session_awareness.__file__).parent) + "/"
+    child, parent = "agent:main:subagent:child", "agent:main:parent"
     with tempfile.TemporaryDirectory() as folder:
         svc = open_service(f"sqlite:///{folder}/structure.db")
         try:
-            svc.open_session("agent:main:parent")
-            svc.record_child_spawned(
-                "agent:main:subagent:child", parent="agent:main:parent", run_id="r1"
-            )
+            svc.open_session(parent)
+            svc.record_child_spawned(child, parent=parent, run_id="r1")
             for _ in range(3):  # warm: lazy imports and caches are not the path
-                svc.record_human_direct_message("agent:main:subagent:child", channel="bench")
-            files: list[str] = []
-
-            def profile(frame: Any, event: str, _arg: Any) -> None:
-                if event == "call":
-                    filename = frame.f_code.co_filename
-                    if filename.startswith(project):
-                        files.append(filename.removeprefix(project))
-
-            sys.setprofile(profile)
-            try:
-                svc.record_human_direct_message("agent:main:subagent:child", channel="bench")
-            finally:
-                sys.setprofile(None)
+                svc.record_human_direct_message(child, channel="bench")
+            # The parent's notice is pending: the record moves the cursor's material.
+            record = _traced(
+                lambda: svc.record_human_direct_message(child, channel="bench"), project
+            )
+            for _ in range(3):
+                svc.drain_notices(parent)
+                svc.record_human_direct_message(child, channel="bench")
+            drain = _traced(lambda: svc.drain_notices(parent), project)
+            for _ in range(3):
+                svc.session_status(child, changes_since=1)
+            changes = _traced(lambda: svc.session_status(child, changes_since=1), project)
         finally:
             svc.close()
-    hops = sum(1 for a, b in itertools.pairwise(files) if a != b)
-    return {"files": sorted(set(files)), "file_count": len(set(files)), "hops": hops}
+    return {"record": record, "drain": drain, "changes_since": changes}
 
 
 def measure() -> dict[str, Any]:
@@ -197,7 +215,7 @@ def measure() -> dict[str, Any]:
         "application_modules": len(application),
         "application_floors": _floors(graph, f"{PACKAGE}.application"),
         "circles": import_circles(graph),
-        "record_path": _record_path(),
+        "paths": _paths(),
     }
 
 
@@ -211,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0
-    facade, path = figures["facade"], figures["record_path"]
+    facade, paths = figures["facade"], figures["paths"]
     print(f"SessionAwareness: {facade['classes']} classes ({facade['project_classes']} of ours); "
           f"public attributes {facade['public_own']} own + {facade['public_from_eventsourcing']} "
           "from eventsourcing")  # fmt: skip
@@ -220,9 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"import circles: {len(figures['circles'])}")
     for circle in figures["circles"]:
         print("  " + " <-> ".join(m.removeprefix(f"{PACKAGE}.") for m in circle))
-    print(f"record path: {path['file_count']} project files, {path['hops']} file-to-file hops")
-    for name in path["files"]:
-        print(f"  {name}")
+    for label, path in paths.items():
+        print(f"{label} path: {path['file_count']} project files, {path['hops']} file-to-file hops")
+        for name in path["files"]:
+            print(f"  {name}")
     return 0
 
 

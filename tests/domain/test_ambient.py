@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from session_awareness.domain.ambient import ambient_watcher, check_main_key
 from session_awareness.domain.keys import InvalidKeyError, SessionRef
+from session_awareness.domain.notices import ambient_watcher, check_main_key
 from session_awareness.domain.signals import SignalKind
 from session_awareness.domain.watch import RemovalReason, Via, Watch, WatchStateError
 from tests.domain.test_watch import (
