@@ -451,6 +451,11 @@ class SessionAwareness:
             timeout=timeout,
         )
 
+    @property
+    def upstream_monitor(self) -> UpstreamMonitor:
+        """The monitor `configure_upstream` set up (a default one, built on first use)."""
+        return self._upstream.upstream_monitor
+
     def start_upstream_monitor(self) -> None:
         """For hosts: scan after 15 s, then every 60 s, until stopped or closed (R-U2)."""
         self._upstream.start_upstream_monitor()
@@ -549,6 +554,11 @@ class SessionAwareness:
         return self._intake.record_child_spawned(
             child_key, parent=parent, run_id=run_id, agent_id=agent_id
         )
+
+    @property
+    def kept_signals(self) -> int:
+        """How many signals the backlog keeps for the store, which refused them (R-L8)."""
+        return len(self._intake.backlog)
 
     def flush_signals(self, *, wait: bool = True) -> bool:
         """Record the signals kept while the store was unreachable, oldest first; False

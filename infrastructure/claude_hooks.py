@@ -302,7 +302,7 @@ def _record(
                 state.spool(kept)
                 raise
         notices = apply(svc, signal, agent=agent)
-        if svc.store.backlog.stats()["buffered"]:
+        if svc.kept_signals:
             raise RuntimeError("the store failed while recording")
     return notices
 

@@ -231,7 +231,7 @@ async def serve_hooks(surface: McpSurface, path: Path, database_url: str | None)
                 notices = await anyio.to_thread.run_sync(
                     partial(apply, surface.svc, signal, agent=agent)
                 )
-                if surface.svc.store.backlog.stats()["buffered"]:
+                if surface.svc.kept_signals:
                     raise RuntimeError("the store failed while recording")
                 reply: dict[str, Any] = {"notices": notices}
             except Exception as error:  # noqa: BLE001 -- the hook then records in-process

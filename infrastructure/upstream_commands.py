@@ -28,7 +28,7 @@ from session_awareness.infrastructure.claude_code import (
 def scan_once(svc: SessionAwareness) -> list[dict[str, Any]]:
     """Scan every watched, idle upstream link once (the Claude Code provider is registered
     when the host has not) and return what was found, one object per link."""
-    svc.store.upstream_monitor.providers.setdefault(CATALOG_ID, ClaudeCodeTranscripts())
+    svc.upstream_monitor.providers.setdefault(CATALOG_ID, ClaudeCodeTranscripts())
     outcomes = svc.scan_upstream_once()
     if outcomes is None:
         raise StoreUnavailableError("another upstream scan is in flight; try again")

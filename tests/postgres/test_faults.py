@@ -169,7 +169,7 @@ class TestBacklogCounts:
             spawn(svc)
             own_cluster.stop(mode="immediate")
             assert svc.record_goal_changed(CHILD, summary="goal updated") is None
-            with svc.store.backlog.flushing:  # the kept signal waits while its session goes
+            with svc._intake.backlog.flushing:  # the kept signal waits while its session goes
                 own_cluster.start()
                 assert wait_until(lambda: svc.health()["store"] == "ok", timeout=20)
                 svc.delete_session(CHILD)

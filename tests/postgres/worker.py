@@ -43,7 +43,7 @@ def listen(url: str, watcher: str) -> None:
         say(
             ready=True,
             listener=svc.health()["wakeListener"],
-            backend_pid=svc.store._listener.connection.info.backend_pid,
+            backend_pid=svc._listener.connection.info.backend_pid,
         )  # type: ignore[union-attr]
         threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
         done.wait(120)

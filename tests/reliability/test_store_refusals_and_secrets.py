@@ -52,7 +52,8 @@ class TestRefusedWrites:
                 apply_changes(c, [change])
 
         recorder.apply_changes = fail_after_the_first_row
-        with own.store.backlog.flushing:  # nothing records the kept signal until the fault is gone
+        # nothing records the kept signal until the fault is gone
+        with own._intake.backlog.flushing:
             assert own.record_goal_changed(CHILD, summary="goal updated") is None
             assert [event["sequence"] for event in all_events(own, CHILD)] == [1]
             assert own.health()["signals"]["buffered"] == 1
