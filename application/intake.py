@@ -258,7 +258,7 @@ class Intake:
             return self.store.run(
                 lambda uow: self.spawn_once(uow, ref, item.request, now), kept=True
             )
-        ref = self.store.resolve(item.key, item.agent_id)
+        ref, _ = self.store.resolve_id(item.key, item.agent_id)
         return self.store.run(lambda uow: self.record_once(uow, ref, item.request, now), kept=True)
 
     def flush_signals(self, *, wait: bool = True) -> bool:
@@ -309,7 +309,7 @@ class Intake:
         if session.has_seen(request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
         if self.ambient_groups:  # R-W7: the main session first gets its ambient cursor
-            self._grant_ambient(uow, session, request, now)
+            self._grant_ambient(uow, ref, session, request, now)
         if request.needs_audience and not notices.has_audience(session):
             return self._skipped(ref, request, "no_parent_or_watcher")
         sequence = self._append(session, request, now)
@@ -365,11 +365,16 @@ class Intake:
             self.store.wake([watcher])
 
     def _grant_ambient(
-        self, uow: UnitOfWork, session: Session, request: SignalRequest, now: datetime
+        self,
+        uow: UnitOfWork,
+        ref: SessionRef,
+        session: Session,
+        request: SignalRequest,
+        now: datetime,
     ) -> None:
         """Load what R-W7's grant needs and let the domain decide it: the agent's main
         session gets an ambient cursor on a group at its head before a human turn there."""
-        main = notices.ambient_watcher(session.ref, session.kind, request.kind, self.main_key)
+        main = notices.ambient_watcher(ref, session.kind, request.kind, self.main_key)
         if main is None:
             return
         main_session = uow.session(SessionRef.of(main))
