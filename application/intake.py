@@ -26,7 +26,7 @@ from session_awareness.domain import intake as produce
 from session_awareness.domain import notices
 from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import SessionRef, agent_of, is_subagent
-from session_awareness.domain.session import ParentRefusedError, Session
+from session_awareness.domain.session import ParentRefusedError, Session, ensure_open
 from session_awareness.domain.watch import Via
 
 #: How long closing waits for the backlog's flusher to finish its attempt.
@@ -152,16 +152,13 @@ class Intake:
         self, uow: UnitOfWork, ref: SessionRef, request: SignalRequest, now: datetime
     ) -> int | None:
         parent = cast(str, request.actor_id)
-        session = uow.session(ref)
+        held, lineage = uow.session(ref), lineage_of(uow, parent)
         kind = "subagent" if is_subagent(ref.key) else "other"
-        lineage = lineage_of(uow, parent)
-        if session is None:
-            session = uow.add(
-                Session.open(ref, kind=kind, label=None, parent_key=parent, at=now,
-                             lineage=lineage)
-            )  # fmt: skip
-        elif session.deleted:
-            session.reopen(kind=kind, label=None, parent_key=parent, at=now, lineage=lineage)
+        session = ensure_open(
+            held, ref, kind=kind, label=None, parent_key=parent, at=now, lineage=lineage
+        )
+        if held is None:
+            uow.add(session)
         if session.has_seen(request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
         sequence = self._append(session, request, now, lineage)

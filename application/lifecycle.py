@@ -15,13 +15,13 @@ from session_awareness.domain.keys import (
     SessionRef,
     check_key,
     is_agent_qualified,
-    is_subagent,
 )
 from session_awareness.domain.session import (
     MAX_LINEAGE,
     SESSION_KINDS,
     ParentRefusedError,
     Session,
+    open_or_describe,
 )
 from session_awareness.domain.signals import InvalidSignalError, check_label
 from session_awareness.domain.watch import RemovalReason, Watch
@@ -53,7 +53,6 @@ class Lifecycle:
         a cycle or replace the session's parent is refused (R-T3)."""
         ref = _checked("sessionKey", lambda: SessionRef.of(key, agent_id))
         label = _checked("label", lambda: check_label(label) if label is not None else None)
-        first_kind = kind or ("subagent" if is_subagent(ref.key) else "main")
         if parent is not None:
             _checked("parent", lambda: check_key(parent))
         if kind is not None and kind not in SESSION_KINDS:
@@ -62,43 +61,21 @@ class Lifecycle:
             raise InvalidArgumentError("sandboxed", "must be a boolean")
 
         def attempt(uow: UnitOfWork) -> None:
-            session, now = uow.session(ref), self.store.clock()
-            lineage = lineage_of(uow, parent)
+            held = uow.session(ref)
             try:
-                if session is None:
-                    session = uow.add(
-                        Session.open(
-                            ref, kind=first_kind, label=label, parent_key=parent, at=now,
-                            lineage=lineage,
-                        )
-                    )  # fmt: skip
-                elif session.deleted:
-                    session.reopen(
-                        kind=first_kind, label=label, parent_key=parent, at=now,
-                        lineage=lineage,
-                    )  # fmt: skip
-                else:
-                    changed = session.describe(
-                        kind=kind or session.kind,
-                        label=session.label if label is None else label,
-                        parent_key=parent,
-                        at=now,
-                        lineage=lineage,
-                    )
-                    if sandboxed is not None:
-                        changed = session.mark_sandboxed(sandboxed, at=now) or changed
-                    if changed:
-                        log.info("session_described", session_key=ref.key, agent_id=ref.agent_id,
-                                 kind=session.kind)  # fmt: skip
-                    return
+                session, happened = open_or_describe(
+                    held, ref, kind=kind, label=label, parent_key=parent, sandboxed=sandboxed,
+                    at=self.store.clock(), lineage=lineage_of(uow, parent),
+                )  # fmt: skip
             except ParentRefusedError as error:
                 log.warning("session_open_refused", session_key=ref.key, agent_id=ref.agent_id,
                             parent=parent, reason=error.reason)  # fmt: skip
                 raise InvalidArgumentError("parent", str(error)) from None
-            if sandboxed is not None:
-                session.mark_sandboxed(sandboxed, at=now)
-            log.info("session_opened", session_key=ref.key, agent_id=ref.agent_id,
-                     kind=session.kind)  # fmt: skip
+            if held is None:
+                uow.add(session)
+            if happened is not None:
+                event = "session_opened" if happened == "opened" else "session_described"
+                log.info(event, session_key=ref.key, agent_id=ref.agent_id, kind=session.kind)
 
         self.store.run(attempt)
 

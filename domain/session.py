@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from eventsourcing.domain import Aggregate
 
 from session_awareness.domain.copying import GrowOnlySet, copy_state
-from session_awareness.domain.keys import SessionRef
+from session_awareness.domain.keys import SessionRef, is_subagent
 from session_awareness.domain.signals import (
     MAX_SUMMARY_LENGTH,
     ActorType,
@@ -595,3 +595,63 @@ __all__ = [
     "Session",
     "SessionStateError",
 ]
+
+
+# -- opening -------------------------------------------------------------------------------
+
+
+def ensure_open(
+    session: Session | None,
+    ref: SessionRef,
+    *,
+    kind: str,
+    label: str | None,
+    parent_key: str | None,
+    at: datetime,
+    lineage: Collection[str] = (),
+) -> Session:
+    """`ref`'s session, open: a new one when there is none, a deleted one's key reopened (a new
+    life, R-L4), else `session` as it is. The caller adds a new one to its unit of work."""
+    if session is None:
+        return Session.open(
+            ref, kind=kind, label=label, parent_key=parent_key, at=at, lineage=lineage
+        )
+    if session.deleted:
+        session.reopen(kind=kind, label=label, parent_key=parent_key, at=at, lineage=lineage)
+    return session
+
+
+def open_or_describe(
+    session: Session | None,
+    ref: SessionRef,
+    *,
+    kind: str | None,
+    label: str | None,
+    parent_key: str | None,
+    sandboxed: bool | None,
+    at: datetime,
+    lineage: Collection[str] = (),
+) -> tuple[Session, str | None]:
+    """What the host's `open_session` does (R-K2, R-K3, R-T3): open `ref` anew (without a
+    `kind`, a `subagent` for a `:subagent:` key, else `main`), or apply to the open session
+    what the host gives that differs (kind, label, a first parent, the sandbox mark); what
+    it leaves out stays. Returns the session and what happened: `"opened"`, `"described"`,
+    or None when nothing changed. A refused parent raises `ParentRefusedError`."""
+    if session is not None and not session.deleted:
+        changed = session.describe(
+            kind=kind or session.kind,
+            label=session.label if label is None else label,
+            parent_key=parent_key,
+            at=at,
+            lineage=lineage,
+        )
+        if sandboxed is not None:
+            changed = session.mark_sandboxed(sandboxed, at=at) or changed
+        return session, "described" if changed else None
+    first_kind = kind or ("subagent" if is_subagent(ref.key) else "main")
+    session = ensure_open(
+        session, ref, kind=first_kind, label=label, parent_key=parent_key, at=at, lineage=lineage
+    )
+    if sandboxed is not None:
+        session.mark_sandboxed(sandboxed, at=at)
+    return session, "opened"
