@@ -618,13 +618,17 @@ def open_service(
     settings = environment_for(url)
     env = {_PREFIX + k: v for k, v in settings.items()}
     try:
-        store = SessionStore(env, clock=clock or system_clock, waker=waker)
+        store = SessionStore(
+            env,
+            clock=clock or system_clock,
+            waker=waker,
+            wakes=WakeCoalescer(wake_coalesce_seconds),
+        )
     except ConfigurationError as error:
         raise ConfigurationError(f"cannot open {redact(url)}: {error}") from None
     except Exception as error:
         hint = _POSTGRES_EXTRA_HINT if _lacks_postgres(error) else ""
         raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
-    store.wakes = WakeCoalescer(wake_coalesce_seconds)
     service = SessionAwareness(
         store,
         retention=Retention(retention_days, retention_rows),

@@ -91,7 +91,14 @@ class SessionStore(Application[UUID]):
     #: variables keep their `SESSIONAWARENESS_` prefix.
     name = "SessionAwareness"
 
-    def __init__(self, env: dict[str, str], *, clock: Clock, waker: Waker | None = None) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        clock: Clock,
+        waker: Waker | None = None,
+        wakes: WakeCoalescer | None = None,
+    ) -> None:
         super().__init__(env)
         self.clock = clock
         self.waker = waker
@@ -100,7 +107,8 @@ class SessionStore(Application[UUID]):
         self._resolved: dict[tuple[str, str | None], tuple[SessionRef, UUID]] = {}
         #: Set when the store closes: background work (the backlog's flusher) stops waiting.
         self.closing = threading.Event()
-        self.wakes = WakeCoalescer()  # open_service sets the host's window (R-N5)
+        #: At most one wake per watcher per the host's window of the service clock (R-N5).
+        self.wakes = wakes or WakeCoalescer()
 
     closed = False
 
