@@ -23,6 +23,7 @@ from session_awareness.application.errors import (
     UnknownSessionError,
 )
 from session_awareness.application.ports import Clock, ReadModel, Waker
+from session_awareness.application.snapshots import SNAPSHOTTING_INTERVALS, take_due_snapshots
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.application.wakes import WakeCoalescer
 from session_awareness.domain.ambient import DEFAULT_MAIN_KEY
@@ -101,6 +102,8 @@ class ServiceCore(Application[UUID]):
     #: Ambient group watches (R-W7): on, for the main sessions `agent:<agentId>:<main_key>`.
     ambient_groups: bool = True
     main_key: str = DEFAULT_MAIN_KEY
+    #: Sessions and cursors are snapshotted, so loads do not depend on history (ADR 022).
+    snapshotting_intervals = dict(SNAPSHOTTING_INTERVALS)
 
     def __init__(
         self,
@@ -153,6 +156,10 @@ class ServiceCore(Application[UUID]):
         self._take_snapshots(processing_event)
         self._notify(recordings)
         return recordings
+
+    def _take_snapshots(self, processing_event: Any) -> None:
+        """Snapshots from the saved aggregates, not read back (application/snapshots.py)."""
+        take_due_snapshots(self.snapshots, processing_event, self.snapshotting_intervals)
 
     def _record(self, processing_event: Any) -> Any:
         # The inline projection needs the domain events beside the stored ones (DESIGN D4).

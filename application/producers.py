@@ -133,7 +133,7 @@ class Producers(Lifecycle):
             )  # fmt: skip
         elif session.deleted:
             session.reopen(kind=kind, label=None, parent_key=parent, at=now, lineage=lineage)
-        if session.has_seen(request.dedupe_key):
+        if uow.seen(session, request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
         sequence = self._append(session, request, now, lineage)
         seeded = notices.seed_spawn(session, parent, uow.watch(parent, ref), sequence, at=now)
@@ -272,7 +272,7 @@ class Producers(Lifecycle):
         session = uow.live(ref)
         if session is None:
             return self._skipped(ref, request, "unknown_session")
-        if session.has_seen(request.dedupe_key):
+        if uow.seen(session, request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
         if self.ambient_groups:  # R-W7: the main session first gets its ambient cursor
             self._grant_ambient(uow, session, request, now)
