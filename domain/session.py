@@ -24,7 +24,7 @@ from session_awareness.domain.signals import (
     SignalKind,
     one_line,
 )
-from session_awareness.domain.snapshots import StateSnapshot
+from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
 from session_awareness.domain.upstream import (
     UpstreamChangedError,
     UpstreamLink,
@@ -321,7 +321,7 @@ class Session(Aggregate):
 
     def snapshot_state(self) -> dict[str, Any]:
         """The session's attributes in JSON's types (`Session.Snapshot`)."""
-        state = {name: value for name, value in vars(self).items() if not name.startswith("_")}
+        state = snapshot_attributes(self)
         state["seen"] = sorted(self.seen)
         if self.transcript is not None:
             state["transcript"] = list(self.transcript)

@@ -3,7 +3,7 @@
 The library's `Snapshot.take` stores `vars(aggregate)` as it is, which the JSON transcoder
 cannot always encode (value objects, grow-only sets) or decodes into other types (a tuple
 comes back a list). An aggregate snapshotted here says what its state is instead:
-`snapshot_state()` gives it in JSON's types, tagged with its `SHAPE`, and
+`snapshot_state()` gives it in JSON's types, tagged with its `SNAPSHOT_SHAPE`, and
 `restore_state(state)` turns it back into the aggregate's attributes. A snapshot is only a
 cache of the replay of the aggregate's events up to its version; a shape the class does not
 know is refused, never guessed.
@@ -11,21 +11,10 @@ know is refused, never guessed.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol
+from typing import Any
 
 from eventsourcing.domain import Snapshot
 from eventsourcing.utils import get_topic, resolve_topic
-
-
-class Snapshotted(Protocol):
-    """What an aggregate snapshotted by `StateSnapshot` provides."""
-
-    SNAPSHOT_SHAPE: ClassVar[int]
-
-    def snapshot_state(self) -> dict[str, Any]: ...
-
-    @classmethod
-    def restore_state(cls, state: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class StateSnapshot(Snapshot):
@@ -61,8 +50,18 @@ class StateSnapshot(Snapshot):
         return aggregate
 
 
+#: What a snapshot's version and id say already, and what it never holds (the library's).
+_NOT_STATE = frozenset({"_id", "_version", "_pending_events"})
+
+
+def snapshot_attributes(aggregate: Any) -> dict[str, Any]:
+    """The aggregate's attributes a snapshot keeps: all but its id, version and pending
+    events (its creation and modification times included)."""
+    return {name: value for name, value in vars(aggregate).items() if name not in _NOT_STATE}
+
+
 class SnapshotShapeError(ValueError):
     """A stored snapshot whose shape this version does not read."""
 
 
-__all__ = ["SnapshotShapeError", "Snapshotted", "StateSnapshot"]
+__all__ = ["SnapshotShapeError", "StateSnapshot", "snapshot_attributes"]

@@ -20,7 +20,7 @@ from eventsourcing.domain import Aggregate
 
 from session_awareness.domain.copying import copy_state
 from session_awareness.domain.keys import SessionRef, watch_id
-from session_awareness.domain.snapshots import StateSnapshot
+from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
 
 T = "session_awareness:Watch"
 
@@ -163,7 +163,7 @@ class Watch(Aggregate):
 
     def snapshot_state(self) -> dict[str, Any]:
         """The cursor's attributes in JSON's types (`Watch.Snapshot`)."""
-        state = {name: value for name, value in vars(self).items() if not name.startswith("_")}
+        state = snapshot_attributes(self)
         state["target"] = [self.target.agent_id, self.target.key]
         return state
 
