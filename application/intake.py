@@ -159,7 +159,7 @@ class Intake:
         )
         if held is None:
             uow.add(session)
-        if session.has_seen(request.dedupe_key):
+        if uow.seen(session, request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
         sequence = self._append(session, request, now, lineage)
         seeded = notices.seed_spawn(session, parent, uow.watch(parent, ref), sequence, at=now)
@@ -303,7 +303,7 @@ class Intake:
         session = uow.live(ref)
         if session is None:
             return self._skipped(ref, request, "unknown_session")
-        if session.has_seen(request.dedupe_key):
+        if uow.seen(session, request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
         if self.ambient_groups:  # R-W7: the main session first gets its ambient cursor
             self._grant_ambient(uow, ref, session, request, now)

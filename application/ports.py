@@ -181,6 +181,10 @@ class ReadModel(Protocol):
     def read_models_outdated(self) -> bool:
         """Whether the read models were written by an earlier version (a rebuild migrates)."""
 
+    def dedupe_key_seen(self, session_id: UUID, dedupe_key: str) -> bool:
+        """Whether the session ever recorded this idempotency key (R-L5): exact for every
+        key, read from the key index its signals wrote."""
+
     def children_of(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
         """The live sessions whose parent is each of `parent_keys`, keys sorted."""
 

@@ -119,6 +119,15 @@ class SignalAppended:
 
 
 @dataclass(frozen=True, slots=True)
+class KeyRecorded:
+    """An idempotency key the session recorded, kept for good (R-L5); the empty key when
+    the session is opened (its index exists)."""
+
+    session_id: UUID
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryPruned:
     """Retained rows up to `watermark` go; the pruned watermark rises to it (R-R1, R-S3)."""
 
@@ -204,6 +213,7 @@ RowChange = (
     | RunEnded
     | ParentLinked
     | SignalAppended
+    | KeyRecorded
     | HistoryPruned
     | SessionDeleted
     | CursorStarted
@@ -251,7 +261,8 @@ def _(event: Session.Opened, position: int) -> list[RowChange]:
             event.label,
             event.parent_key,
             to_ms(event.timestamp),
-        )
+        ),
+        KeyRecorded(event.originator_id, ""),
     ]
 
 
@@ -288,6 +299,8 @@ def _(event: Session.Signal, position: int) -> list[RowChange]:
         ),
         SessionTouched(event.originator_id, at),
     ]
+    if event.dedupe_key is not None:
+        rows.append(KeyRecorded(event.originator_id, event.dedupe_key))
     if isinstance(event, Session.ChildSpawned):
         rows.append(ParentLinked(event.originator_id, event.actor_id))
         rows.append(RunStarted(event.originator_id, event.run_id, at))

@@ -20,6 +20,7 @@ from session_awareness.application.errors import (
     UnknownSessionError,
 )
 from session_awareness.application.ports import AuditStore, Clock, ReadModel, Waker
+from session_awareness.application.snapshots import SNAPSHOTTING_INTERVALS, take_due_snapshots
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.application.wakes import WakeCoalescer
 from session_awareness.domain.keys import (
@@ -90,6 +91,8 @@ class SessionStore(Application[UUID]):
     #: The library names an application after its class unless told: its environment
     #: variables keep their `SESSIONAWARENESS_` prefix.
     name = "SessionAwareness"
+    #: Sessions and cursors are snapshotted, so loads do not depend on history (ADR 022).
+    snapshotting_intervals = dict(SNAPSHOTTING_INTERVALS)
 
     def __init__(
         self,
@@ -140,6 +143,10 @@ class SessionStore(Application[UUID]):
         self._take_snapshots(processing_event)
         self._notify(recordings)
         return recordings
+
+    def _take_snapshots(self, processing_event: Any) -> None:
+        """Snapshots from the saved aggregates, not read back (application/snapshots.py)."""
+        take_due_snapshots(self.snapshots, processing_event, self.snapshotting_intervals)
 
     def _record(self, processing_event: Any) -> Any:
         # The inline projection needs the domain events beside the stored ones (DESIGN D4).

@@ -91,6 +91,18 @@ class UnitOfWork:
         session = self.session(ref)
         return session if session is not None and not session.deleted else None
 
+    def seen(self, session: Session, dedupe_key: str | None) -> bool:
+        """Whether the session already recorded this idempotency key (R-L5): among the keys
+        it keeps (its latest, and this attempt's), else in the read model's index of every
+        key it ever recorded. A concurrent save of the same key is caught all the same: both
+        saves append to this session, so one loses the race and runs again, and sees it."""
+        if dedupe_key is None:
+            return False
+        if session.has_seen(dedupe_key):
+            return True
+        read_model = getattr(self._app, "read_model", None)
+        return read_model is not None and bool(read_model.dedupe_key_seen(session.id, dedupe_key))
+
     def watch(self, watcher: str, target: SessionRef | UUID) -> Watch | None:
         """The (watcher, target) cursor; `target` is the session's ref or its id."""
         target_id = target if isinstance(target, UUID) else target.session_id

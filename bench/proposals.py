@@ -6,8 +6,7 @@ proposal's effect can be measured before the lead applies the real change. Every
 checks whether its proposal is active and otherwise does exactly what the original does, so
 `bench.ab` can switch a proposal on and off round by round in one process.
 
-    python -m bench --proposals session-snapshots --only history
-    python -m bench.ab session-snapshots --only history
+    python -m bench.ab no-grow-only-set --only history
 """
 
 from __future__ import annotations
@@ -22,22 +21,6 @@ _INSTALLED: set[str] = set()
 
 def active(name: str) -> bool:
     return name in APPLIED
-
-
-def _session_snapshots() -> None:
-    """P8: a Session snapshot every 1,000 events (read when a service opens), so a restarted
-    process loads a long session from a snapshot and at most 999 events."""
-    from session_awareness.application.service import SessionStore  # noqa: PLC0415
-    from session_awareness.domain.session import Session  # noqa: PLC0415
-
-    class Intervals(dict[Any, int]):
-        def __bool__(self) -> bool:
-            return active("session-snapshots")
-
-        def get(self, key: Any, default: Any = None) -> Any:
-            return super().get(key, default) if self else default
-
-    SessionStore.snapshotting_intervals = Intervals({Session: 1000})
 
 
 # -- the speed devices, switched OFF (each kept only if its A/B says it pays) -----------------
@@ -162,7 +145,6 @@ def _no_bulk_inline() -> None:
 #: P1, P5, P6 and P7 are in the product now (P1 and P6-P7 in another form: ADRs 012, 013),
 #: and P2 no longer applies (the write path is the service's own); their patches are gone.
 PATCHES: dict[str, Callable[[], None]] = {
-    "session-snapshots": _session_snapshots,
     "no-save-override": _no_save_override,
     "no-aggregate-cache": _no_aggregate_cache,
     "no-grow-only-set": _no_grow_only_set,

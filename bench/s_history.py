@@ -3,11 +3,15 @@ one holding 100,000. Ratio long / short of the per-record latency; target ≤ 1.
 
 Both sessions are watched and carry a realistic mix (see `seed.session_history`). The steady
 state is measured with the service's aggregate cache warm; the first record after a restart
-(cache cold, every event read back) is shown for context.
+(cache cold: the session and its cursor load from their latest snapshots, ADR 022) is shown
+for context. `BENCH_HISTORY_EVENTS` sets the long session's length (default 100,000), e.g.
+
+    BENCH_HISTORY_EVENTS=1000000 python -m bench --only history --backend sqlite
 """
 
 from __future__ import annotations
 
+import os
 import random
 
 from bench.context import Context
@@ -57,7 +61,7 @@ def database(ctx: Context, backend: str, long_size: int) -> str:
 
 
 def measure(ctx: Context, backend: str) -> list[Result]:
-    long_size = ctx.scale(100_000, 5_000)
+    long_size = ctx.scale(int(os.environ.get("BENCH_HISTORY_EVENTS", "100000")), 5_000)
     url = database(ctx, backend, long_size)
     # Cold: a restarted process records first on each session (its cache is empty).
     cold: dict[str, float] = {}

@@ -2,6 +2,8 @@
 
 `state_version` counts signal events only (R-L4); the aggregate version counts every event.
 The session also keeps the index of who watches it, so the record path needs no query (D2).
+Of its idempotency keys it keeps only the most recent (`RECENT_KEYS`): every key it ever
+recorded is in the read model's key index, which the producers consult (R-L5, ADR 022).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from session_awareness.domain.signals import (
     SignalKind,
     one_line,
 )
+from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
 from session_awareness.domain.upstream import (
     UpstreamChangedError,
     UpstreamLink,
@@ -33,6 +36,10 @@ SESSION_KINDS = frozenset({"main", "group", "cron", "hook", "node", "subagent", 
 T = "session_awareness:Session"
 #: How far up a parent's ancestry a spawn edge is checked for a cycle (R-T3).
 MAX_LINEAGE = 256
+#: The idempotency keys a session keeps itself: its latest, in generations of at most this
+#: many (a full generation is dropped when the next key arrives). The exact answer for every
+#: key ever recorded is the read model's (ADR 022).
+RECENT_KEYS = 128
 
 
 class Session(Aggregate):
@@ -140,6 +147,8 @@ class Session(Aggregate):
         def apply(self, aggregate: Session) -> None:
             aggregate.state_version = self.sequence
             if self.dedupe_key is not None:
+                if len(aggregate.seen) >= RECENT_KEYS:
+                    aggregate.seen = GrowOnlySet()
                 aggregate.seen.add(self.dedupe_key)
 
     class HumanDirectMessage(Signal):
@@ -269,7 +278,14 @@ class Session(Aggregate):
         def apply(self, aggregate: Session) -> None:
             aggregate.upstream = None
 
+    class Snapshot(StateSnapshot):
+        """The session's state at a version (ADR 022)."""
+
+        TOPIC = f"{T}.Snapshot"
+
     SIGNAL_CLASSES: ClassVar[dict[SignalKind, type[Session.Signal]]]
+    #: The form of `snapshot_state`; a change of it is a new shape, read by `restore_state`.
+    SNAPSHOT_SHAPE: ClassVar[int] = 1
     #: Whether the host marked the session sandboxed; a class default, so a session stored
     #: before the mark existed reads as not sandboxed.
     sandboxed: bool = False
@@ -299,9 +315,43 @@ class Session(Aggregate):
         self.pruned_watermark = 0
         self.deleted = False
         self.watchers: dict[str, bool] = {}
-        self.seen = GrowOnlySet()  # idempotency keys recorded (R-L5)
+        self.seen = GrowOnlySet()  # the latest idempotency keys recorded (R-L5)
         self.upstream: UpstreamLink | None = None
         self.link_generation = 0
+
+    def snapshot_state(self) -> dict[str, Any]:
+        """The session's attributes in JSON's types (`Session.Snapshot`)."""
+        state = snapshot_attributes(self)
+        state["seen"] = sorted(self.seen)
+        if self.transcript is not None:
+            state["transcript"] = list(self.transcript)
+        link = self.upstream
+        state["upstream"] = None if link is None else {
+            "catalog_id": link.source.catalog_id, "host_id": link.source.host_id,
+            "thread_id": link.source.thread_id, "upstream_kind": link.source.upstream_kind,
+            "upstream_ref": link.source.upstream_ref, "generation": link.generation,
+            "marker": link.marker, "position": link.position,
+        }  # fmt: skip
+        return state
+
+    @classmethod
+    def restore_state(cls, state: dict[str, Any]) -> dict[str, Any]:
+        """The attributes `snapshot_state` wrote, as the session keeps them."""
+        attributes = dict(state)
+        attributes["seen"] = GrowOnlySet(frozenset(state["seen"]))
+        if state.get("transcript") is not None:
+            source, ref = state["transcript"]
+            attributes["transcript"] = (source, ref)
+        link = state.get("upstream")
+        if link is not None:
+            source = UpstreamSource(
+                link["catalog_id"], link["host_id"], link["thread_id"], link["upstream_kind"],
+                link["upstream_ref"],
+            )  # fmt: skip
+            attributes["upstream"] = UpstreamLink(
+                source, link["generation"], link["marker"], link["position"]
+            )
+        return attributes
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -428,7 +478,8 @@ class Session(Aggregate):
     # -- the signal log --------------------------------------------------------------------
 
     def has_seen(self, dedupe_key: str | None) -> bool:
-        """Whether an idempotent producer already recorded this key (R-L5)."""
+        """Whether an idempotent producer recorded this key lately (R-L5): among the latest
+        `RECENT_KEYS`; whether it ever did is the read model's to say."""
         return dedupe_key is not None and dedupe_key in self.seen
 
     def record(
@@ -589,6 +640,7 @@ class ParentRefusedError(SessionStateError, ValueError):
 
 __all__ = [
     "MAX_LINEAGE",
+    "RECENT_KEYS",
     "SESSION_KINDS",
     "DuplicateSignalError",
     "ParentRefusedError",

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
 from session_awareness.domain.copying import copy_state
 from session_awareness.domain.keys import SessionRef, watch_id
+from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
 
 T = "session_awareness:Watch"
 
@@ -128,6 +130,14 @@ class Watch(Aggregate):
         def apply(self, aggregate: Watch) -> None:
             aggregate.active = False
 
+    class Snapshot(StateSnapshot):
+        """The cursor's state at a version (ADR 022)."""
+
+        TOPIC = f"{T}.Snapshot"
+
+    #: The form of `snapshot_state`; a change of it is a new shape, read by `restore_state`.
+    SNAPSHOT_SHAPE: ClassVar[int] = 1
+
     def __init__(  # noqa: PLR0917 -- the library passes the Started event's fields by name
         self,
         watcher: str,
@@ -150,6 +160,18 @@ class Watch(Aggregate):
         every value kept in them is immutable. `copy.deepcopy` walked each of a long session's
         idempotency keys on every load (bench/PROPOSALS.md, P4)."""
         return copy_state(self)
+
+    def snapshot_state(self) -> dict[str, Any]:
+        """The cursor's attributes in JSON's types (`Watch.Snapshot`)."""
+        state = snapshot_attributes(self)
+        state["target"] = [self.target.agent_id, self.target.key]
+        return state
+
+    @classmethod
+    def restore_state(cls, state: dict[str, Any]) -> dict[str, Any]:
+        """The attributes `snapshot_state` wrote, as the cursor keeps them."""
+        agent_id, key = state["target"]
+        return {**state, "target": SessionRef(agent_id, key)}
 
     def set_positions(self, acknowledged: int, notified: int, material: int) -> None:
         self.acknowledged, self.notified, self.material = acknowledged, notified, material

@@ -14,7 +14,7 @@ from uuid import UUID
 from session_awareness.application.ports import CursorRow, PrunePlan, SessionRow, UpstreamLinkRow
 from session_awareness.domain.upstream import UpstreamLink, UpstreamSource
 from session_awareness.infrastructure.readmodel.dialect import Rendered
-from session_awareness.infrastructure.readmodel.schema import CURSORS
+from session_awareness.infrastructure.readmodel.schema import CURSORS, INDEXED
 
 _SESSION = (
     "SELECT r.session_id, r.agent_id, r.session_key, r.kind, r.label, r.parent_key, "
@@ -25,11 +25,15 @@ _SESSION = (
     "ON h.session_id = r.session_id LEFT JOIN {s}session_activity a "
     "ON a.session_id = r.session_id WHERE "
 )
-#: A registry row without its activity row: the store was written by an earlier version.
+#: A registry row without its activity row or its key index: the store was written by an
+#: earlier version.
 _OUTDATED = (
     "SELECT 1 FROM {s}session_registry r WHERE NOT EXISTS "
-    "(SELECT 1 FROM {s}session_activity a WHERE a.session_id = r.session_id) LIMIT 1"
+    "(SELECT 1 FROM {s}session_activity a WHERE a.session_id = r.session_id) OR NOT EXISTS "
+    "(SELECT 1 FROM {s}session_dedupe_keys k WHERE k.session_id = r.session_id "
+    "AND k.dedupe_key = ?) LIMIT 1"
 )
+_KEY_SEEN = "SELECT 1 FROM {s}session_dedupe_keys WHERE session_id = ? AND dedupe_key = ?"
 _CURSOR = CURSORS.select() + " WHERE "
 _LINK = (
     "SELECT l.session_id, r.agent_id, r.session_key, l.catalog_id, l.host_id, l.thread_id, "
@@ -130,7 +134,12 @@ class ReadModelQueries(Rendered):
     def read_models_outdated(self) -> bool:
         """Whether a session's registry row lacks the rows this version keeps beside it:
         the read models were written by an earlier version and need a rebuild."""
-        return bool(self.fetch(_OUTDATED))
+        return bool(self.fetch(_OUTDATED, (INDEXED,)))
+
+    def dedupe_key_seen(self, session_id: UUID, dedupe_key: str) -> bool:
+        if dedupe_key == INDEXED:
+            return False
+        return bool(self.fetch_tuples(_KEY_SEEN, (self.dialect.bind_id(session_id), dedupe_key)))
 
     def cursors_of_watcher(self, watcher_key: str, *, pending_only: bool) -> list[CursorRow]:
         pending = " AND notified > acknowledged" if pending_only else ""

@@ -153,9 +153,20 @@ ACTIVITY = Table(
     ),
     key=("session_id",),
 )  # fmt: skip
+#: Every idempotency key each session recorded (R-L5), written from its signals and never
+#: removed (not by retention nor by deletion: a reopened session keeps its keys). Each
+#: session opened has the empty key `INDEXED` too, so a registry row without it was written
+#: by an earlier version (`read_models_outdated`).
+KEYS = Table(
+    "session_dedupe_keys",
+    (_id("session_id", NOT_NULL), _text("dedupe_key", NOT_NULL)),
+    key=("session_id", "dedupe_key"),
+)
+#: The key every opened session has in `KEYS` (no producer's key is empty).
+INDEXED = ""
 
 #: Every read-model table, in creation order.
-TABLES = (REGISTRY, HEADS, EVENTS, CURSORS, LINKS, ACTIVITY)
+TABLES = (REGISTRY, HEADS, EVENTS, CURSORS, LINKS, ACTIVITY, KEYS)
 #: Read-model tables and the order an audit compares their rows in (their keys).
 READ_MODEL_TABLES = {table.name: ", ".join(table.key) for table in TABLES}
 #: The statements creating every read-model table and index (templates).

@@ -20,6 +20,7 @@ from session_awareness.infrastructure.readmodel.schema import (
     CURSORS,
     EVENTS,
     HEADS,
+    KEYS,
     LINKS,
     REGISTRY,
 )
@@ -115,6 +116,7 @@ _HEAD_VERSION = Write(
     "WHERE session_id = ?",
     _greatest_first,
 )
+_KEY = Write(KEYS.name, KEYS.insert() + " ON CONFLICT DO NOTHING")
 _DROP_HISTORY = Write(
     EVENTS.name, "DELETE FROM {s}session_state_events WHERE session_id = ? AND sequence <= ?"
 )
@@ -254,6 +256,11 @@ def _signal_appended(bind: Bind, change: p.SignalAppended) -> Writes:
     ]  # fmt: skip
 
 
+def _key_recorded(bind: Bind, change: p.KeyRecorded) -> Writes:
+    sid = bind(change.session_id)
+    return [(_KEY, sid, (sid, change.key))]
+
+
 def _history_pruned(bind: Bind, change: p.HistoryPruned) -> Writes:
     sid = bind(change.session_id)
     return [
@@ -323,6 +330,7 @@ WRITES: dict[type, Callable[[Bind, Any], Writes]] = {
     p.RunEnded: _run_ended,
     p.ParentLinked: _parent_linked,
     p.SignalAppended: _signal_appended,
+    p.KeyRecorded: _key_recorded,
     p.HistoryPruned: _history_pruned,
     p.SessionDeleted: _session_deleted,
     p.CursorStarted: _cursor_started,

@@ -1,0 +1,54 @@
+"""Snapshots of sessions and cursors, so a load reads at most `SNAPSHOT_INTERVAL` events
+whatever the history's length (ADR 022).
+
+A snapshot is taken after a save whose events reach a multiple of the interval, from the
+saved aggregate itself (committed, so it is the state at its version): no read of the store,
+unlike the library's `take_snapshot`. It is only a cache: the events stay the record, an
+audit and a read-model rebuild read the events alone, and a snapshot that cannot be stored
+is logged and skipped; the save it follows has committed already and is never undone or
+retried for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from eventsourcing.persistence import EventStore
+
+from session_awareness.domain.session import Session
+from session_awareness.domain.watch import Watch
+from session_awareness.logs import get_logger
+
+log = get_logger()
+
+#: Events between two snapshots of one aggregate: a load replays at most this many.
+SNAPSHOT_INTERVAL = 100
+#: The aggregates snapshotted, and how often (the library's `snapshotting_intervals`).
+SNAPSHOTTING_INTERVALS: Mapping[type, int] = {Session: SNAPSHOT_INTERVAL, Watch: SNAPSHOT_INTERVAL}
+
+
+def take_due_snapshots(
+    store: EventStore[Any] | None, processing_event: Any, intervals: Mapping[type, int]
+) -> int:
+    """Snapshot each saved aggregate one of whose new events has a version that is a
+    multiple of its interval, at the aggregate's version; how many were stored."""
+    if store is None or not intervals:
+        return 0
+    due: dict[Any, Any] = {}
+    for event in processing_event.events:
+        aggregate = processing_event.aggregates.get(event.originator_id)
+        interval = intervals.get(type(aggregate))
+        if interval and event.originator_version % interval == 0:
+            due[aggregate.id] = aggregate
+    if not due:
+        return 0
+    try:
+        store.put([type(aggregate).Snapshot.take(aggregate) for aggregate in due.values()])
+    except Exception as error:  # noqa: BLE001 -- a cache; the save it follows has committed
+        log.warning("snapshot_failed", aggregates=len(due), error=repr(error))
+        return 0
+    return len(due)
+
+
+__all__ = ["SNAPSHOTTING_INTERVALS", "SNAPSHOT_INTERVAL", "take_due_snapshots"]
