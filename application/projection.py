@@ -119,6 +119,17 @@ class SignalAppended:
 
 
 @dataclass(frozen=True, slots=True)
+class MaterialMoved:
+    """A notify-eligible event: the session's newest material, from which every cursor on
+    it derives its M (ADR 023)."""
+
+    session_id: UUID
+    sequence: int
+    actor_id: str | None
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryPruned:
     """Retained rows up to `watermark` go; the pruned watermark rises to it (R-R1, R-S3)."""
 
@@ -204,6 +215,7 @@ RowChange = (
     | RunEnded
     | ParentLinked
     | SignalAppended
+    | MaterialMoved
     | HistoryPruned
     | SessionDeleted
     | CursorStarted
@@ -288,6 +300,8 @@ def _(event: Session.Signal, position: int) -> list[RowChange]:
         ),
         SessionTouched(event.originator_id, at),
     ]
+    if event.KIND.notifies:
+        rows.append(MaterialMoved(event.originator_id, event.sequence, event.actor_id, at))
     if isinstance(event, Session.ChildSpawned):
         rows.append(ParentLinked(event.originator_id, event.actor_id))
         rows.append(RunStarted(event.originator_id, event.run_id, at))

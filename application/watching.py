@@ -116,7 +116,7 @@ class Watching(ServiceCore):
                 if watch is None or not watch.pending:
                     continue
                 texts.append(cast(str, watch.notice))
-                if watch.acknowledge(at=now):
+                if notices.acknowledge(watch, uow.session(watch.target_id), at=now):
                     reopened += 1
                     loud = loud or not watch.ambient
             if texts:

@@ -64,8 +64,10 @@ def told(
     return notices.tell(session, sequence, held, at=at(second))
 
 
-def positions(watch: Watch) -> tuple[int, int, int]:
-    return watch.acknowledged, watch.notified, watch.material
+def positions(watch: Watch, target: Session | None = None) -> tuple[int, int, int]:
+    """The cursor's (L, N, M), M derived from the `target` when it is given (ADR 023)."""
+    m = watch.material if target is None else notices.material(watch, target)
+    return watch.acknowledged, watch.notified, m
 
 
 def test_spawn_seeds_the_parents_cursor_at_the_spawn_and_indexes_it() -> None:
@@ -113,7 +115,7 @@ def test_a_synced_cursor_opens_one_notice_and_a_pending_one_only_advances() -> N
     assert positions(watch) == (1, 2, 2)
     for second in range(3, 23):  # twenty rapid changes give one line
         assert told(session, human_turn(session, second), {PARENT: watch}, second).opened == ()
-    assert positions(watch) == (1, 2, 22) and watch.notice is not None
+    assert positions(watch, session) == (1, 2, 22) and watch.notice is not None
     assert watch.notice.endswith("changesSince 1.")
 
 
@@ -123,10 +125,11 @@ def test_worked_example_of_spec_5() -> None:
     _, watch = spawned(session)
     for second in (2, 3, 4):
         told(session, human_turn(session, second), {PARENT: watch}, second)
-    assert positions(watch) == (1, 2, 4) and cast_notice(watch).endswith("changesSince 1.")
-    assert watch.acknowledge(at=at(5)) is True
-    assert positions(watch) == (2, 4, 4) and cast_notice(watch).endswith("changesSince 2.")
-    assert watch.acknowledge(at=at(6)) is False and watch.synced
+    assert positions(watch, session) == (1, 2, 4)
+    assert cast_notice(watch).endswith("changesSince 1.")
+    assert notices.acknowledge(watch, session, at=at(5)) is True
+    assert positions(watch, session) == (2, 4, 4) and cast_notice(watch).endswith("changesSince 2.")
+    assert notices.acknowledge(watch, session, at=at(6)) is False and watch.synced
 
 
 def cast_notice(watch: Watch) -> str:
