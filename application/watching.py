@@ -116,7 +116,7 @@ class Watching(ServiceCore):
                 if watch is None or not watch.pending:
                     continue
                 texts.append(cast(str, watch.notice))
-                if notices.acknowledge(watch, uow.session(watch.target_id), at=now):
+                if watch.acknowledge(material=row.material, at=now):  # M derived (ADR 023)
                     reopened += 1
                     loud = loud or not watch.ambient
             if texts:

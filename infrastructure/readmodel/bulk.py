@@ -57,13 +57,17 @@ class BulkWrites(ReadModelWrites):
 
     def check_no_cursor_behind(self, c: Any, changes: Sequence[p.RowChange]) -> None:
         """Refuse, as a conflict the service retries, a save that leaves a cursor it touched
-        (one on a target whose material moved, or one that moved) synced below its derived M
+        (one on a target whose material moved, or one it synced) synced below its derived M
         (ADR 023). A pending cursor stores nothing when M moves, so a record that read a
         cursor as pending and a drain that synced it meanwhile commit without a version
         conflict; this is where the one that commits second finds out. The save's writes are
         serialized (SQLite's write lock, PostgreSQL's table lock), so the check is exact."""
         targets = {ch.session_id for ch in changes if type(ch) is p.MaterialMoved}
-        cursors = {ch.watch_id for ch in changes if type(ch) is p.CursorMoved}
+        cursors = {  # a cursor left pending cannot be synced below anything
+            ch.watch_id
+            for ch in changes
+            if type(ch) is p.CursorMoved and ch.notified == ch.acknowledged
+        }
         if not targets and not cursors:
             return
         clauses, params = [], []
