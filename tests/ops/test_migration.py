@@ -205,3 +205,27 @@ class TestAStoreWithStoredMaterialAdvances:
             assert cursor_rows(svc, MANAGER)[0] == (WORKER, 4, 7, 8)
             report = svc.audit()
             assert report.clean, report.as_dict()
+
+    def test_its_history_shows_each_stored_material_advance_once(
+        self, previous: str, clock: FakeClock
+    ) -> None:
+        """R-N2: the previous version's `MaterialAdvanced` events and the steps derived from
+        later signals read alike, each once."""
+        with open_service(previous, clock=clock) as svc:
+            svc.record_goal_changed(WORKER, summary="goal updated", actor_type="human")  # 8
+            steps = [
+                (e["event"], *e["cursor"].values())
+                for e in svc.history(WORKER)
+                if e.get("watcher") == MANAGER and "cursor" in e
+            ]
+        assert steps == [
+            ("cursor_seeded", 1, 1, 1),
+            ("notice_opened", 1, 2, 2),
+            ("material_advanced", 1, 2, 3),
+            ("material_advanced", 1, 2, 4),
+            ("acknowledged", 2, 4, 4),
+            ("material_advanced", 2, 4, 5),
+            ("material_advanced", 2, 4, 6),
+            ("material_advanced", 2, 4, 7),
+            ("material_advanced", 2, 4, 8),  # derived: nothing stored for it
+        ]
