@@ -93,6 +93,12 @@ class AggregateCache:
         copy = _copy(cached)
         return (fast_forward(copy), True) if stale else (copy, False)
 
+    def peek(self, aggregate_id: UUID) -> Any | None:
+        """The cached aggregate itself, not a copy, when it is cached and not stale: for a
+        caller that only reads it (and copies it with `get` before changing it)."""
+        with self._lock:
+            return None if aggregate_id in self._stale else self._items.get(aggregate_id)
+
     def loaded(self, aggregate: Any, seen_at: int) -> None:
         """Keep an aggregate read from the store after the look at `seen_at`."""
         with self._lock:

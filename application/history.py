@@ -54,7 +54,12 @@ def history_entries(
     """The entries of `(notification id, event)` pairs in recording order (`watchers`: each
     cursor's watcher by cursor id); signals the session's final watermark covers are marked
     `pruned` (gone from `changesSince`)."""
-    entries = [_entry(position, event, target_key, watchers) for position, event in recorded]
+    entries: list[dict[str, Any]] = []
+    cursors = _Cursors(watchers)
+    for position, event in recorded:
+        if not cursors.shown(event):
+            entries.append(_entry(position, event, target_key, watchers))
+        entries.extend(cursors.advanced(position, event))
     watermark = 0
     for _, event in recorded:
         if isinstance(event, Session.HistoryPruned | Session.Deleted):
@@ -63,6 +68,52 @@ def history_entries(
         if entry["event"] == "signal":
             entry["pruned"] = entry["sequence"] <= watermark
     return entries
+
+
+class _Cursors:
+    """The positions of the session's cursors as its history goes, to show where M moved:
+    a pending cursor stores nothing when it does (ADR 023), so each notify-eligible signal
+    shows a `material_advanced` step for every pending cursor it reached (R-N2), as stores
+    written before the change recorded one."""
+
+    def __init__(self, watchers: dict[UUID, str]) -> None:
+        self._watchers = watchers
+        self._positions: dict[UUID, tuple[int, int, int]] = {}
+
+    def shown(self, event: Any) -> bool:
+        """Track a cursor event; True for a stored `MaterialAdvanced` already shown (a store
+        written before the change: its signal showed the step)."""
+        if isinstance(event, Watch.Started | Watch.Restarted):
+            at = event.at_sequence
+            self._positions[event.originator_id] = (at, at, at)
+        elif isinstance(event, Watch.Removed):
+            self._positions.pop(event.originator_id, None)
+        elif isinstance(event, Watch.Moved):
+            moved = (event.acknowledged, event.notified, event.material)
+            before = self._positions.get(event.originator_id)
+            self._positions[event.originator_id] = moved
+            return isinstance(event, Watch.MaterialAdvanced) and before == moved
+        return False
+
+    def advanced(self, position: int, event: Any) -> list[dict[str, Any]]:
+        """The `material_advanced` steps a notify-eligible signal makes: every pending cursor
+        whose watcher is not the signal's actor (R-W5) moves its M to the signal."""
+        if not isinstance(event, Session.Signal) or not event.KIND.notifies:
+            return []
+        steps = []
+        for cursor, (acknowledged, notified, material) in self._positions.items():
+            watcher = self._watchers.get(cursor)
+            if notified <= acknowledged or material >= event.sequence or watcher == event.actor_id:
+                continue
+            self._positions[cursor] = (acknowledged, notified, event.sequence)
+            steps.append({
+                "position": position,
+                "recordedAt": to_ms(event.timestamp),
+                "event": "material_advanced",
+                "watcher": watcher,
+                "cursor": _positions(acknowledged, notified, event.sequence),
+            })  # fmt: skip
+        return steps
 
 
 def _entry(position: int, event: Any, target_key: str, watchers: dict[UUID, str]) -> dict[str, Any]:

@@ -340,7 +340,7 @@ class Intake:
         parent_session = uow.session(SessionRef.of(parent)) if parent is not None else None
         deleted = parent_session is not None and parent_session.deleted
         audience = notices.audience(session, actor=actor, parent_deleted=deleted)
-        watches = {watcher: uow.watch(watcher, session.id) for watcher in audience}
+        watches = {watcher: uow.watch_to_tell(watcher, session.id) for watcher in audience}
         try:
             told = notices.tell(session, sequence, watches, at=now)
         except notices.StaleCursorError as error:

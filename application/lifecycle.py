@@ -10,6 +10,7 @@ from session_awareness.application.errors import InvalidArgumentError, UnknownSe
 from session_awareness.application.ports import CursorRow
 from session_awareness.application.store import SessionStore
 from session_awareness.application.unit_of_work import UnitOfWork
+from session_awareness.domain import notices
 from session_awareness.domain.keys import (
     InvalidKeyError,
     SessionRef,
@@ -167,11 +168,13 @@ def remove_cursors(
     removed = 0
     for row in rows:
         watch = _still_active(uow, row)
-        if watch is None or (idle_before is not None and watch.modified_on >= idle_before):
+        if watch is None:
+            continue
+        target = uow.session(row.target_id)
+        if idle_before is not None and notices.last_moved(watch, target) >= idle_before:
             continue
         watch.remove(reason, at=now)
         removed += 1
-        target = uow.session(row.target_id)
         if target is not None:
             target.remove_watcher(row.watcher_key, at=now)
     return removed

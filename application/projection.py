@@ -128,6 +128,17 @@ class KeyRecorded:
 
 
 @dataclass(frozen=True, slots=True)
+class MaterialMoved:
+    """A notify-eligible event: the session's newest material, from which every cursor on
+    it derives its M (ADR 023)."""
+
+    session_id: UUID
+    sequence: int
+    actor_id: str | None
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryPruned:
     """Retained rows up to `watermark` go; the pruned watermark rises to it (R-R1, R-S3)."""
 
@@ -214,6 +225,7 @@ RowChange = (
     | ParentLinked
     | SignalAppended
     | KeyRecorded
+    | MaterialMoved
     | HistoryPruned
     | SessionDeleted
     | CursorStarted
@@ -301,6 +313,8 @@ def _(event: Session.Signal, position: int) -> list[RowChange]:
     ]
     if event.dedupe_key is not None:
         rows.append(KeyRecorded(event.originator_id, event.dedupe_key))
+    if event.KIND.notifies:
+        rows.append(MaterialMoved(event.originator_id, event.sequence, event.actor_id, at))
     if isinstance(event, Session.ChildSpawned):
         rows.append(ParentLinked(event.originator_id, event.actor_id))
         rows.append(RunStarted(event.originator_id, event.run_id, at))

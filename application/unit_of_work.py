@@ -108,6 +108,18 @@ class UnitOfWork:
         target_id = target if isinstance(target, UUID) else target.session_id
         return cast(Watch | None, self.get(watch_id(watcher, target_id)))
 
+    def watch_to_tell(self, watcher: str, target_id: UUID) -> Watch | None:
+        """The cursor a fan-out tells: a pending one as the cache holds it, uncopied (telling
+        a pending cursor only reads it, ADR 023); any other as `watch` loads it."""
+        wid = watch_id(watcher, target_id)
+        if wid not in self._loaded and self._cache is not None:
+            if self._seen_at is None:
+                self._seen_at = self._cache.look()
+            cached = self._cache.peek(wid)
+            if isinstance(cached, Watch) and cached.pending:
+                return cached
+        return self.watch(watcher, target_id)
+
     def after_commit(self, action: Callable[[], object]) -> None:
         """Run `action` once this attempt's save has committed (wakes, logs)."""
         self._after_commit.append(action)

@@ -119,7 +119,7 @@ class Watching:
                 if watch is None or not watch.pending:
                     continue
                 texts.append(cast(str, watch.notice))
-                if watch.acknowledge(at=now):
+                if watch.acknowledge(material=row.material, at=now):  # M derived (ADR 023)
                     reopened += 1
                     loud = loud or not watch.ambient
             if texts:

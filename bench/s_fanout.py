@@ -2,7 +2,8 @@
 watchers against the same record on a target with 1 watcher. Latency ratio; target ≤ 10.
 
 The watchers' notices are pending after the warm-up, so each measured record moves every
-watcher's material position (R-N2): one Watch event and one cursor row per watcher.
+watcher's material position (R-N2): derived from the target (ADR 023), it stores the signal
+alone; each watcher's cursor is still loaded to tell it is pending.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any, cast
 from session_awareness.application import SessionAwareness
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import intake as produce
+from session_awareness.domain import notices
 from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.session import Session
 
@@ -97,7 +98,7 @@ class Batch:
             watch = uow.watch(watcher, SessionRef.of(target))
             if watch is None or not watch.pending:
                 return False
-            watch.acknowledge(at=now)
+            notices.acknowledge(watch, uow.session(watch.target_id), at=now)
             return True
 
         return bool(self._then(drained))

@@ -6,9 +6,11 @@ commit, the watchers of the notices this module says opened.
 
 - `audience` names who may be told of a notify-eligible event: every cursor holder on the
   target, plus its parent (R-W4), minus the event's actor (R-W5).
-- `tell` moves each of their cursors: a synced cursor opens one notice, a pending one only
-  advances its material position (R-N2); a parent without an active cursor gets one at
-  L = 0 first (R-W4).
+- `tell` moves each of their cursors: a synced cursor opens one notice, a pending one stores
+  nothing, its material position being the target's (R-N2, ADR 023); a parent without an
+  active cursor gets one at L = 0 first (R-W4).
+- `material` is a cursor's M, derived from the target; `acknowledge` drains a pending
+  notice with it (R-N3); `last_moved` is when the cursor last moved, M included (R-W6).
 - `seed_spawn` sets the parent's cursor at the spawn's sequence (R-W1).
 - `register` starts an explicit watch at the target's head, leaving an active one as it is
   (R-W2), and promotes an ambient one for good (R-W7).
@@ -111,6 +113,29 @@ def tell(
         if watch.observe(sequence, at=at):
             opened.append(Opened(watch, sequence))
     return Told(tuple(opened), tuple(started))
+
+
+def material(watch: Watch, session: Session) -> int:
+    """The cursor's M: the newest notify-eligible event on the target not caused by its
+    watcher (R-W5), never below the positions the cursor stored (it started there)."""
+    return max(watch.material, session.material_for(watch.watcher))
+
+
+def acknowledge(watch: Watch, session: Session | None, *, at: datetime) -> bool:
+    """Drain the cursor's pending notice with the target's M (the cursor's own when the
+    target is gone); True when a fresh notice opens for the remainder (R-N3)."""
+    held = watch.material if session is None else material(watch, session)
+    return watch.acknowledge(material=held, at=at)
+
+
+def last_moved(watch: Watch, session: Session | None) -> datetime:
+    """When the cursor last moved: its own last event, or the newest material event that
+    reached it (a pending cursor stores none), whichever is later (R-W6's idle time)."""
+    moved = watch.modified_on
+    if session is None:
+        return moved
+    reached = session.material_time_for(watch.watcher)
+    return reached if reached is not None and reached > moved else moved
 
 
 def seed_spawn(

@@ -32,6 +32,8 @@ from session_awareness.domain.upstream import (
     check_marker,
 )
 
+#: The newest notify-eligible event: its sequence, its actor, when it was recorded.
+Material = tuple[int, str | None, datetime | None]
 SESSION_KINDS = frozenset({"main", "group", "cron", "hook", "node", "subagent", "other"})
 T = "session_awareness:Session"
 #: How far up a parent's ancestry a spawn edge is checked for a cycle (R-T3).
@@ -150,6 +152,8 @@ class Session(Aggregate):
                 if len(aggregate.seen) >= RECENT_KEYS:
                     aggregate.seen = GrowOnlySet()
                 aggregate.seen.add(self.dedupe_key)
+            if self.KIND.notifies:
+                aggregate.material_moved(self.sequence, self.actor_id, self.timestamp)
 
     class HumanDirectMessage(Signal):
         TOPIC = f"{T}.HumanDirectMessage"
@@ -295,6 +299,10 @@ class Session(Aggregate):
     #: The transcript's (source, ref), when the host noted one; a class default, so a session
     #: stored before transcripts were noted reads as having none.
     transcript: tuple[str, str] | None = None
+    #: The newest notify-eligible event (its sequence, actor and time) and the newest one
+    #: whose actor is not that one: what every cursor's M is derived from (`material_for`).
+    material: Material = (0, None, None)
+    material_other: tuple[int, datetime | None] = (0, None)
 
     def __deepcopy__(self, memo: dict[int, object]) -> Session:
         """The repository hands out a copy of each cached aggregate (so a failed save never
@@ -339,6 +347,9 @@ class Session(Aggregate):
         """The attributes `snapshot_state` wrote, as the session keeps them."""
         attributes = dict(state)
         attributes["seen"] = GrowOnlySet(frozenset(state["seen"]))
+        for name in ("material", "material_other"):  # tuples, stored as JSON's lists
+            if name in state:
+                attributes[name] = tuple(state[name])
         if state.get("transcript") is not None:
             source, ref = state["transcript"]
             attributes["transcript"] = (source, ref)
@@ -527,6 +538,28 @@ class Session(Aggregate):
             raise SessionStateError("cannot prune past the head")
         if watermark > self.pruned_watermark:
             self.trigger_event(self.HistoryPruned, timestamp=at, watermark=watermark)
+
+    def material_moved(self, sequence: int, actor: str | None, at: datetime) -> None:
+        """A notify-eligible event was appended: it is the newest material; the newest one by
+        another actor is the previous newest unless both have the same actor."""
+        newest, newest_actor, newest_at = self.material
+        if actor is None or actor != newest_actor:
+            self.material_other = (newest, newest_at)
+        self.material = (sequence, actor, at)
+
+    def material_for(self, watcher: str) -> int:
+        """M for `watcher`'s cursor as the log defines it: the newest notify-eligible
+        sequence not caused by the watcher (R-W5), 0 when there is none. A cursor's own
+        positions bound it from below (it never counts events before the cursor started)."""
+        return self._material_of(watcher)[0]
+
+    def material_time_for(self, watcher: str) -> datetime | None:
+        """When the newest notify-eligible event not caused by `watcher` was recorded."""
+        return self._material_of(watcher)[1]
+
+    def _material_of(self, watcher: str) -> tuple[int, datetime | None]:
+        newest, actor, at = self.material
+        return self.material_other if actor is not None and actor == watcher else (newest, at)
 
     # -- the watcher index -----------------------------------------------------------------
 

@@ -4,8 +4,13 @@ Positions: L `acknowledged`, N `notified` (frozen while a notice is pending), M 
 Synced means L = N = M; pending means N > L. Every position event carries all three
 positions, so a projection can copy them without knowing the machine.
 
-    inactive --start/restart--> synced --observe--> pending --observe--> pending (M only)
-    pending --acknowledge--> synced (M = N) | pending again, one fresh notice (M > N)
+M is not stored per event: it is the newest notify-eligible event on the target not caused
+by the watcher, which the target `Session` answers (`Session.material_for`, ADR 023). The
+cursor's `material` is M as of its last stored event, a lower bound: a pending cursor stores
+nothing when M moves, and `acknowledge` is given the target's M.
+
+    inactive --start/restart--> synced --observe--> pending --observe--> pending (nothing stored)
+    pending --acknowledge(M)--> synced (M = N) | pending again, one fresh notice (M > N)
     synced|pending --remove--> inactive
 """
 
@@ -114,7 +119,8 @@ class Watch(Aggregate):
         TOPIC = f"{T}.NoticeOpened"
 
     class MaterialAdvanced(Moved):
-        """A material event reached a pending cursor: only M moves (frozen N, R-N2)."""
+        """A material event reached a pending cursor: only M moves (frozen N, R-N2). No
+        longer stored (M is derived from the target, ADR 023); kept to replay older stores."""
 
         TOPIC = f"{T}.MaterialAdvanced"
 
@@ -238,25 +244,26 @@ class Watch(Aggregate):
         return True
 
     def observe(self, sequence: int, *, at: datetime) -> bool:
-        """A notify-eligible event on the target; True when it opens a notice (R-N2)."""
+        """A notify-eligible event on the target; True when it opens a notice (R-N2). A
+        pending cursor stores nothing: its M is the target's (ADR 023)."""
         self.check_active()
         if sequence <= self.material:
             raise WatchStateError(
                 f"event {sequence} is not after material position {self.material}"
             )
         if self.pending:
-            self._move(self.MaterialAdvanced, self.acknowledged, self.notified, sequence, at)
             return False
         self._move(self.NoticeOpened, self.acknowledged, sequence, sequence, at)
         return True
 
-    def acknowledge(self, *, at: datetime) -> bool:
-        """Drain the pending notice; True when a fresh one opens for the remainder (R-N3)."""
+    def acknowledge(self, *, material: int, at: datetime) -> bool:
+        """Drain the pending notice, `material` being the target's M for this watcher
+        (`Session.material_for`); True when a fresh one opens for the remainder (R-N3)."""
         if not self.pending:
             raise WatchStateError("no pending notice to acknowledge")
         acknowledged = self.notified
-        notified = self.material
-        self._move(self.Acknowledged, acknowledged, notified, self.material, at)
+        notified = max(self.material, material)
+        self._move(self.Acknowledged, acknowledged, notified, notified, at)
         return notified > acknowledged
 
     def remove(self, reason: RemovalReason, *, at: datetime) -> None:

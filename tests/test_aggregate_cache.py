@@ -149,3 +149,17 @@ def test_a_save_behind_another_writers_events_leaves_the_position_for_the_next_l
     assert cache.position == 3
     hit = cache.get(other.id, forward_to(2))
     assert hit is not None and hit[1] is True
+
+
+def test_a_peek_hands_out_the_cached_aggregate_itself_unless_another_writer_changed_it() -> None:
+    """A reader that changes nothing (a fan-out telling a pending cursor) reads the cached
+    object without a copy; a stale one, or one never cached, is not served."""
+    log, item = Log(), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    assert cache.peek(item.id) is None
+    cache.saved([item], {item.id: log.append(item.id, 1)})
+    assert cache.peek(item.id) is item
+    log.append(item.id, 2)  # another writer
+    cache.look()
+    assert cache.peek(item.id) is None

@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from session_awareness.application import projection as p
+from session_awareness.infrastructure.readmodel.schema import DERIVED_MATERIAL
 from session_awareness.infrastructure.readmodel.writes import (
     WRITES,
     ReadModelWrites,
@@ -23,6 +24,20 @@ from session_awareness.infrastructure.readmodel.writes import (
 #: Row changes from which a save's inline projection is written in bulk.
 BULK_INLINE = 16
 
+#: A cursor that is synced (L = N) below its derived M: a notice was lost (ADR 023).
+_BEHIND = (
+    "SELECT 1 FROM {s}session_watch_cursors c JOIN {s}session_material m "  # noqa: S608 -- fixed fragments; values are bound
+    "ON m.session_id = c.target_id WHERE ({where}) AND c.notified = c.acknowledged "
+    f"AND c.notified < {DERIVED_MATERIAL}"
+)
+
+
+class _Keep(dict[str, str]):
+    """Fills `{where}` and keeps every other hole for the dialect."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
 
 class BulkWrites(ReadModelWrites):
     def apply_inline(
@@ -33,11 +48,45 @@ class BulkWrites(ReadModelWrites):
         opened on a cursor not in `quiet` (R-W7)."""
         if len(changes) < BULK_INLINE:
             self.apply_changes(c, changes, quiet)
+        else:
+            self.apply_changes_in_bulk(c, changes)
+            for change in changes:
+                if wakes(change, quiet):
+                    self.notice_opened(c, change.watch_id)  # type: ignore[union-attr]
+        self.check_no_cursor_behind(c, changes)
+
+    def check_no_cursor_behind(self, c: Any, changes: Sequence[p.RowChange]) -> None:
+        """Refuse, as a conflict the service retries, a save that leaves a cursor it touched
+        (one on a target whose material moved, or one it synced) synced below its derived M
+        (ADR 023). A pending cursor stores nothing when M moves, so a record that read a
+        cursor as pending and a drain that synced it meanwhile commit without a version
+        conflict; this is where the one that commits second finds out. The save's writes are
+        serialized (SQLite's write lock, PostgreSQL's table lock), so the check is exact."""
+        targets = {ch.session_id for ch in changes if type(ch) is p.MaterialMoved}
+        cursors = {  # a cursor left pending cannot be synced below anything
+            ch.watch_id
+            for ch in changes
+            if type(ch) is p.CursorMoved and ch.notified == ch.acknowledged
+        }
+        if not targets and not cursors:
             return
-        self.apply_changes_in_bulk(c, changes)
-        for change in changes:
-            if wakes(change, quiet):
-                self.notice_opened(c, change.watch_id)  # type: ignore[union-attr]
+        clauses, params = [], []
+        for column, ids in (("c.target_id", targets), ("c.watch_id", cursors)):
+            if ids:
+                clause, param = self.dialect.one_of_ids(column, ids)
+                clauses.append(clause)
+                params.append(param)
+        self.fail_if_any(
+            c,
+            _BEHIND.format_map(_Keep(where=" OR ".join(clauses))),
+            params,
+            "a cursor would be synced below its target's material; read again",
+        )
+
+    def fail_if_any(self, c: Any, template: str, params: Sequence[Any], message: str) -> None:
+        """Raise an integrity error (a conflict) inside the transaction when the query of
+        `template` has a row."""
+        raise NotImplementedError
 
     def apply_changes_in_bulk(self, c: Any, changes: Iterable[p.RowChange]) -> None:
         """Write row changes with the end state of `apply_changes`, in a few `executemany`s.

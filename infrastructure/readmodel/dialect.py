@@ -8,6 +8,7 @@ schema prefix), `{greatest}`, and the column types `{id}`, `{int}`, `{text}` and
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Self
@@ -43,6 +44,10 @@ class Dialect:
     def one_of(self, column: str, values: list[str]) -> tuple[str, Any]:
         """`column` is one of `values`, as ONE bound parameter however many values there are
         (PostgreSQL refuses more than 65,535 parameters, SQLite more than 32,766)."""
+        raise NotImplementedError
+
+    def one_of_ids(self, column: str, values: Collection[UUID]) -> tuple[str, Any]:
+        """`column` (an id column) is one of `values`, as ONE bound parameter."""
         raise NotImplementedError
 
 

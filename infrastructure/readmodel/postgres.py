@@ -62,6 +62,9 @@ class PostgresDialect(Dialect):
     def one_of(self, column: str, values: list[str]) -> tuple[str, Any]:
         return f"{column} = ANY(CAST(? AS text[]))", values
 
+    def one_of_ids(self, column: str, values: Collection[UUID]) -> tuple[str, Any]:
+        return f"{column} = ANY(CAST(? AS uuid[]))", list(values)
+
 
 def postgres_dialect(schema: str) -> PostgresDialect:
     """The dialect of the read models in `schema`."""
@@ -169,6 +172,17 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
     def long_running(self) -> contextlib.AbstractContextManager[None]:
         """Statements that may run for long (an audit, a rebuild) run without a deadline."""
         return bounded(None)
+
+    def fail_if_any(self, c: Any, template: str, params: Sequence[Any], message: str) -> None:
+        """One statement, in whatever batch `c` sends: values bound client-side into a block
+        that raises an integrity violation (a conflict the service retries) when the query
+        has a row."""
+        query = psycopg.ClientCursor(c.connection).mogrify(self.sql(template), params)
+        literal = message.replace("'", "''")
+        c.execute(
+            f"DO $guard$ BEGIN IF EXISTS ({query}) THEN RAISE EXCEPTION '{literal}' "
+            "USING ERRCODE = 'integrity_constraint_violation'; END IF; END $guard$"
+        )
 
     def audit_store(self) -> PostgresAudit:
         return PostgresAudit(self)

@@ -14,7 +14,11 @@ from uuid import UUID
 from session_awareness.application.ports import CursorRow, PrunePlan, SessionRow, UpstreamLinkRow
 from session_awareness.domain.upstream import UpstreamLink, UpstreamSource
 from session_awareness.infrastructure.readmodel.dialect import Rendered
-from session_awareness.infrastructure.readmodel.schema import CURSORS, INDEXED
+from session_awareness.infrastructure.readmodel.schema import (
+    DERIVED_MATERIAL,
+    DERIVED_UPDATED,
+    INDEXED,
+)
 
 _SESSION = (
     "SELECT r.session_id, r.agent_id, r.session_key, r.kind, r.label, r.parent_key, "
@@ -25,16 +29,24 @@ _SESSION = (
     "ON h.session_id = r.session_id LEFT JOIN {s}session_activity a "
     "ON a.session_id = r.session_id WHERE "
 )
-#: A registry row without its activity row or its key index: the store was written by an
+#: A registry row without its activity row, its material row or its key index: the store
+#: was written by an
 #: earlier version.
 _OUTDATED = (
     "SELECT 1 FROM {s}session_registry r WHERE NOT EXISTS "
     "(SELECT 1 FROM {s}session_activity a WHERE a.session_id = r.session_id) OR NOT EXISTS "
+    "(SELECT 1 FROM {s}session_material m WHERE m.session_id = r.session_id) OR NOT EXISTS "
     "(SELECT 1 FROM {s}session_dedupe_keys k WHERE k.session_id = r.session_id "
     "AND k.dedupe_key = ?) LIMIT 1"
 )
 _KEY_SEEN = "SELECT 1 FROM {s}session_dedupe_keys WHERE session_id = ? AND dedupe_key = ?"
-_CURSOR = CURSORS.select() + " WHERE "
+_CURSOR = (
+    "SELECT c.watch_id, c.watcher_key, c.target_id, c.target_key, c.acknowledged, "
+    f"c.notified, {DERIVED_MATERIAL} AS material, c.notice_order, "
+    f"{DERIVED_UPDATED} AS updated_at "
+    "FROM {s}session_watch_cursors c LEFT JOIN {s}session_material m "
+    "ON m.session_id = c.target_id WHERE "
+)
 _LINK = (
     "SELECT l.session_id, r.agent_id, r.session_key, l.catalog_id, l.host_id, l.thread_id, "
     "l.upstream_kind, l.upstream_ref, l.marker, l.last_position, l.generation, l.updated_at "
@@ -142,23 +154,25 @@ class ReadModelQueries(Rendered):
         return bool(self.fetch_tuples(_KEY_SEEN, (self.dialect.bind_id(session_id), dedupe_key)))
 
     def cursors_of_watcher(self, watcher_key: str, *, pending_only: bool) -> list[CursorRow]:
-        pending = " AND notified > acknowledged" if pending_only else ""
+        pending = " AND c.notified > c.acknowledged" if pending_only else ""
         rows = self.fetch(
-            _CURSOR + "watcher_key = ?" + pending + " ORDER BY notice_order, target_key",
+            _CURSOR + "c.watcher_key = ?" + pending + " ORDER BY c.notice_order, c.target_key",
             (watcher_key,),
         )
         return [_cursor(r) for r in rows]
 
     def cursors_on_target(self, target_id: UUID) -> list[CursorRow]:
         rows = self.fetch(
-            _CURSOR + "target_id = ? ORDER BY watcher_key", (self.dialect.bind_id(target_id),)
+            _CURSOR + "c.target_id = ? ORDER BY c.watcher_key", (self.dialect.bind_id(target_id),)
         )
         return [_cursor(r) for r in rows]
 
     def cursors_updated_before(self, before: int) -> list[CursorRow]:
         return [
             _cursor(r)
-            for r in self.fetch(_CURSOR + "updated_at < ? ORDER BY updated_at", (before,))
+            for r in self.fetch(
+                _CURSOR + DERIVED_UPDATED + " < ? ORDER BY updated_at, c.watch_id", (before,)
+            )
         ]
 
     def watchers_with_pending(self) -> list[str]:

@@ -165,8 +165,33 @@ KEYS = Table(
 #: The key every opened session has in `KEYS` (no producer's key is empty).
 INDEXED = ""
 
+#: What every cursor's M is derived from (ADR 023): the session's newest notify-eligible
+#: event (sequence, actor, recording time) and the newest one by another actor than that.
+#: One row per session ever opened, like `session_activity`.
+MATERIAL = Table(
+    "session_material",
+    (
+        _id("session_id"), _int("material", ZERO), _text("material_actor"),
+        _int("material_at", ZERO), _int("material_other", ZERO),
+        _int("material_other_at", ZERO),
+    ),
+    key=("session_id",),
+)  # fmt: skip
+
+#: A cursor `c`'s M and last update, derived from its target's `session_material` row `m`
+#: (ADR 023): the newest material not caused by the watcher (R-W5), never below what the
+#: cursor stored (it started there).
+DERIVED_MATERIAL = (
+    "{greatest}(c.material, COALESCE(CASE WHEN m.material_actor = c.watcher_key "
+    "THEN m.material_other ELSE m.material END, 0))"
+)
+DERIVED_UPDATED = (
+    "{greatest}(c.updated_at, COALESCE(CASE WHEN m.material_actor = c.watcher_key "
+    "THEN m.material_other_at ELSE m.material_at END, 0))"
+)
+
 #: Every read-model table, in creation order.
-TABLES = (REGISTRY, HEADS, EVENTS, CURSORS, LINKS, ACTIVITY, KEYS)
+TABLES = (REGISTRY, HEADS, EVENTS, CURSORS, LINKS, ACTIVITY, MATERIAL, KEYS)
 #: Read-model tables and the order an audit compares their rows in (their keys).
 READ_MODEL_TABLES = {table.name: ", ".join(table.key) for table in TABLES}
 #: The statements creating every read-model table and index (templates).

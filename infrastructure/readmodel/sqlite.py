@@ -15,7 +15,7 @@ from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import InterfaceError, StoredEvent
+from eventsourcing.persistence import IntegrityError, InterfaceError, StoredEvent
 from eventsourcing.sqlite import (
     SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteApplicationRecorder,
@@ -40,6 +40,9 @@ class SQLiteDialect(Dialect):
 
     def one_of(self, column: str, values: list[str]) -> tuple[str, Any]:
         return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(values)  # noqa: S608 -- a fixed column; the values are one bound parameter
+
+    def one_of_ids(self, column: str, values: Collection[UUID]) -> tuple[str, Any]:
+        return self.one_of(column, [value.hex for value in values])
 
 
 SQLITE = SQLiteDialect()
@@ -76,6 +79,11 @@ class SQLiteReadModelRecorder(JoinedSessionState, ReadModelStore, SQLiteApplicat
             positions = list(zip(notification_ids, projected_events, strict=True))
             self.apply_inline(c, p.project(positions), quiet_notices)
         return notification_ids
+
+    def fail_if_any(self, c: Any, template: str, params: Sequence[Any], message: str) -> None:
+        c.execute(self.sql(template), params)
+        if c.fetchone() is not None:
+            raise IntegrityError(message)
 
     def audit_store(self) -> SQLiteAudit:
         return SQLiteAudit(self)

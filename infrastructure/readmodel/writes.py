@@ -22,6 +22,7 @@ from session_awareness.infrastructure.readmodel.schema import (
     HEADS,
     KEYS,
     LINKS,
+    MATERIAL,
     REGISTRY,
 )
 
@@ -92,6 +93,31 @@ def _moved(old: Row, new: Row) -> Row:
     return new if new[3] is not None else (*new[:3], old[3], *new[4:])
 
 
+def _material_folded(old: Row, new: Row) -> Row:
+    """Two notify-eligible events on one session as one write: the second's newest, and as
+    the newest by another actor the first's, unless both have the same actor (then what
+    the first would have kept)."""
+    e1, at1, a1, o1, o1_at = _material_of(old)
+    e2, at2, a2, o2, o2_at = _material_of(new)
+    if o2 is None:
+        o2, o2_at = (o1, o1_at) if a1 is not None and a1 == a2 else (e1, at1)
+    return _material_params(sid=new[-1], sequence=e2, at=at2, actor=a2, other=(o2, o2_at))
+
+
+def _material_params(
+    *, sid: Any, sequence: int, at: int, actor: str | None, other: tuple[Any, Any] = (None, None)
+) -> Row:
+    """`_MATERIAL`'s parameters; `other` (sequence, time) None: the newest by another actor
+    follows from the row."""
+    o, o_at = other
+    return (o, o, actor, o, o_at, actor, sequence, at, actor, sid)
+
+
+def _material_of(params: Row) -> tuple[Any, Any, Any, Any, Any]:
+    """(sequence, at, actor, other, other_at) back from `_material_params`' row."""
+    return params[6], params[7], params[8], params[0], params[4]
+
+
 _OPEN = Write(REGISTRY.name, REGISTRY.insert())
 _HEAD = Write(HEADS.name, HEADS.insert() + " ON CONFLICT DO NOTHING")
 _REOPEN = Write(
@@ -147,6 +173,19 @@ _CURSOR_MOVE = Write(
         "AS v(a, n, m, o, u, id) WHERE c.watch_id = v.id"
     ),
 )
+#: A notify-eligible event is the newest material; the newest by another actor becomes the
+#: previous newest unless both have the same actor, or is set (`other` given: two events
+#: folded into one write, `_material_folded`). `SET` reads the row as it was.
+_MATERIAL = Write(
+    MATERIAL.name,
+    "UPDATE {s}session_material SET material_other = CASE WHEN CAST(? AS {int}) IS NOT NULL "
+    "THEN CAST(? AS {int}) WHEN material_actor = ? THEN material_other ELSE material END, "
+    "material_other_at = CASE WHEN CAST(? AS {int}) IS NOT NULL THEN CAST(? AS {int}) "
+    "WHEN material_actor = ? THEN material_other_at ELSE material_at END, "
+    "material = ?, material_at = ?, material_actor = ? WHERE session_id = ?",
+    _material_folded,
+)
+_MATERIAL_OPEN = Write(MATERIAL.name, MATERIAL.insert(("session_id",)) + " ON CONFLICT DO NOTHING")
 _CURSOR_REMOVE = Write(CURSORS.name, "DELETE FROM {s}session_watch_cursors WHERE watch_id = ?")
 _ACTIVITY_OPEN = Write(
     ACTIVITY.name,
@@ -200,6 +239,7 @@ def _session_opened(bind: Bind, change: p.SessionOpened) -> Writes:
                       change.parent_key, change.at, change.at, 0)),
         (_HEAD, sid, (sid, 0, 0)),
         (_ACTIVITY_OPEN, sid, (sid, 0, 0)),
+        (_MATERIAL_OPEN, sid, (sid,)),
     ]  # fmt: skip
 
 
@@ -259,6 +299,14 @@ def _signal_appended(bind: Bind, change: p.SignalAppended) -> Writes:
 def _key_recorded(bind: Bind, change: p.KeyRecorded) -> Writes:
     sid = bind(change.session_id)
     return [(_KEY, sid, (sid, change.key))]
+
+
+def _material_moved(bind: Bind, change: p.MaterialMoved) -> Writes:
+    sid = bind(change.session_id)
+    params = _material_params(
+        sid=sid, sequence=change.sequence, at=change.at, actor=change.actor_id
+    )
+    return [(_MATERIAL, sid, params)]
 
 
 def _history_pruned(bind: Bind, change: p.HistoryPruned) -> Writes:
@@ -331,6 +379,7 @@ WRITES: dict[type, Callable[[Bind, Any], Writes]] = {
     p.ParentLinked: _parent_linked,
     p.SignalAppended: _signal_appended,
     p.KeyRecorded: _key_recorded,
+    p.MaterialMoved: _material_moved,
     p.HistoryPruned: _history_pruned,
     p.SessionDeleted: _session_deleted,
     p.CursorStarted: _cursor_started,

@@ -61,7 +61,7 @@ class TestPromotion:
         assert isinstance(promoted, Watch.Promoted)
         assert promoted.via == "watch"
         assert not watch.ambient
-        assert positions(watch) == (3, 4, 5)
+        assert positions(watch) == (3, 4, 4)  # M = 5 is the target's (ADR 023)
         assert watch.pending
 
     def test_an_explicit_or_spawn_cursor_is_left_as_it_is(self) -> None:

@@ -64,8 +64,10 @@ def told(
     return notices.tell(session, sequence, held, at=at(second))
 
 
-def positions(watch: Watch) -> tuple[int, int, int]:
-    return watch.acknowledged, watch.notified, watch.material
+def positions(watch: Watch, target: Session | None = None) -> tuple[int, int, int]:
+    """The cursor's (L, N, M), M derived from the `target` when it is given (ADR 023)."""
+    m = watch.material if target is None else notices.material(watch, target)
+    return watch.acknowledged, watch.notified, m
 
 
 def test_spawn_seeds_the_parents_cursor_at_the_spawn_and_indexes_it() -> None:
@@ -113,7 +115,7 @@ def test_a_synced_cursor_opens_one_notice_and_a_pending_one_only_advances() -> N
     assert positions(watch) == (1, 2, 2)
     for second in range(3, 23):  # twenty rapid changes give one line
         assert told(session, human_turn(session, second), {PARENT: watch}, second).opened == ()
-    assert positions(watch) == (1, 2, 22) and watch.notice is not None
+    assert positions(watch, session) == (1, 2, 22) and watch.notice is not None
     assert watch.notice.endswith("changesSince 1.")
 
 
@@ -123,10 +125,11 @@ def test_worked_example_of_spec_5() -> None:
     _, watch = spawned(session)
     for second in (2, 3, 4):
         told(session, human_turn(session, second), {PARENT: watch}, second)
-    assert positions(watch) == (1, 2, 4) and cast_notice(watch).endswith("changesSince 1.")
-    assert watch.acknowledge(at=at(5)) is True
-    assert positions(watch) == (2, 4, 4) and cast_notice(watch).endswith("changesSince 2.")
-    assert watch.acknowledge(at=at(6)) is False and watch.synced
+    assert positions(watch, session) == (1, 2, 4)
+    assert cast_notice(watch).endswith("changesSince 1.")
+    assert notices.acknowledge(watch, session, at=at(5)) is True
+    assert positions(watch, session) == (2, 4, 4) and cast_notice(watch).endswith("changesSince 2.")
+    assert notices.acknowledge(watch, session, at=at(6)) is False and watch.synced
 
 
 def cast_notice(watch: Watch) -> str:
@@ -247,3 +250,109 @@ def test_a_human_turn_needs_a_parent_or_a_watcher() -> None:
     orphan.add_watcher(OTHER, at=at(1))
     assert notices.has_audience(orphan)
     assert notices.has_audience(child())
+
+
+# -- M derived from the target (ADR 023) --------------------------------------------------
+
+
+def goal_change(session: Session, second: int, actor: str | None) -> int:
+    return session.record(
+        SignalKind.GOAL_CHANGED, actor_type=ActorType.AGENT, summary="goal updated",
+        occurred_at=0, at=at(second), actor_id=actor,
+    )  # fmt: skip
+
+
+def test_the_target_answers_m_for_any_watcher_without_its_own_events() -> None:
+    """§4, R-W5: M is the newest notify-eligible event not caused by the watcher; the
+    target keeps the newest and the newest by another actor, so it answers everyone."""
+    session = child()
+    assert session.material_for(PARENT) == 0
+    goal_change(session, 2, OTHER)  # 1
+    goal_change(session, 3, OTHER)  # 2
+    assert (session.material_for(PARENT), session.material_for(OTHER)) == (2, 0)
+    human_turn(session, 4)  # 3: no actor, material for everyone
+    goal_change(session, 5, PARENT)  # 4
+    goal_change(session, 6, PARENT)  # 5
+    assert (session.material_for(PARENT), session.material_for(OTHER)) == (3, 5)
+    assert session.material_time_for(PARENT) == at(4)
+    goal_change(session, 7, OTHER)  # 6
+    assert (session.material_for(PARENT), session.material_for(OTHER)) == (6, 5)
+    assert session.material_for("agent:main:third") == 6
+
+
+def test_log_only_and_spawn_events_are_no_material() -> None:
+    """R-L1: only notify-eligible kinds move M; a spawn seeds the cursor at its own
+    sequence, so M starts there (R-W1)."""
+    session = child()
+    _, watch = spawned(session)
+    session.record(
+        SignalKind.COMPACTED, actor_type=ActorType.SYSTEM, summary="session compacted",
+        occurred_at=0, at=at(2),
+    )  # fmt: skip
+    assert session.material_for(PARENT) == 0
+    assert notices.material(watch, session) == 1
+
+
+def test_a_pending_cursors_own_events_leave_its_m_and_a_drain_uses_the_rest() -> None:
+    """R-W5, R-N3: the watcher's own events are skipped; the drain reopens at the newest
+    event by anyone else."""
+    session = child(parent=None)
+    session.add_watcher(OTHER, at=at(1))
+    watch = Watch.start(OTHER, session.ref, via=Via.WATCH, at_sequence=0, at=at(1))
+    for second, actor in ((2, None), (3, None), (4, OTHER), (5, OTHER)):
+        sequence = goal_change(session, second, actor)
+        watches = dict.fromkeys(notices.audience(session, actor=actor), watch)
+        told(session, sequence, watches, second)
+    assert positions(watch, session) == (0, 1, 2)
+    assert watch.collect_events()[-1].__class__ is Watch.NoticeOpened  # nothing after it
+    assert notices.acknowledge(watch, session, at=at(6)) is True
+    assert positions(watch, session) == (1, 2, 2)
+    assert notices.acknowledge(watch, session, at=at(7)) is False and watch.synced
+
+
+def test_the_parents_cursor_at_zero_takes_m_from_the_target() -> None:
+    """R-W4: the parent without a cursor gets one at L = 0 that opens at the event; later
+    events by others move its M on the target alone."""
+    session = child()
+    one = goal_change(session, 1, OTHER)
+    told_once = told(session, one, {PARENT: None}, 1)
+    [watch] = told_once.started
+    assert positions(watch, session) == (0, 1, 1)
+    watch.collect_events()
+    for second in (2, 3):
+        told(session, goal_change(session, second, OTHER), {PARENT: watch}, second)
+    goal_change(session, 4, PARENT)  # the parent's own: it is not in its audience
+    assert watch.collect_events() == []
+    assert positions(watch, session) == (0, 1, 3)
+    assert notices.last_moved(watch, session) == at(3)
+
+
+def test_a_spawn_overwrite_starts_m_again_at_the_spawn() -> None:
+    """R-W1: the seeded cursor's M is the spawn's sequence even though older material
+    exists on the target; newer events move it from there."""
+    session = child()
+    _, watch = spawned(session)
+    told(session, human_turn(session, 2), {PARENT: watch}, 2)
+    again = session.record(
+        SignalKind.CHILD_SPAWNED, actor_type=ActorType.AGENT, summary="Child session spawned",
+        occurred_at=0, at=at(3), actor_id=PARENT, run_id="r2",
+    )  # fmt: skip
+    notices.seed_spawn(session, PARENT, watch, again, at=at(3))
+    assert positions(watch, session) == (3, 3, 3)
+    told(session, human_turn(session, 4), {PARENT: watch}, 4)
+    told(session, human_turn(session, 5), {PARENT: watch}, 5)
+    assert positions(watch, session) == (3, 4, 5)
+
+
+def test_an_old_material_advanced_event_still_replays() -> None:
+    """Stores written before ADR 023 hold `MaterialAdvanced` events: replayed, they move M."""
+    watch = Watch.start(PARENT, CHILD, via=Via.SPAWN, at_sequence=1, at=at(1))
+    watch.observe(2, at=at(2))
+    watch.trigger_event(Watch.MaterialAdvanced, timestamp=at(3), acknowledged=1, notified=2,
+                        material=3)  # fmt: skip
+    events = watch.collect_events()
+    replayed = None
+    for event in events:
+        replayed = event.mutate(replayed)
+    assert isinstance(replayed, Watch)
+    assert positions(replayed) == (1, 2, 3)

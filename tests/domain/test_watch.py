@@ -55,8 +55,8 @@ def history(
     watch = Watch.start(WATCHER, TARGET, via=via, at_sequence=start, at=at(0))
     for sequence in observed:
         watch.observe(sequence, at=at(sequence))
-    for n in range(acknowledgements):
-        watch.acknowledge(at=at(100 + n))
+    for n in range(acknowledgements):  # the target's M: the newest event observed
+        watch.acknowledge(material=max([start, *observed]), at=at(100 + n))
     if removed:
         watch.remove(RemovalReason.UNWATCHED, at=at(200))
     return list(watch.collect_events())
@@ -141,14 +141,15 @@ class TestObserve:
         assert watch.pending
         assert watch.notice == notice(1)
 
-    def test_a_pending_cursor_only_advances_material(self) -> None:
-        """R-N2: on a pending cursor, event e sets M = e only; N stays frozen, no second notice."""
+    def test_a_pending_cursor_stores_nothing(self) -> None:
+        """R-N2: on a pending cursor, event e moves only M, which is the target's (ADR 023):
+        N stays frozen, no second notice, nothing stored."""
         watch = given(start=1, observed=[2])
 
         assert watch.observe(3, at=at(3)) is False
 
-        assert [moved(e) for e in watch.collect_events()] == [("MaterialAdvanced", 1, 2, 3)]
-        assert positions(watch) == (1, 2, 3)
+        assert watch.collect_events() == []
+        assert positions(watch) == (1, 2, 2)
         assert watch.notice == notice(1)
 
     def test_twenty_rapid_changes_give_one_notice(self) -> None:
@@ -159,20 +160,21 @@ class TestObserve:
 
         events = watch.collect_events()
         assert opened == [True] + [False] * 19
-        assert [type(e).__name__ for e in events] == ["NoticeOpened"] + ["MaterialAdvanced"] * 19
-        assert positions(watch) == (1, 2, 21)
+        assert [type(e).__name__ for e in events] == ["NoticeOpened"]
+        assert positions(watch) == (1, 2, 2)
         assert watch.notice == notice(1)
 
-    @pytest.mark.parametrize("sequence", [2, 3])
+    @pytest.mark.parametrize("sequence", [1, 2])
     def test_an_event_not_after_material_is_refused(self, sequence: int) -> None:
-        """R-N2: an observed sequence must be after M; an earlier or equal one records nothing."""
+        """R-N2: an observed sequence must be after the stored M; an earlier or equal one
+        records nothing."""
         watch = given(start=1, observed=[2, 3])
 
-        with pytest.raises(WatchStateError, match="not after material position 3"):
+        with pytest.raises(WatchStateError, match="not after material position 2"):
             watch.observe(sequence, at=at(9))
 
         assert watch.collect_events() == []
-        assert positions(watch) == (1, 2, 3)
+        assert positions(watch) == (1, 2, 2)
 
     def test_a_removed_cursor_refuses_to_observe(self) -> None:
         """R-W6: a removed cursor receives no notice and records nothing."""
@@ -189,7 +191,7 @@ class TestAcknowledge:
         """R-N3: draining sets L = N_old; with M = N_old the pair becomes synced, no new notice."""
         watch = given(start=1, observed=[2])
 
-        assert watch.acknowledge(at=at(50)) is False
+        assert watch.acknowledge(material=2, at=at(50)) is False
 
         assert [moved(e) for e in watch.collect_events()] == [("Acknowledged", 2, 2, 2)]
         assert watch.synced
@@ -199,7 +201,7 @@ class TestAcknowledge:
         """R-N3: draining with M > N_old sets L = N_old, N = M and opens one notice since L."""
         watch = given(start=1, observed=[2, 3])
 
-        assert watch.acknowledge(at=at(50)) is True
+        assert watch.acknowledge(material=3, at=at(50)) is True
 
         assert [moved(e) for e in watch.collect_events()] == [("Acknowledged", 2, 3, 3)]
         assert watch.pending
@@ -210,7 +212,7 @@ class TestAcknowledge:
         watch = given(start=4)
 
         with pytest.raises(WatchStateError, match="no pending notice"):
-            watch.acknowledge(at=at(50))
+            watch.acknowledge(material=4, at=at(50))
 
         assert watch.collect_events() == []
         assert positions(watch) == (4, 4, 4)
@@ -220,7 +222,7 @@ class TestAcknowledge:
         watch = given(start=1, observed=[2], removed=True)
 
         with pytest.raises(WatchStateError, match="no pending notice"):
-            watch.acknowledge(at=at(50))
+            watch.acknowledge(material=2, at=at(50))
 
         assert watch.collect_events() == []
 
@@ -235,19 +237,15 @@ class TestWorkedExample:
         for sequence in (2, 3, 4):
             watch.observe(sequence, at=at(sequence))
 
-        assert [moved(e) for e in watch.collect_events()] == [
-            ("NoticeOpened", 1, 2, 2),
-            ("MaterialAdvanced", 1, 2, 3),
-            ("MaterialAdvanced", 1, 2, 4),
-        ]
-        assert positions(watch) == (1, 2, 4)
+        assert [moved(e) for e in watch.collect_events()] == [("NoticeOpened", 1, 2, 2)]
+        assert positions(watch) == (1, 2, 2)  # M = 4 is the target's (ADR 023)
         assert watch.notice == notice(1)
 
     def test_the_first_drain_acknowledges_2_and_reopens_since_2(self) -> None:
         """R-N3 worked example: draining sets L = 2 and, as M = 4 > 2, opens one notice since 2."""
         watch = given(start=1, observed=[2, 3, 4])
 
-        assert watch.acknowledge(at=at(50)) is True
+        assert watch.acknowledge(material=4, at=at(50)) is True
 
         assert [moved(e) for e in watch.collect_events()] == [("Acknowledged", 2, 4, 4)]
         assert positions(watch) == (2, 4, 4)
@@ -257,7 +255,7 @@ class TestWorkedExample:
         """R-N3 worked example: draining again sets L = 4 and the pair is synced."""
         watch = given(start=1, observed=[2, 3, 4], acknowledgements=1)
 
-        assert watch.acknowledge(at=at(60)) is False
+        assert watch.acknowledge(material=4, at=at(60)) is False
 
         assert [moved(e) for e in watch.collect_events()] == [("Acknowledged", 4, 4, 4)]
         assert watch.synced
@@ -268,7 +266,7 @@ class TestWorkedExample:
         watch = given(start=1, observed=[2, 3, 4], acknowledgements=2)
 
         with pytest.raises(WatchStateError):
-            watch.acknowledge(at=at(70))
+            watch.acknowledge(material=4, at=at(70))
 
         assert watch.collect_events() == []
         assert positions(watch) == (4, 4, 4)
@@ -379,7 +377,7 @@ class TestReplay:
         watch = Watch.start(WATCHER, TARGET, via=Via.SPAWN, at_sequence=1, at=at(0))
         for sequence in (2, 3, 4):
             watch.observe(sequence, at=at(sequence))
-        watch.acknowledge(at=at(50))
+        watch.acknowledge(material=4, at=at(50))
         watch.remove(RemovalReason.RESET, at=at(60))
         watch.restart(via=Via.PARENT, at_sequence=0, at=at(70))
         watch.observe(6, at=at(80))
@@ -400,9 +398,6 @@ class TestReplay:
         assert [record.topic for record in stored] == [
             "session_awareness:Watch.Started",
             "session_awareness:Watch.NoticeOpened",
-            "session_awareness:Watch.MaterialAdvanced",
-            "session_awareness:Watch.MaterialAdvanced",
-            "session_awareness:Watch.MaterialAdvanced",
             "session_awareness:Watch.Acknowledged",
             "session_awareness:Watch.Acknowledged",
         ]

@@ -127,3 +127,105 @@ class TestReadModelsWithoutTheActivityRows:
         rows = rows_by_key(again)
         assert (rows[CHILD]["channel"], rows[CHILD]["runStatus"]) == ("telegram", "running")
         assert "runStatus" not in rows[MANAGER]
+
+
+#: Written by tests/ops/fixtures/make_previous_cursors.py with the version that stored a
+#: `Watch.MaterialAdvanced` per record on a pending cursor (before ADR 023).
+PREVIOUS_CURSORS = Path(__file__).parent / "fixtures" / "previous-cursors.db"
+WORKER, WORK, GROUP = "agent:main:subagent:worker", "agent:main:work", "agent:main:group:ops"
+PEER, LEAD, SYNCED = "agent:peer:main", "agent:main:lead", "agent:other:main"
+#: Each watcher's (target, L, N, M) as the previous version's read models showed them.
+PREVIOUS_CURSOR_ROWS = {
+    MANAGER: [(WORKER, 2, 4, 7), (GROUP, 0, 1, 2)],
+    PEER: [(WORK, 0, 1, 3)],  # its own event 4 is not its material (R-W5)
+    LEAD: [(WORK, 0, 1, 4)],  # the parent at L = 0 (R-W4)
+    SYNCED: [(WORKER, 7, 7, 7)],
+}
+
+
+def cursor_rows(svc: SessionAwareness, watcher: str) -> list[tuple[str, int, int, int]]:
+    rows = svc.read_model.cursors_of_watcher(watcher, pending_only=False)
+    return [(r.target_key, r.acknowledged, r.notified, r.material) for r in rows]
+
+
+def since(target: str, acknowledged: int) -> str:
+    return (
+        f'Session "{target}" changed (other actor). Reconcile before acting: '
+        f'session_status sessionKey "{target}" changesSince {acknowledged}.'
+    )
+
+
+class TestAStoreWithStoredMaterialAdvances:
+    @pytest.fixture
+    def previous(self, tmp_path: Path) -> str:
+        path = tmp_path / "previous-cursors.db"
+        shutil.copy(PREVIOUS_CURSORS, path)
+        return f"sqlite:///{path}"
+
+    def test_its_cursors_and_notices_read_the_same_and_it_audits_clean(
+        self, previous: str, clock: FakeClock
+    ) -> None:
+        """R-N2, R-W4, R-W5, R-W7: rebuilt on start, every cursor shows the positions the
+        previous version showed (M derived from the targets now), the same notices are
+        pending, and an audit finds the rows equal to a replay."""
+        with capture_logs() as logs:
+            svc = open_service(previous, clock=clock)
+        try:
+            assert len(migrations(logs)) == 1
+            assert {w: cursor_rows(svc, w) for w in PREVIOUS_CURSOR_ROWS} == PREVIOUS_CURSOR_ROWS
+            assert svc.pending_notices(MANAGER) == [since(WORKER, 2), since(GROUP, 0)]
+            assert svc.pending_notices(PEER) == [since(WORK, 0)]
+            assert svc.pending_notices(LEAD) == [since(WORK, 0)]
+            assert svc.pending_notices(SYNCED) == []
+            report = svc.audit()
+            assert report.clean, report.as_dict()
+        finally:
+            svc.close()
+
+    def test_its_pending_cursors_drain_and_advance_as_before(
+        self, previous: str, clock: FakeClock
+    ) -> None:
+        """R-N3: a drain acknowledges N and reopens at the M the old events recorded; later
+        records advance M without a stored cursor event, self-suppressed as before (R-W5)."""
+        with open_service(previous, clock=clock) as svc:
+            assert svc.drain_notices(MANAGER) == [since(WORKER, 2), since(GROUP, 0)]
+            assert cursor_rows(svc, MANAGER) == [(WORKER, 4, 7, 7), (GROUP, 1, 2, 2)]
+            svc.drain_notices(PEER)
+            svc.drain_notices(LEAD)
+            assert cursor_rows(svc, PEER) == [(WORK, 1, 3, 3)]
+            assert cursor_rows(svc, LEAD) == [(WORK, 1, 4, 4)]
+            svc.record_goal_changed(WORK, summary="goal updated", actor_id=PEER)  # 5
+            assert cursor_rows(svc, PEER) == [(WORK, 1, 3, 3)]
+            assert cursor_rows(svc, LEAD) == [(WORK, 1, 4, 5)]
+            svc.drain_notices(PEER)
+            assert cursor_rows(svc, PEER) == [(WORK, 3, 3, 3)]
+            assert svc.pending_notices(PEER) == []
+            svc.record_human_direct_message(WORKER, channel="telegram")  # 8
+            assert cursor_rows(svc, SYNCED) == [(WORKER, 7, 8, 8)]
+            assert cursor_rows(svc, MANAGER)[0] == (WORKER, 4, 7, 8)
+            report = svc.audit()
+            assert report.clean, report.as_dict()
+
+    def test_its_history_shows_each_stored_material_advance_once(
+        self, previous: str, clock: FakeClock
+    ) -> None:
+        """R-N2: the previous version's `MaterialAdvanced` events and the steps derived from
+        later signals read alike, each once."""
+        with open_service(previous, clock=clock) as svc:
+            svc.record_goal_changed(WORKER, summary="goal updated", actor_type="human")  # 8
+            steps = [
+                (e["event"], *e["cursor"].values())
+                for e in svc.history(WORKER)
+                if e.get("watcher") == MANAGER and "cursor" in e
+            ]
+        assert steps == [
+            ("cursor_seeded", 1, 1, 1),
+            ("notice_opened", 1, 2, 2),
+            ("material_advanced", 1, 2, 3),
+            ("material_advanced", 1, 2, 4),
+            ("acknowledged", 2, 4, 4),
+            ("material_advanced", 2, 4, 5),
+            ("material_advanced", 2, 4, 6),
+            ("material_advanced", 2, 4, 7),
+            ("material_advanced", 2, 4, 8),  # derived: nothing stored for it
+        ]
