@@ -90,7 +90,7 @@ class TestARecordRacingADrain:
         request = produce.goal_changed(
             summary="goal updated", actor_type="human", actor_id=None, now=now
         )
-        assert svc.store._record_once(uow, SessionRef.of(CHILD), request, now) == 3
+        assert svc._intake.record_once(uow, SessionRef.of(CHILD), request, now) == 3
         assert svc.drain_notices(MANAGER) == [notice(CHILD, 1)]  # synced at 2 meanwhile
         with pytest.raises(RecordConflictError, match="synced below its target"):
             uow.save()
