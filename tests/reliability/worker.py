@@ -39,6 +39,17 @@ def stdin_closed() -> threading.Event:
     return closed
 
 
+def flushed(svc: SessionAwareness, timeout: float = 60) -> bool:
+    """Record the kept signals, asking again until the store takes them or the deadline
+    passes (the test reads the backlog this worker reports last)."""
+    deadline = time.monotonic() + timeout
+    while not svc.flush_signals():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)  # the backlog rests between attempts: ask again shortly
+    return True
+
+
 def write(svc: SessionAwareness, name: str, count: int, keys: list[str]) -> None:
     stop = stdin_closed()
     attempts = 0
@@ -51,10 +62,8 @@ def write(svc: SessionAwareness, name: str, count: int, keys: list[str]) -> None
         )
         attempts += 1
         say(key=key, seq=seq, n=number)
-        time.sleep(0.002)  # a steady burst, not a tight loop
-    deadline = time.monotonic() + 60
-    while not svc.flush_signals() and time.monotonic() < deadline:
-        time.sleep(0.05)
+        stop.wait(0.002)  # a steady burst, not a tight loop; ends at once when told to stop
+    flushed(svc)
     say(done=True, attempts=attempts, backlog=svc.health()["signals"])
 
 
@@ -81,8 +90,7 @@ def mix(svc: SessionAwareness, name: str, count: int, seed: int, keys: list[str]
             kind, actor = "compacted", None
             seq = svc.record_compacted(key, operation_id=f"{name}-{number}")
         say(key=key, seq=seq, kind=kind, actor=actor)
-    while not svc.flush_signals():
-        time.sleep(0.05)
+    flushed(svc)
     say(done=True, backlog=svc.health()["signals"])
 
 
