@@ -216,11 +216,9 @@ class Intake:
         return sequence
 
     def maybe_prune(self) -> None:
-        """After a record: prune when one is due (at most hourly, R-R1); the gate is read
-        here, without a call, since nearly every record finds none due."""
-        now, quiet = self.store.clock(), self.maintenance.quiet
-        if quiet is None or not quiet[0] <= now < quiet[1]:
-            self.maintenance.maybe_prune(now)
+        """After a record: prune when one is due (at most hourly, R-R1; `Maintenance` keeps
+        the gate)."""
+        self.maintenance.maybe_prune(self.store.clock())
 
     def _keep(self, item: Delivery) -> None:
         """Keep a signal, and make sure a background flusher records the kept ones as soon as

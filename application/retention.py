@@ -39,12 +39,11 @@ class Maintenance:
 
     def __init__(self, store: SessionStore, retention: Retention) -> None:
         self.store, self.retention = store, retention
-        #: While the clock reads within [from, until), no prune is due: the hourly gate,
-        #: which the record path reads without a call.
-        self.quiet: tuple[datetime, datetime] | None = None
+        #: While the clock reads within [from, until), no prune is due: the hourly gate.
+        self._quiet: tuple[datetime, datetime] | None = None
 
     def _pruned(self, at: datetime) -> None:
-        self.quiet = (at - CLOCK_SLACK, at + PRUNE_INTERVAL)
+        self._quiet = (at - CLOCK_SLACK, at + PRUNE_INTERVAL)
 
     def prune(self) -> dict[str, Any]:
         """Retention (R-R1): drop rows older than the age limit, then all but the newest rows
@@ -110,7 +109,7 @@ class Maintenance:
         """At most hourly on the record path (R-R1); a failure here never reaches a producer.
         A reading behind the last prune's (the clock stepped back, or that reading was
         wrong) makes a prune due at once: a single wrong reading never postpones pruning."""
-        quiet = self.quiet
+        quiet = self._quiet
         if quiet is not None and quiet[0] <= now < quiet[1]:
             return
         try:

@@ -11,7 +11,6 @@ import threading
 import weakref
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 from uuid import UUID
 
@@ -35,8 +34,8 @@ from session_awareness.infrastructure.sqlite import library_error
 class SQLiteDialect(Dialect):
     keyed: str = " WITHOUT ROWID"
 
-    #: An aggregate id binds as its 32 hex digits (`value.hex`, without a frame of ours).
-    bind_id = staticmethod(attrgetter("hex"))
+    def bind_id(self, value: UUID) -> Any:
+        return value.hex
 
     def one_of(self, column: str, values: list[str]) -> tuple[str, Any]:
         return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(values)  # noqa: S608 -- a fixed column; the values are one bound parameter
