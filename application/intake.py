@@ -25,8 +25,13 @@ from session_awareness.application.unit_of_work import StaleReadError, UnitOfWor
 from session_awareness.domain import intake as produce
 from session_awareness.domain import notices
 from session_awareness.domain.intake import SignalRequest
-from session_awareness.domain.keys import SessionRef, agent_of, is_subagent
-from session_awareness.domain.session import ParentRefusedError, Session, ensure_open
+from session_awareness.domain.keys import SessionRef, agent_of
+from session_awareness.domain.session import (
+    ParentRefusedError,
+    Session,
+    default_kind,
+    ensure_open,
+)
 from session_awareness.domain.watch import Via
 
 #: How long closing waits for the backlog's flusher to finish its attempt.
@@ -153,7 +158,7 @@ class Intake:
     ) -> int | None:
         parent = cast(str, request.actor_id)
         held, lineage = uow.session(ref), lineage_of(uow, parent)
-        kind = "subagent" if is_subagent(ref.key) else "other"
+        kind = default_kind(ref, otherwise="other")
         session = ensure_open(
             held, ref, kind=kind, label=None, parent_key=parent, at=now, lineage=lineage
         )

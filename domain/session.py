@@ -685,6 +685,13 @@ __all__ = [
 # -- opening -------------------------------------------------------------------------------
 
 
+def default_kind(ref: SessionRef, *, otherwise: str) -> str:
+    """The kind a session opens with when nobody names one: `subagent` for a key with a
+    `:subagent:` segment, else `otherwise` (`main` for the host's open, `other` for a spawn's
+    child, R-K2)."""
+    return "subagent" if is_subagent(ref.key) else otherwise
+
+
 def ensure_open(
     session: Session | None,
     ref: SessionRef,
@@ -733,7 +740,7 @@ def open_or_describe(
         if sandboxed is not None:
             changed = session.mark_sandboxed(sandboxed, at=at) or changed
         return session, "described" if changed else None
-    first_kind = kind or ("subagent" if is_subagent(ref.key) else "main")
+    first_kind = kind or default_kind(ref, otherwise="main")
     session = ensure_open(
         session, ref, kind=first_kind, label=label, parent_key=parent_key, at=at, lineage=lineage
     )

@@ -10,6 +10,7 @@ from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.session import (
     ParentRefusedError,
     Session,
+    default_kind,
     ensure_open,
     open_or_describe,
 )
@@ -78,6 +79,10 @@ class TestOpenOrDescribe:
 
 
 class TestEnsureOpen:
+    def test_the_default_kind_is_subagent_for_a_subagent_key_else_the_callers(self) -> None:
+        assert default_kind(CHILD, otherwise="other") == "subagent"
+        assert default_kind(MAIN, otherwise="other") == "other"
+
     def test_an_open_session_is_left_as_it_is(self) -> None:
         session = opened(CHILD)
         session.collect_events()

@@ -67,6 +67,24 @@ class TestRefusedWrites:
         ]
         assert_audit_clean(own)
 
+    def test_kept_signals_counts_what_the_backlog_keeps(self, own: SessionAwareness) -> None:
+        """R-L8: `kept_signals` is the backlog's count, as `health()` reports it, until the
+        kept signals land."""
+        spawn(own)
+        recorder: Any = own.store.recorder
+        apply_changes = recorder.apply_changes
+
+        def failing(c: Any, changes: Any) -> None:
+            raise RuntimeError("a projection bug")
+
+        recorder.apply_changes = failing
+        with own._intake.backlog.flushing:
+            assert own.record_goal_changed(CHILD, summary="goal updated") is None
+            assert own.kept_signals == own.health()["signals"]["buffered"] == 1
+            recorder.apply_changes = apply_changes
+        assert wait_until(own.flush_signals)
+        assert own.kept_signals == 0
+
     def test_a_failing_projection_rolls_a_large_save_back_too(
         self, own: SessionAwareness, database_url: str, request: pytest.FixtureRequest
     ) -> None:
