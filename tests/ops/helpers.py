@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 from session_awareness.application import SessionAwareness
@@ -58,3 +60,10 @@ def drop_stored_event(svc: SessionAwareness, position: int) -> None:
     column = "rowid" if recorder.dialect.placeholder == "?" else "notification_id"
     table = f'{{s}}"{recorder.events_table_name}"'
     tamper(svc, f"DELETE FROM {table} WHERE {column} = ?", position)  # noqa: S608 -- test SQL
+
+
+def copied_store(fixture: Path, tmp_path: Path) -> str:
+    """The URL of a copy of a committed fixture store: a test never changes the fixture."""
+    path = tmp_path / fixture.name
+    shutil.copy(fixture, path)
+    return f"sqlite:///{path}"

@@ -3,7 +3,6 @@ store on start, and it audits clean (R-R2)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from structlog.testing import capture_logs
 from session_awareness.application import SessionAwareness, open_service
 from tests.conftest import FakeClock, ServiceFactory
 from tests.contract.helpers import CHILD, MANAGER, spawn
+from tests.ops.helpers import copied_store
 
 #: Written by tests/ops/fixtures/make_previous_store.py with version 0.1.0 as it last landed
 #: (before the registry kept channels, runs and marks, and before the sandbox, described,
@@ -31,9 +31,7 @@ def migrations(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class TestAStoreOfThePreviousVersion:
     @pytest.fixture
     def previous(self, tmp_path: Path) -> str:
-        path = tmp_path / "previous.db"
-        shutil.copy(PREVIOUS_STORE, path)
-        return f"sqlite:///{path}"
+        return copied_store(PREVIOUS_STORE, tmp_path)
 
     def test_it_opens_with_channels_and_run_outcomes_derived_from_its_events(
         self, previous: str, clock: FakeClock
@@ -158,9 +156,7 @@ def since(target: str, acknowledged: int) -> str:
 class TestAStoreWithStoredMaterialAdvances:
     @pytest.fixture
     def previous(self, tmp_path: Path) -> str:
-        path = tmp_path / "previous-cursors.db"
-        shutil.copy(PREVIOUS_CURSORS, path)
-        return f"sqlite:///{path}"
+        return copied_store(PREVIOUS_CURSORS, tmp_path)
 
     def test_its_cursors_and_notices_read_the_same_and_it_audits_clean(
         self, previous: str, clock: FakeClock

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
@@ -26,7 +25,7 @@ from session_awareness.application.replay import EventDecoder
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Watch
 from tests.conftest import FakeClock
-from tests.ops.helpers import mixed_workload
+from tests.ops.helpers import copied_store, mixed_workload
 
 #: Written by tests/ops/fixtures/make_previous_cursors.py before M was derived (ADR 023).
 PREVIOUS_CURSORS = Path(__file__).parent / "fixtures" / "previous-cursors.db"
@@ -128,9 +127,7 @@ def test_a_store_of_the_previous_version_decodes_as_the_library_mapper_decodes_i
 ) -> None:
     """R-R2: the events of a store written before M was derived (`MaterialAdvanced` ones
     among them) decode to the library mapper's events."""
-    path = tmp_path / "previous.db"
-    shutil.copy(PREVIOUS_CURSORS, path)
-    with open_service(f"sqlite:///{path}") as svc:
+    with open_service(copied_store(PREVIOUS_CURSORS, tmp_path)) as svc:
         decode = EventDecoder(svc.store.mapper)
         page = svc.store.recorder.select_notifications(1, 10_000)
         topics = {notification.topic for notification in page}

@@ -4,7 +4,6 @@ recorded, and goes on taking snapshots (R-L5, R-N3, R-R2, R-S2; ADR 022)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from session_awareness.application.snapshots import SNAPSHOT_INTERVAL
 from session_awareness.domain.session import RECENT_KEYS
 from tests.conftest import FakeClock
 from tests.contract.helpers import notice
+from tests.ops.helpers import copied_store
 
 #: Written by tests/ops/fixtures/make_store_before_snapshots.py at commit 10e76df.
 STORE = Path(__file__).parent / "fixtures" / "store-before-snapshots.db"
@@ -29,9 +29,7 @@ HEAD = 1 + TURNS + 2
 
 @pytest.fixture
 def store(tmp_path: Path) -> str:
-    path = tmp_path / "before-snapshots.db"
-    shutil.copy(STORE, path)
-    return f"sqlite:///{path}"
+    return copied_store(STORE, tmp_path)
 
 
 def snapshots_of(svc: Any, aggregate_id: Any) -> list[int]:
