@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from contextlib import suppress
 from functools import partial
 from pathlib import Path
@@ -240,12 +241,21 @@ async def serve_hooks(surface: McpSurface, path: Path, database_url: str | None)
             with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await stream.send(json.dumps(reply).encode() + b"\n")
 
+    # The socket is bound and listening under a private name, then renamed into place: the
+    # path a hook connects to exists only once it accepts (bind and listen are two steps).
+    staging = path.with_name(f"{path.stem}.{os.getpid()}.new")
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         path.parent.chmod(0o700)
-        path.unlink(missing_ok=True)
-        listener = await anyio.create_unix_listener(path)
+        listener = await anyio.create_unix_listener(staging)
     except OSError as error:
+        log.warning("hook_relay_unavailable", path=str(path), error=repr(error))
+        return
+    try:
+        staging.replace(path)
+    except OSError as error:
+        staging.unlink(missing_ok=True)
+        await listener.aclose()
         log.warning("hook_relay_unavailable", path=str(path), error=repr(error))
         return
     try:
