@@ -7,6 +7,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
@@ -41,6 +42,40 @@ STORE_ERRORS = (OperationalError, InterfaceError)
 FAST_FAILURE = 0.5
 #: How many resolved (key, agent id) pairs `resolve_id` keeps before starting afresh.
 RESOLVED_BOUND = 4096
+
+
+#: Lost races after which a command takes the process's turn: the process's other commands
+#: wait at their next attempt until it has saved, so a slow command is not starved by a
+#: fast one writing the same aggregate in a loop.
+FAIR_AFTER = 3
+
+
+class Turns:
+    """Fairness between this process's commands: at most one holds the turn, and while it
+    does, the others wait before they load. Holding it is reentrant for its thread (a
+    command's attempt may run another command)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner: int | None = None
+
+    def wait(self) -> None:
+        """Before an ordinary attempt: let a command that holds the turn finish first."""
+        if self._lock.locked() and self._owner != threading.get_ident():
+            with self._lock:
+                pass
+
+    def take(self, stack: ExitStack) -> None:
+        """Hold the turn until `stack` closes (nothing if this thread holds it already)."""
+        if self._owner == threading.get_ident():
+            return
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+        stack.callback(self._give_back)
+
+    def _give_back(self) -> None:
+        self._owner = None
+        self._lock.release()
 
 
 #: Aggregates kept in memory between commands (sessions and cursors; ~1-2 KB each).
@@ -112,6 +147,7 @@ class SessionStore(Application[UUID]):
         self.closing = threading.Event()
         #: At most one wake per watcher per the host's window of the service clock (R-N5).
         self.wakes = wakes or WakeCoalescer()
+        self.turns = Turns()
 
     closed = False
 
@@ -160,8 +196,16 @@ class SessionStore(Application[UUID]):
         is read back, unless it is `kept` (the signal backlog confirms it before recording
         it again) and the failure was slow: a server that did not answer in time would not
         answer the read-back either."""
+        with ExitStack() as turn:
+            return self._run(attempt, kept, turn)
+
+    def _run(self, attempt: Callable[[UnitOfWork], R], kept: bool, turn: ExitStack) -> R:
         reconnected = False
         for number in range(1, MAX_ATTEMPTS + 1):
+            if number > FAIR_AFTER:
+                self.turns.take(turn)
+            else:
+                self.turns.wait()
             uow = UnitOfWork(self)
             started = time.monotonic()
             try:

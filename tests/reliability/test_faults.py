@@ -67,6 +67,34 @@ class TestCursorRaces:
         assert errors == []
         assert cursor(svc, WATCHER, OTHER) in (None, (0, 0, 0))
 
+    def test_a_command_that_keeps_losing_gets_its_turn(self, svc: SessionAwareness) -> None:
+        """A thread writing the hot aggregate without pause cannot starve the other side:
+        after a few lost races a command holds the process's turn and the writer waits
+        (before the turn, `delete_session` lost all its attempts on PostgreSQL)."""
+        svc.open_session(WATCHER)
+        svc.open_session(OTHER, kind="subagent")
+        stop, errors, calls = threading.Event(), [], [0]
+
+        def writer() -> None:
+            while not stop.is_set():
+                try:
+                    svc.watch(WATCHER, OTHER)
+                    svc.unwatch(WATCHER, OTHER)
+                    calls[0] += 1
+                except Exception as error:  # noqa: BLE001 -- reported below
+                    errors.append(error)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            for _ in range(30):
+                race_round(svc)
+        finally:
+            stop.set()
+            thread.join(DEADLINE)
+        assert errors == []
+        assert calls[0] > 0
+
     @pytest.mark.parametrize(
         "rounds", [ROUNDS, pytest.param(SLOW_ROUNDS, marks=pytest.mark.slow, id="long")]
     )
