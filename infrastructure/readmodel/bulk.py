@@ -103,8 +103,11 @@ class BulkWrites(ReadModelWrites):
                 if ops is None:
                     keyed[write.table, key] = [(write, [params])]
                     continue
-                last, rows = ops[-1]
+                last, last_rows = ops[-1]
+                rows: list[Row] | None = last_rows
                 if last is not write:
+                    rows = _joinable(ops, write) if write.lane is not None else None
+                if rows is None:
                     ops.append((write, [params]))
                 elif write.fold is None:
                     rows.append(params)
@@ -128,3 +131,15 @@ class BulkWrites(ReadModelWrites):
         """Run each statement once per row given; the statements commute (different keys)."""
         for write, rows in batches.items():
             c.executemany(self.sql(write.template), rows)
+
+
+def _joinable(ops: list[tuple[Write, list[Row]]], write: Write) -> list[Row] | None:
+    """The rows of the latest op of a key that a write with a lane joins: one of the same
+    write that only writes of other lanes follow (they commute with it: a session's channel
+    between its run reports)."""
+    for op, rows in reversed(ops):
+        if op is write:
+            return rows
+        if op.lane is None or op.lane == write.lane:
+            return None
+    return None

@@ -43,6 +43,10 @@ class Write:
     #: The same write for many keys at once, with one array parameter per column of the
     #: template's parameters, in their order (`unnest`; PostgreSQL's path for large saves).
     unnest: str | None = None
+    #: The columns it writes, named, when they are a few a key's other writes may not
+    #: touch: writes of different lanes commute, so the bulk path may reorder them (None:
+    #: the write is ordered against every other write of its key).
+    lane: str | None = None
 
     def copy_statement(self) -> str:
         """`COPY table (columns) FROM STDIN`, for a write that `appends`."""
@@ -198,17 +202,24 @@ _ACTIVITY_RESET = Write(
 )
 _MARKS = {
     mark: Write(
-        ACTIVITY.name, f"UPDATE {{s}}session_activity SET {mark} = ? WHERE session_id = ?", _last
+        ACTIVITY.name,
+        f"UPDATE {{s}}session_activity SET {mark} = ? WHERE session_id = ?",
+        _last,
+        lane=mark,
     )
     for mark in ("pinned", "archived")
 }
 _CHANNEL = Write(
-    ACTIVITY.name, "UPDATE {s}session_activity SET channel = ? WHERE session_id = ?", _last
+    ACTIVITY.name,
+    "UPDATE {s}session_activity SET channel = ? WHERE session_id = ?",
+    _last,
+    lane="channel",
 )
 _RUN_START = Write(
     ACTIVITY.name,
     "UPDATE {s}session_activity SET run_id = ?, run_status = 'running', run_started_at = ?, "
     "run_ended_at = NULL WHERE session_id = ?",
+    lane="run",
 )
 #: A terminal report ends the run it names; one for another run than a running one is
 #: ignored. `SET` expressions read the row as it was, so the start time survives only when
@@ -218,6 +229,7 @@ _RUN_END = Write(
     "UPDATE {s}session_activity SET run_started_at = CASE WHEN run_id = ? "
     "THEN run_started_at END, run_id = ?, run_status = ?, run_ended_at = ? "
     "WHERE session_id = ? AND (run_status IS NULL OR run_status <> 'running' OR run_id = ?)",
+    lane="run",
 )
 _LINK_SET = Write(LINKS.name, LINKS.upsert())
 _LINK_ADVANCE = Write(

@@ -214,3 +214,43 @@ class TestAuditOfTheNewColumns:
         assert report.clean, report.as_dict()
         summary = report.tables["session_activity"]
         assert summary.live_rows == summary.rebuilt_rows == 3
+
+    def test_a_rebuild_keeps_the_order_of_each_column_group_of_one_session(
+        self, svc: SessionAwareness
+    ) -> None:
+        """R-R2: one session's channel, runs and marks interleaved, and another's reopening
+        between its channels, rebuild in bulk (one page; the channel writes joined across
+        the run reports they commute with, never across a run report of their own group or
+        a reopening) to the rows the saves wrote one at a time."""
+        spawn(svc)
+        for number, channel in enumerate(("telegram", "slack", "chat")):
+            svc.record_human_direct_message(CHILD, channel=channel)
+            svc.record_run_terminal(CHILD, run_id=f"run-{number + 1}", outcome="error")
+            svc.record_child_spawned(CHILD, parent=MANAGER, run_id=f"run-{number + 2}")
+            svc.pin_session(CHILD)
+            svc.unpin_session(CHILD)
+        svc.record_run_terminal(CHILD, run_id="run-4", outcome="cancelled")
+        svc.record_human_direct_message(CHILD, channel="email")
+        child = row(svc, CHILD)
+        assert (child["channel"], child["runStatus"], child["pinned"]) == (
+            "email",
+            "cancelled",
+            False,
+        )
+        spawn(svc, OTHER, run="run-9")
+        svc.record_human_direct_message(OTHER, channel="telegram")
+        svc.pin_session(OTHER)
+        svc.delete_session(OTHER)
+        svc.open_session(OTHER)
+        assert svc.watch(MANAGER, OTHER)  # an audience, or the turn is not recorded
+        assert svc.record_human_direct_message(OTHER, channel="voice") is not None
+        svc.archive_session(OTHER)
+        reopened = row(svc, OTHER, archived=True)
+        assert (reopened["channel"], reopened["pinned"], reopened["archived"]) == (
+            "voice",
+            False,
+            True,
+        )
+        assert "runStatus" not in reopened
+        report = svc.audit()
+        assert report.clean, report.as_dict()
