@@ -23,16 +23,28 @@ from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import StoredEvent
+from eventsourcing.postgres import PostgresDatastore
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
+from session_awareness.infrastructure.readmodel.group_commit import (
+    GroupCommit,
+    Save,
+    as_library_error,
+    ends_the_batch,
+)
 from session_awareness.infrastructure.readmodel.postgres import PostgresReadModelRecorder
 from session_awareness.infrastructure.readmodel.writes import Row, Write
 
 
 class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
+        super().__init__(datastore, events_table_name=events_table_name)
+        #: The queue of this recorder's small saves (ADR 025).
+        self.group = GroupCommit(self._write_batch)
+
     def insert_events(
         self,
         stored_events: Sequence[StoredEvent],
@@ -42,9 +54,9 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         **kwargs: Any,
     ) -> Sequence[int] | None:
         """Lock the events table, insert the events, apply the projection's rows and commit,
-        in two round trips. The table lock stays: it keeps notification ids in commit order,
-        which audits and the aggregate cache rely on. Any failure rolls the whole
-        transaction back."""
+        in two round trips; with the saves other threads make meanwhile (`group`), in one
+        transaction. The table lock stays: it keeps notification ids in commit order, which
+        audits and the aggregate cache rely on. Any failure rolls the save back."""
         if kwargs.get("tracking") is not None:  # the library's process applications
             raise NotImplementedError("this recorder does not record tracking positions")
         if not stored_events:
@@ -52,29 +64,60 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         if len(stored_events) >= BULK_INLINE:
             with self.save_deadline(len(stored_events)):
                 return self._insert_many(stored_events, projected_events, quiet_notices)
+        kwargs.update(projected_events=projected_events, quiet_notices=quiet_notices)
+        return self.group.insert(stored_events, kwargs)
+
+    def _write_batch(self, saves: list[Save]) -> None:
+        """A batch of small saves in one transaction: the table lock once, then per save
+        `SAVEPOINT; INSERT … RETURNING` and its rows with `RELEASE SAVEPOINT`, the last
+        save's followed by `COMMIT`: two round trips for a save alone, as before, and two
+        per save more. A refused save is rolled back to its savepoint; a store error (a lock
+        timeout, the connection lost) ends the batch, which rolls back."""
         with self.datastore.get_connection() as conn:
             bind = psycopg.ClientCursor(conn).mogrify
             try:
                 with conn.cursor(row_factory=tuple_row) as curs:
-                    curs.execute(self._begin_insert(bind, stored_events))
-                    while curs.nextset():
-                        pass  # to the INSERT's result, the last one
-                    ids = [row[0] for row in curs.fetchall()]
-                    if len(ids) != len(stored_events):
-                        raise RuntimeError("the event store returned no notification ids")
-                    rows = _Statements(conn, bind)
-                    if projected_events:
-                        self.apply_inline(
-                            rows,
-                            p.project(list(zip(ids, projected_events, strict=True))),
-                            quiet_notices,
-                        )
-                    rows.sql.append("COMMIT")
-                    curs.execute("; ".join(rows.sql))
+                    begin = self._begin(), "SAVEPOINT save"
+                    last = saves[-1]
+                    committed = False
+                    for save in saves:
+                        try:
+                            committed = self._write_save(curs, bind, begin, save, save is last)
+                        except Exception as error:
+                            if ends_the_batch(error, psycopg) or conn.broken:
+                                raise
+                            curs.execute("ROLLBACK TO SAVEPOINT save")
+                            save.refused(as_library_error(error, psycopg))
+                        begin = ("SAVEPOINT save",)
+                    if not committed:
+                        curs.execute("COMMIT")
             except BaseException:
                 _roll_back(conn)
                 raise
-        return ids
+
+    def _write_save(
+        self, curs: psycopg.Cursor[Any], bind: Callable[..., str], begin: Sequence[str],
+        save: Save, last: bool,
+    ) -> bool:  # fmt: skip
+        """One save of a batch, from its savepoint to its release (and the commit, when it is
+        the `last`); whether it committed."""
+        curs.execute("; ".join((*begin, self._insert(bind, save.events))))
+        while curs.nextset():
+            pass  # to the INSERT's result, the last one
+        ids = [row[0] for row in curs.fetchall()]
+        if len(ids) != len(save.events):
+            raise RuntimeError("the event store returned no notification ids")
+        rows = _Statements(curs.connection, bind)
+        projected = save.kwargs.get("projected_events")
+        if projected:
+            changes = p.project(list(zip(ids, projected, strict=True)))
+            self.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()))
+        rows.sql.append("RELEASE SAVEPOINT save")
+        if last:
+            rows.sql.append("COMMIT")
+        curs.execute("; ".join(rows.sql))
+        save.ids = ids
+        return last
 
     def _insert_many(
         self,
@@ -114,18 +157,20 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                 raise
         return ids
 
-    def _begin_insert(self, bind: Callable[..., str], stored_events: Sequence[StoredEvent]) -> str:
+    def _begin(self) -> str:
+        """Open the write transaction: its lock timeout, the events table's lock."""
+        table = self._events_table.as_string(None)
+        timeout = int(self.datastore.lock_timeout)
+        return f"BEGIN; SET LOCAL lock_timeout = '{timeout}s'; LOCK TABLE {table} IN EXCLUSIVE MODE"
+
+    def _insert(self, bind: Callable[..., str], stored_events: Sequence[StoredEvent]) -> str:
         table = self._events_table.as_string(None)
         values = ", ".join(
             bind("(%s, %s, %s, %s)", (e.originator_id, e.originator_version, e.topic, e.state))
             for e in stored_events
         )
-        timeout = int(self.datastore.lock_timeout)
-        begin = (
-            f"BEGIN; SET LOCAL lock_timeout = '{timeout}s'; LOCK TABLE {table} IN EXCLUSIVE MODE"
-        )
         insert = f"INSERT INTO {table} (originator_id, originator_version, topic, state) VALUES "  # noqa: S608 -- a quoted identifier
-        return f"{begin}; {insert}{values} RETURNING notification_id"
+        return f"{insert}{values} RETURNING notification_id"
 
     def write_batches(self, c: Any, batches: dict[Write, list[Row]]) -> None:
         """In a large save's pipeline, a write for many keys with an array form is one

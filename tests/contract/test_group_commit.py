@@ -1,0 +1,278 @@
+"""Group commit (ADR 025): concurrent records of one process share one transaction and one
+commit, and every caller still gets its own answer (SPEC R-L4, R-L8).
+
+A batch of several saves is made without timing: another connection holds the store's write
+lock (SQLite `BEGIN IMMEDIATE`, PostgreSQL the events table's lock), so a first record's
+batch waits on it while the others queue behind; the test releases the lock once they have.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import RecordConflictError
+from psycopg.sql import SQL, Identifier
+from structlog.testing import capture_logs
+
+from session_awareness.application import SessionAwareness
+from session_awareness.infrastructure.readmodel.group_commit import GroupCommit
+from tests.conftest import wait_until
+from tests.contract.helpers import notice, sequences
+
+THREADS = 6
+RECORDS = 15
+
+
+def family(number: int) -> tuple[str, str]:
+    """A manager of its own and the child it watches."""
+    return f"agent:m{number}:main", f"agent:m{number}:subagent:child"
+
+
+def spawned(svc: SessionAwareness, count: int) -> list[str]:
+    """`count` children, each spawned (sequence 1) by a manager of its own."""
+    children = []
+    for number in range(count):
+        manager, child = family(number)
+        svc.open_session(manager)
+        assert svc.record_child_spawned(child, parent=manager, run_id=f"run-{number}") == 1
+        children.append(child)
+    return children
+
+
+def group(svc: SessionAwareness) -> GroupCommit:
+    commits: GroupCommit = svc.store.recorder.group  # type: ignore[attr-defined]
+    return commits
+
+
+@contextlib.contextmanager
+def write_lock_held(svc: SessionAwareness) -> Iterator[Callable[[], None]]:
+    """Hold the store's write lock on a connection of its own until the yielded release is
+    called (or the block ends)."""
+    recorder: Any = svc.store.recorder
+    conn: Any
+    if hasattr(recorder.datastore, "schema"):
+        conn = psycopg.connect(recorder.datastore.pool.conninfo, autocommit=True)
+        conn.execute("BEGIN")
+        table = Identifier(recorder.datastore.schema, recorder.events_table_name)
+        conn.execute(SQL("LOCK TABLE {} IN EXCLUSIVE MODE").format(table))
+    else:
+        conn = sqlite3.connect(recorder.datastore.pool.db_name, uri=True, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+    released = threading.Event()
+
+    def release() -> None:
+        if not released.is_set():
+            released.set()
+            conn.rollback()
+
+    try:
+        yield release
+    finally:
+        release()
+        conn.close()
+
+
+def run_all(bodies: list[Callable[[], object]]) -> list[object]:
+    """Run each body in a thread of its own at once; their results, in order."""
+    results: list[object] = [None] * len(bodies)
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(bodies))
+
+    def run(index: int) -> None:
+        start.wait()
+        try:
+            results[index] = bodies[index]()
+        except BaseException as error:  # noqa: BLE001 -- reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(len(bodies))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+    assert not errors, errors
+    return results
+
+
+def started(bodies: list[Callable[[], object]]) -> tuple[list[threading.Thread], list[object]]:
+    """Start each body in a thread of its own; the threads and their results, filled in as
+    they end."""
+    results: list[object] = [None] * len(bodies)
+
+    def run(index: int) -> None:
+        results[index] = bodies[index]()
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(len(bodies))]
+    for thread in threads:
+        thread.start()
+    return threads, results
+
+
+def joined(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads)
+
+
+def record(svc: SessionAwareness, child: str, count: int = 1) -> Callable[[], list[int | None]]:
+    return lambda: [svc.record_human_direct_message(child, channel="chat") for _ in range(count)]
+
+
+class TestManyThreads:
+    def test_every_caller_gets_its_own_sequence_unique_and_gap_free(
+        self, svc: SessionAwareness
+    ) -> None:
+        """R-L4 under group commit: threads recording at once, several on one session, each
+        get sequences that are exactly the store's; every session's are unique and
+        gap-free; every notice is open in the read model the commit wrote."""
+        children = spawned(svc, THREADS)
+        shared = children[0]
+        bodies = [record(svc, child, RECORDS) for child in children[1:]]
+        bodies += [record(svc, shared, RECORDS) for _ in range(3)]
+        answers = run_all(bodies)
+        own = answers[: THREADS - 1]
+        for child, got in zip(children[1:], own, strict=True):
+            assert got == list(range(2, 2 + RECORDS))
+            assert sequences(svc, child) == [1, *got]  # type: ignore[list-item]
+        on_shared = sorted(s for got in answers[THREADS - 1 :] for s in got)  # type: ignore[attr-defined]
+        assert on_shared == list(range(2, 2 + 3 * RECORDS))
+        assert sequences(svc, shared) == [1, *on_shared]
+        for number in range(THREADS):
+            manager, child = family(number)
+            assert svc.pending_notices(manager) == [notice(child, 1)]
+        commits = group(svc)
+        assert commits.saves >= THREADS + (THREADS + 2) * RECORDS
+
+    def test_a_lone_writer_writes_batches_of_one(self, svc: SessionAwareness) -> None:
+        """Group commit never waits for company: records one after another are each their
+        own batch, committed when recorded."""
+        [child] = spawned(svc, 1)
+        commits = group(svc)
+        before = commits.batches
+        for sequence in range(2, 7):
+            assert svc.record_human_direct_message(child, channel="chat") == sequence
+            assert sequences(svc, child)[-1] == sequence
+        assert (commits.batches - before, commits.largest) == (5, 1)
+
+
+class TestOneBatch:
+    def test_saves_queued_behind_a_batch_commit_together(self, svc: SessionAwareness) -> None:
+        """Records made while a batch is being written are written together in the next,
+        each with its own sequence and its own notice."""
+        children = spawned(svc, THREADS)
+        commits = group(svc)
+        with write_lock_held(svc) as release:
+            first, results = started([record(svc, children[0])])
+            assert wait_until(commits.writing)
+            rest, more = started([record(svc, child) for child in children[1:]])
+            assert wait_until(lambda: commits.queued() == THREADS - 1)
+            release()
+            joined(first + rest)
+        assert [*results, *more] == [[2]] * THREADS
+        assert commits.largest == THREADS - 1
+        for number, child in enumerate(children):
+            assert sequences(svc, child) == [1, 2]
+            assert svc.pending_notices(family(number)[0]) == [notice(child, 1)]
+
+    def test_a_conflict_in_a_batch_is_retried_and_fails_no_other(
+        self, svc: SessionAwareness
+    ) -> None:
+        """Saves of one batch on one session conflict (each loaded the same version): the
+        first is written, each other one is rolled back to its savepoint and retried by its
+        caller; the saves on other sessions are not failed. Every sequence is unique and
+        gap-free."""
+        children = spawned(svc, 3)
+        commits = group(svc)
+        with write_lock_held(svc) as release:
+            first, results = started([record(svc, children[0])])
+            assert wait_until(commits.writing)
+            bodies = [record(svc, children[0]) for _ in range(3)]
+            bodies += [record(svc, child) for child in children[1:]]
+            rest, more = started(bodies)
+            assert wait_until(lambda: commits.queued() == len(bodies))
+            release()
+            joined(first + rest)
+        on_first = sorted(s for got in [*results, *more[:3]] for s in got)  # type: ignore[attr-defined]
+        assert on_first == [2, 3, 4, 5]
+        assert sequences(svc, children[0]) == [1, 2, 3, 4, 5]
+        assert more[3:] == [[2], [2]]
+        assert commits.largest == len(bodies)
+        for child in children[1:]:
+            assert sequences(svc, child) == [1, 2]
+
+    def test_a_refused_save_in_a_batch_fails_only_its_caller(self, svc: SessionAwareness) -> None:
+        """Saves the store refuses in a batch are rolled back alone: one claims a version
+        already stored (its caller gets the conflict), one's projection does not match its
+        events (its caller gets that error); nothing of either is stored, and the records in
+        the same batch are written."""
+        children = spawned(svc, 3)
+        commits = group(svc)
+        recorder: Any = svc.store.recorder
+        taken, unprojected = Aggregate(), Aggregate()
+        stored = [svc.store.mapper.to_stored_event(e) for e in taken.collect_events()]
+        recorder.insert_events(stored)  # the version the refused save claims again
+        events = list(unprojected.collect_events())
+        mismatched = [svc.store.mapper.to_stored_event(e) for e in events]
+
+        def conflicting() -> object:
+            with pytest.raises(RecordConflictError):
+                recorder.insert_events(stored)
+            return "refused"
+
+        def unmatched() -> object:
+            with pytest.raises(ValueError, match="zip"):
+                recorder.insert_events(mismatched, projected_events=[*events, *events])
+            return "refused"
+
+        with write_lock_held(svc) as release:
+            first, results = started([record(svc, children[0])])
+            assert wait_until(commits.writing)
+            rest, more = started(
+                [record(svc, children[1]), conflicting, unmatched, record(svc, children[2])]
+            )
+            assert wait_until(lambda: commits.queued() == 4)
+            release()
+            joined(first + rest)
+        assert [*results, *more] == [[2], [2], "refused", "refused", [2]]
+        assert commits.largest == 4
+        assert recorder.select_events(taken.id) == stored
+        assert recorder.select_events(unprojected.id) == []
+        for child in children:
+            assert sequences(svc, child) == [1, 2]
+
+
+class TestStoreFailureInABatch:
+    def test_every_save_of_a_failed_batch_is_kept_and_recorded_once(
+        self, svc: SessionAwareness
+    ) -> None:
+        """R-L8 under group commit: the store fails while a batch waits for it, after a few
+        seconds (SQLite: the write lock outlasts its timeout; PostgreSQL: the call's
+        deadline shuts its connection). No producer raises; each save of the batch reports
+        nothing recorded and is kept with its unconfirmed event, then recorded exactly once
+        when the store is back."""
+        children = spawned(svc, THREADS)
+        commits = group(svc)
+        with capture_logs() as logs, write_lock_held(svc) as release:
+            first, results = started([record(svc, children[0])])
+            assert wait_until(commits.writing)
+            rest, more = started([record(svc, child) for child in children[1:]])
+            assert wait_until(lambda: commits.queued() == THREADS - 1, timeout=60)
+            joined(first + rest)
+            release()
+        assert [*results, *more] == [[None]] * THREADS
+        failed = [e for e in logs if e["event"] == "signal_record_failed"]
+        assert sorted(e["session_key"] for e in failed) == sorted(children)
+        assert commits.largest == THREADS - 1
+        assert svc.health()["signals"]["buffered"] == THREADS
+        assert wait_until(svc.flush_signals)
+        for number, child in enumerate(children):
+            assert sequences(svc, child) == [1, 2]
+            assert svc.pending_notices(family(number)[0]) == [notice(child, 1)]
