@@ -76,8 +76,9 @@ def test_the_writers_own_events_do_not_make_its_copies_stale() -> None:
     assert hit is not None and hit[1] is False
 
 
-def test_a_save_the_log_position_has_passed_is_not_kept() -> None:
-    """Another thread looked past this save: a newer event of the aggregate may be behind."""
+def test_a_save_the_log_position_has_passed_is_kept_stale() -> None:
+    """Another thread looked past this save (as when saves commit together, ADR 025): a
+    newer event of the aggregate may be behind, so its next get fast-forwards."""
     log, item = Log(), Item(uuid4(), 1)
     cache = AggregateCache(log, maxsize=10)
     cache.look()
@@ -85,7 +86,35 @@ def test_a_save_the_log_position_has_passed_is_not_kept() -> None:
     log.append(item.id, 2)  # another writer, seen by another thread's look
     cache.look()
     cache.saved([item], {item.id: at})
-    assert cached(cache, item.id) is None
+    hit = cache.get(item.id, forward_to(2))
+    assert hit is not None and hit[1] is True and hit[0].version == 2
+
+
+def test_a_passed_save_is_fresh_when_the_look_saw_nothing_newer_of_it() -> None:
+    """The look that passed the save compared the log with the copy cached before it: it
+    saw the save's own event and nothing newer, so the saved copy needs no fast-forward."""
+    log, item = Log(), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    cache.saved([item], {item.id: log.append(item.id, 1)})
+    at = log.append(item.id, 2)  # this save, committed; another thread looks first
+    cache.look()
+    cache.saved([Item(item.id, 2)], {item.id: at})
+    hit = cache.get(item.id, forward_to(-1))
+    assert hit is not None and hit[1] is False and hit[0].version == 2
+
+
+def test_a_passed_save_is_stale_when_the_look_saw_a_newer_event_of_it() -> None:
+    log, item = Log(), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    cache.saved([item], {item.id: log.append(item.id, 1)})
+    at = log.append(item.id, 2)  # this save
+    log.append(item.id, 3)  # another writer's, right after it
+    cache.look()
+    cache.saved([Item(item.id, 2)], {item.id: at})
+    hit = cache.get(item.id, forward_to(3))
+    assert hit is not None and hit[1] is True and hit[0].version == 3
 
 
 def test_a_load_is_kept_only_if_no_look_happened_since_it_began() -> None:
