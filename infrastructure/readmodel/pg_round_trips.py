@@ -5,8 +5,10 @@ wakes, all or nothing — without the library's per-insert `NOTIFY` on its event
 D4) and without psycopg's pipeline handling of ~11 statements.
 
 A save of a few events sends two simple-protocol queries with values bound client-side
-(psycopg's `mogrify`): `BEGIN; SET LOCAL lock_timeout; LOCK; INSERT … RETURNING`, then the
-rows and `COMMIT`. A large one (`BULK_INLINE` events or more: a drain, a wide fan-out)
+(psycopg's `mogrify`): `BEGIN; SET LOCAL lock_timeout; LOCK; SAVEPOINT; INSERT … RETURNING`,
+then the rows, `RELEASE SAVEPOINT` and `COMMIT`. Saves other threads make meanwhile join it
+(group commit, ADR 025): two round trips more each, one lock, one commit. A large save
+(`BULK_INLINE` events or more: a drain, a wide fan-out) keeps a transaction of its own and
 binds its values server-side as arrays, in two pipelined round trips (client-side binding
 costs ~20 us per row of a drain), a cursor move for many keys as one `UPDATE … FROM unnest`.
 
