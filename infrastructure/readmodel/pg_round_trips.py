@@ -5,9 +5,9 @@ wakes, all or nothing — without the library's per-insert `NOTIFY` on its event
 D4) and without psycopg's pipeline handling of ~11 statements.
 
 A save of a few events sends two simple-protocol queries with values bound client-side
-(psycopg's `mogrify`): `BEGIN; SET LOCAL lock_timeout; LOCK; SAVEPOINT; INSERT … RETURNING`,
-then the rows, `RELEASE SAVEPOINT` and `COMMIT`. Saves other threads make meanwhile join it
-(group commit, ADR 025): two round trips more each, one lock, one commit. A large save
+(psycopg's `mogrify`): `BEGIN; SET LOCAL lock_timeout; LOCK; INSERT … RETURNING`, then the
+rows and `COMMIT`. Saves other threads make meanwhile join it (group commit, ADR 025), each
+in a savepoint: two round trips more each, one lock, one commit. A large save
 (`BULK_INLINE` events or more: a drain, a wide fan-out) keeps a transaction of its own and
 binds its values server-side as arrays, in two pipelined round trips (client-side binding
 costs ~20 us per row of a drain), a cursor move for many keys as one `UPDATE … FROM unnest`.
@@ -72,25 +72,28 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
     def _write_batch(self, saves: list[Save]) -> None:
         """A batch of small saves in one transaction: the table lock once, then per save
         `SAVEPOINT; INSERT … RETURNING` and its rows with `RELEASE SAVEPOINT`, the last
-        save's followed by `COMMIT`: two round trips for a save alone, as before, and two
-        per save more. A refused save is rolled back to its savepoint; a store error (a lock
-        timeout, the connection lost) ends the batch, which rolls back."""
+        save's followed by `COMMIT`: two round trips per save. A refused save is rolled back
+        to its savepoint; a store error (a lock timeout, the connection lost) ends the
+        batch, which rolls back. A save alone is its transaction, without a savepoint: ADR
+        013's two round trips, statement for statement."""
+        many = len(saves) > 1
         with self.datastore.get_connection() as conn:
             bind = psycopg.ClientCursor(conn).mogrify
             try:
                 with conn.cursor(row_factory=tuple_row) as curs:
-                    begin = self._begin(), "SAVEPOINT save"
-                    last = saves[-1]
+                    begin = self._begin()
                     committed = False
                     for save in saves:
+                        last = save is saves[-1]
                         try:
-                            committed = self._write_save(curs, bind, begin, save, save is last)
+                            self._write_save(curs, bind, begin, save, savepoint=many, last=last)
+                            committed = last
                         except Exception as error:
-                            if ends_the_batch(error, psycopg) or conn.broken:
+                            if not many or ends_the_batch(error, psycopg) or conn.broken:
                                 raise
                             curs.execute("ROLLBACK TO SAVEPOINT save")
                             save.refused(as_library_error(error, psycopg))
-                        begin = ("SAVEPOINT save",)
+                        begin = None
                     if not committed:
                         curs.execute("COMMIT")
             except BaseException:
@@ -98,12 +101,15 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                 raise
 
     def _write_save(
-        self, curs: psycopg.Cursor[Any], bind: Callable[..., str], begin: Sequence[str],
-        save: Save, last: bool,
-    ) -> bool:  # fmt: skip
-        """One save of a batch, from its savepoint to its release (and the commit, when it is
-        the `last`); whether it committed."""
-        curs.execute("; ".join((*begin, self._insert(bind, save.events))))
+        self, curs: psycopg.Cursor[Any], bind: Callable[..., str], begin: str | None,
+        save: Save, *, savepoint: bool, last: bool,
+    ) -> None:  # fmt: skip
+        """One save of a batch (after `begin`, the first), inside its `savepoint` unless it
+        is alone, and the commit when it is the `last`."""
+        head = [begin] if begin is not None else []
+        if savepoint:
+            head.append("SAVEPOINT save")
+        curs.execute("; ".join((*head, self._insert(bind, save.events))))
         while curs.nextset():
             pass  # to the INSERT's result, the last one
         ids = [row[0] for row in curs.fetchall()]
@@ -114,12 +120,12 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         if projected:
             changes = p.project(list(zip(ids, projected, strict=True)))
             self.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()))
-        rows.sql.append("RELEASE SAVEPOINT save")
+        if savepoint:
+            rows.sql.append("RELEASE SAVEPOINT save")
         if last:
             rows.sql.append("COMMIT")
         curs.execute("; ".join(rows.sql))
         save.ids = ids
-        return last
 
     def _insert_many(
         self,

@@ -79,8 +79,12 @@ class SQLiteReadModelRecorder(JoinedSessionState, ReadModelStore, SQLiteApplicat
     def _write_batch(self, saves: list[Save]) -> None:
         """Each save inside a savepoint of its own, then one commit. A refused save is rolled
         back to its savepoint; a store error (the database locked or gone) ends the batch,
-        which rolls back."""
+        which rolls back. A save alone is its transaction, without a savepoint."""
         with self.datastore.transaction(commit=True) as c:
+            if len(saves) == 1:
+                [save] = saves
+                save.ids = self._insert_events(c, save.events, **save.kwargs)
+                return
             for save in saves:
                 c.execute("SAVEPOINT save")
                 try:
