@@ -16,9 +16,8 @@ is put back only when no look at the log can have passed one of its newer events
 - after a load or fast-forward, when the position has not moved since before its read.
 Otherwise it is dropped (the next load reads it from the store), except a saved one whose
 notification id a look has already passed (another thread looked between the commit and
-this caller's turn, as when several saves commit together, ADR 025): it is kept, and stale
-unless that look saw nothing newer of it than the save (a stale one's next load reads only
-the events after the saved version).
+this caller's turn, as when several saves commit together, ADR 025): it is kept, marked
+stale, so its next load reads only the events after the saved version.
 Optimistic concurrency still guards every write: a command that decided on a copy that went
 stale meanwhile loses the race on save and runs again (DESIGN D3), after the next look at the
 log has marked the aggregate stale.
@@ -56,8 +55,7 @@ class AggregateCache:
         self._log = log
         self._maxsize = maxsize
         self._items: OrderedDict[UUID, Any] = OrderedDict()
-        #: Stale aggregates, with the newest version a look saw of each.
-        self._stale: dict[UUID, int] = {}
+        self._stale: set[UUID] = set()
         self._lock = threading.Lock()
         self.position: int | None = None  # None: not looked yet (the cache is empty)
 
@@ -73,7 +71,7 @@ class AggregateCache:
                 for _, originator_id, version in found:
                     cached = self._items.get(originator_id)
                     if cached is not None and cached.version < version:
-                        self._stale[originator_id] = max(version, self._stale.get(originator_id, 0))
+                        self._stale.add(originator_id)
                 if found:
                     self.position = found[-1][0]
                 if len(found) < LOOK_LIMIT:
@@ -118,23 +116,20 @@ class AggregateCache:
         notification_ids: dict[UUID, int],
         ids: Sequence[int] | None = None,
     ) -> None:
-        """Keep the aggregates of a committed save (not copied: the command is over);
-        `notification_ids` holds each one's last notification id. One whose save a look has
-        already passed is stale unless that look saw nothing newer of it. When the save's
-        ids follow the position directly, the log up to them is this save alone: the
-        position moves past them, so the next look does not read them back."""
+        """Keep the aggregates of a committed save (not copied: the command is over), stale
+        when a look has already passed the save; `notification_ids` holds each one's last
+        notification id. When the save's ids follow
+        the position directly, the log up to them is this save alone: the position moves past
+        them, so the next look does not read them back."""
         with self._lock:
             for aggregate in aggregates:
                 at = notification_ids.get(aggregate.id)
                 if at is None or self.position is None:
                     self._drop(aggregate.id)
                     continue
-                seen = self._stale.get(aggregate.id)
                 self._put(aggregate.id, aggregate)
-                if self.position >= at and (seen is None or seen > aggregate.version):
-                    # A look passed the save: newer events of others' may be in the log.
-                    # One that saw this save while the copy was cached knows the newest.
-                    self._stale[aggregate.id] = seen or at
+                if self.position >= at:  # a look passed the save: others' events may follow
+                    self._stale.add(aggregate.id)
             if (
                 self.position is not None
                 and ids
@@ -160,14 +155,14 @@ class AggregateCache:
     def _put(self, aggregate_id: UUID, aggregate: Any) -> None:
         self._items[aggregate_id] = aggregate
         self._items.move_to_end(aggregate_id)
-        self._stale.pop(aggregate_id, None)
+        self._stale.discard(aggregate_id)
         while len(self._items) > self._maxsize:
             evicted, _ = self._items.popitem(last=False)
-            self._stale.pop(evicted, None)
+            self._stale.discard(evicted)
 
     def _drop(self, aggregate_id: UUID) -> None:
         self._items.pop(aggregate_id, None)
-        self._stale.pop(aggregate_id, None)
+        self._stale.discard(aggregate_id)
 
 
 def _copy(aggregate: Any) -> Any:
