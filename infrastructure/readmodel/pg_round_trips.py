@@ -89,9 +89,9 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                             self._write_save(curs, bind, begin, save, savepoint=many, last=last)
                             committed = last
                         except Exception as error:
-                            if not many or ends_the_batch(error, psycopg) or conn.broken:
+                            if not many or not _refused(conn, error):
                                 raise
-                            curs.execute("ROLLBACK TO SAVEPOINT save")
+                            curs.execute("ROLLBACK TO SAVEPOINT save; RELEASE SAVEPOINT save")
                             save.refused(as_library_error(error, psycopg))
                         begin = None
                     if not committed:
@@ -224,6 +224,16 @@ class _Statements:
     def executemany(self, query: str, params_seq: Iterable[Sequence[Any]]) -> None:
         for params in params_seq:
             self.execute(query, params)
+
+
+def _refused(conn: psycopg.Connection[Any], error: Exception) -> bool:
+    """Whether a save's error refused that save alone: the error is not the store's own and
+    the batch's transaction is still open, so the save's savepoint can be rolled back to. A
+    connection lost, a lock timed out, or a transaction that ended (a failed `COMMIT`) ends
+    the batch."""
+    if conn.broken or ends_the_batch(error, psycopg):
+        return False
+    return conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
 
 def _roll_back(conn: psycopg.Connection[Any]) -> None:
