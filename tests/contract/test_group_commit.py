@@ -22,9 +22,13 @@ from psycopg.sql import SQL, Identifier
 from structlog.testing import capture_logs
 
 from session_awareness.application import SessionAwareness
+from session_awareness.application.snapshots import SNAPSHOT_INTERVAL
+from session_awareness.application.unit_of_work import UnitOfWork
+from session_awareness.domain import notices
+from session_awareness.domain.keys import SessionRef
 from session_awareness.infrastructure.readmodel.group_commit import GroupCommit
 from tests.conftest import wait_until
-from tests.contract.helpers import notice, sequences
+from tests.contract.helpers import cursor, notice, sequences
 
 THREADS = 6
 RECORDS = 15
@@ -278,3 +282,137 @@ class TestStoreFailureInABatch:
         for number, child in enumerate(children):
             assert sequences(svc, child) == [1, 2]
             assert svc.pending_notices(family(number)[0]) == [notice(child, 1)]
+
+
+def queued_behind_a_batch(
+    svc: SessionAwareness, bodies: list[Callable[[], object]]
+) -> list[object]:
+    """Run `bodies` in one batch: each starts once the one before it has queued, behind a
+    first record's batch that waits on the held write lock; their results, in order."""
+    commits = group(svc)
+    manager, leader = "agent:lead:main", "agent:lead:subagent:child"
+    svc.open_session(manager)
+    assert svc.record_child_spawned(leader, parent=manager, run_id="run-lead") == 1
+    threads, results = [], []
+    with write_lock_held(svc) as release:
+        first, _ = started([record(svc, leader)])
+        assert wait_until(commits.writing)
+        for number, body in enumerate(bodies, start=1):
+            more, result = started([body])
+            threads += more
+            results.append(result)
+            assert wait_until(lambda n=number: commits.queued() == n)  # type: ignore[misc]
+        release()
+        joined(first + threads)
+    assert commits.largest == len(bodies)
+    return [result[0] for result in results]
+
+
+class TestWhatEachSaveOfABatchKeeps:
+    """Each save of a batch keeps what it keeps alone: the save's check on derived M (ADR
+    023), its idempotency keys and the snapshot its caller takes (ADR 022)."""
+
+    def test_a_save_the_derived_m_check_refuses_is_retried_and_fails_no_other(
+        self, svc: SessionAwareness
+    ) -> None:
+        """R-N3: a drain and a record that read the cursor before either committed share a
+        batch; the drain, first, syncs the cursor; the record, second, would leave it synced
+        below its new M, so it alone is rolled back and runs again: the notice it opens is
+        kept. A record after it in the batch is written."""
+        manager, child = family(0)
+        [_, other] = spawned(svc, 2)
+        assert svc.record_human_direct_message(child, channel="chat") == 2  # pending (1, 2, 2)
+        drain = UnitOfWork(svc.store)
+        watch = drain.watch(manager, SessionRef.of(child))
+        assert watch is not None
+        assert notices.acknowledge(watch, drain.session(watch.target_id), at=svc.clock()) is False
+
+        def drained() -> object:
+            drain.commit()
+            return "drained"
+
+        got = queued_behind_a_batch(svc, [drained, record(svc, child), record(svc, other)])
+        assert got == ["drained", [3], [2]]
+        assert cursor(svc, manager, child) == (2, 3, 3)
+        assert svc.pending_notices(manager) == [notice(child, 2)]
+        assert sequences(svc, other) == [1, 2]
+
+    def test_one_idempotency_key_twice_in_a_batch_is_recorded_once(
+        self, svc: SessionAwareness
+    ) -> None:
+        """R-L5: two records with one key on one session, each decided before the other
+        committed: the second loses on its version, runs again after the batch, and finds
+        the key the first stored."""
+        [child] = spawned(svc, 1)
+
+        def keyed() -> object:
+            return svc.record_human_direct_message(child, channel="chat", idempotency_key="k")
+
+        got = queued_behind_a_batch(svc, [keyed, keyed])
+        assert sorted(got, key=str) == [2, None]
+        assert sequences(svc, child) == [1, 2]
+        assert svc.store.read_model.dedupe_key_seen(svc.store.resolve_id(child)[1], "human:k")
+        assert svc.record_human_direct_message(child, channel="chat", idempotency_key="k") is None
+
+    def test_the_save_that_reaches_a_snapshot_takes_it_and_a_refused_one_none(
+        self, svc: SessionAwareness
+    ) -> None:
+        """ADR 022: two records on a session one event short of a snapshot share a batch;
+        the first is written and its caller snapshots it, the second loses its race, is
+        written after the batch and snapshots nothing. Loading from the snapshot gives the
+        session the events give."""
+        [child] = spawned(svc, 1)
+        session_id = svc.store.resolve_id(child)[1]
+        while svc.store.repository.get(session_id).version % SNAPSHOT_INTERVAL != 99:
+            svc.record_human_direct_message(child, channel="chat")
+        last = sequences(svc, child)[-1]
+        got = queued_behind_a_batch(svc, [record(svc, child), record(svc, child)])
+        assert sorted(s for one in got for s in one) == [last + 1, last + 2]  # type: ignore[attr-defined]
+        snapshots: Any = svc.store.snapshots
+        assert [s.originator_version for s in snapshots.get(session_id)] == [100]
+        loaded = svc.store.repository.get(session_id)
+        replayed = None
+        for event in svc.store.events.get(session_id):
+            replayed = event.mutate(replayed)
+        assert replayed is not None
+        assert (loaded.version, loaded.snapshot_state()) == (101, replayed.snapshot_state())
+
+
+class TestTheTurnAndABatch:
+    def test_a_command_holding_the_turn_saves_in_a_batch_and_nothing_waits_inside_one(
+        self, svc: SessionAwareness
+    ) -> None:
+        """ADR 027 with group commit: a command holds the process's turn while saves are
+        queued behind a batch; its own save joins them (no save waits on the turn), loses
+        its race there and runs again, still holding the turn; a command started meanwhile
+        waits before it loads, so its save is written after the turn's."""
+        children = spawned(svc, 3)
+        commits = group(svc)
+        taken, holding = threading.Event(), []
+
+        def with_the_turn() -> object:
+            with contextlib.ExitStack() as turn:
+                svc.store.turns.take(turn)
+                taken.set()
+                holding.append(record(svc, children[1])())
+            return "given back"
+
+        with write_lock_held(svc) as release:
+            first, _ = started([record(svc, children[0])])
+            assert wait_until(commits.writing)
+            queued, before = started([record(svc, children[1])])
+            assert wait_until(lambda: commits.queued() == 1)
+            holder, _ = started([with_the_turn])
+            assert taken.wait(30) and wait_until(lambda: commits.queued() == 2)
+            waiting, after = started([record(svc, children[2])])
+            # It waits before loading: it never reaches the queue while the turn is held.
+            assert not wait_until(lambda: commits.queued() > 2, timeout=0.5)
+            release()
+            joined(first + queued + holder + waiting)
+        assert (before, holding, after) == ([[2]], [[3]], [[2]])
+        assert sequences(svc, children[1]) == [1, 2, 3]
+        log = svc.store.recorder.select_notifications(start=1, limit=1000)
+        order = {(n.originator_id, n.originator_version): n.id for n in log}
+        ids = {child: svc.store.resolve_id(child)[1] for child in children}
+        held = order[ids[children[1]], 3]
+        assert order[ids[children[2]], 2] > held
