@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import UUID, uuid4
 
-from session_awareness.application.aggregate_cache import LOOK_LIMIT, LOOK_PAGES, AggregateCache
+from session_awareness.application.aggregate_cache import (
+    LOOK_LIMIT,
+    LOOK_PAGES,
+    PASSED_BOUND,
+    AggregateCache,
+)
 
 
 @dataclass
@@ -90,18 +95,50 @@ def test_a_save_the_log_position_has_passed_is_kept_stale() -> None:
     assert hit is not None and hit[1] is True and hit[0].version == 2
 
 
-def test_a_passed_save_is_stale_even_when_the_look_saw_only_the_save_itself() -> None:
-    """Whether the look that passed the save saw a newer event of it is not kept: the next
-    get fast-forwards (reading nothing newer), never serves a copy a look has passed."""
+def test_a_passed_save_is_kept_fresh_when_the_looks_read_nothing_newer_of_it() -> None:
+    """The looks that passed the save read only the save itself and another aggregate's
+    event: the copy is the newest, served without reading the store."""
+    log, item, other = Log(), Item(uuid4(), 1), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    at = log.append(item.id, 1)  # this save, committed; another thread looks first
+    log.append(other.id, 1)
+    cache.look()
+    cache.saved([item], {item.id: at})
+    hit = cache.get(item.id, forward_to(-1))
+    assert hit is not None and hit[1] is False and hit[0].version == 1
+
+
+def test_a_passed_save_is_stale_when_a_look_read_a_newer_event_of_it_while_uncached() -> None:
+    """A newer event of the aggregate was read while no copy of it was cached (its command
+    had lost a race and forgotten it): the look's note still makes the saved copy stale."""
     log, item = Log(), Item(uuid4(), 1)
     cache = AggregateCache(log, maxsize=10)
     cache.look()
     cache.saved([item], {item.id: log.append(item.id, 1)})
-    at = log.append(item.id, 2)  # this save, committed; another thread looks first
+    cache.forget([item.id])
+    at = log.append(item.id, 2)  # this save, committed
+    log.append(item.id, 3)  # another writer's, right after it
     cache.look()
     cache.saved([Item(item.id, 2)], {item.id: at})
-    hit = cache.get(item.id, forward_to(2))
-    assert hit is not None and hit[1] is True and hit[0].version == 2
+    hit = cache.get(item.id, forward_to(3))
+    assert hit is not None and hit[1] is True and hit[0].version == 3
+
+
+def test_a_passed_save_older_than_the_looks_notes_is_stale() -> None:
+    """The notes start afresh past their bound; a save from before their start cannot be
+    vouched for, so it is stale."""
+    log, item = Log(), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    at = log.append(item.id, 1)
+    for _ in range(PASSED_BOUND // (LOOK_LIMIT - 1) + 2):  # a page of others per look
+        for _ in range(LOOK_LIMIT - 1):
+            log.append(uuid4(), 1)
+        cache.look()
+    cache.saved([item], {item.id: at})
+    hit = cache.get(item.id, forward_to(1))
+    assert hit is not None and hit[1] is True
 
 
 def test_a_load_is_kept_only_if_no_look_happened_since_it_began() -> None:
