@@ -136,14 +136,19 @@ class AggregateCache:
         """Keep the aggregates of a committed save (not copied: the command is over);
         `notification_ids` holds each one's last notification id. One whose save a look has
         already passed is stale unless the looks read every notification after the save and
-        none was a newer event of it. When the save's ids follow the position directly, the
-        log up to them is this save alone: the position moves past them, so the next look
-        does not read them back."""
+        none was a newer event of it; a newer copy already kept (a later save whose caller
+        was first) stays. When the save's ids follow the position directly, the log up to
+        them is this save alone: the position moves past them, noted as a look would note
+        them, so the next look does not read them back."""
+        saved = list(aggregates)
         with self._lock:
-            for aggregate in aggregates:
+            for aggregate in saved:
                 at = notification_ids.get(aggregate.id)
                 if at is None or self.position is None:
                     self._drop(aggregate.id)
+                    continue
+                kept = self._items.get(aggregate.id)
+                if kept is not None and kept.version > aggregate.version:
                     continue
                 self._put(aggregate.id, aggregate)
                 if self.position >= at and not self._read_nothing_newer(aggregate, at):
@@ -154,6 +159,9 @@ class AggregateCache:
                 and sorted(ids) == list(range(self.position + 1, self.position + 1 + len(ids)))
             ):
                 self.position += len(ids)
+                for aggregate in saved:
+                    if self._passed.get(aggregate.id, 0) < aggregate.version:
+                        self._passed[aggregate.id] = aggregate.version
 
     def _read_nothing_newer(self, aggregate: Any, at: int) -> bool:
         """Whether the looks read every notification after id `at` (the window of their

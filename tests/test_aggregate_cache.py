@@ -216,3 +216,29 @@ def test_a_peek_hands_out_the_cached_aggregate_itself_unless_another_writer_chan
     log.append(item.id, 2)  # another writer
     cache.look()
     assert cache.peek(item.id) is None
+
+
+def test_a_save_whose_caller_comes_late_never_replaces_a_newer_copy() -> None:
+    """Two saves of one aggregate commit in turn, and the later one's caller reaches the
+    cache first (its ids follow the position, which moves past them unread): the earlier
+    save's copy, older, is never served as the newest."""
+    log, item = Log(), Item(uuid4(), 4)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    early = log.append(item.id, 4)  # committed; its caller is slow to come back
+    cache.look()  # another thread's look reads it
+    late = log.append(item.id, 5)
+    cache.saved([Item(item.id, 5)], {item.id: late}, [late])
+    cache.saved([item], {item.id: early}, [early])
+    hit = cache.get(item.id, forward_to(5))
+    assert hit is not None and hit[0].version == 5
+    cache.clear()
+    cache.look()
+    early = log.append(item.id, 6)
+    cache.look()
+    late = log.append(item.id, 7)
+    cache.saved([Item(item.id, 7)], {item.id: late}, [late])
+    cache.forget([item.id])  # the newer copy is gone: the older one must be stale
+    cache.saved([Item(item.id, 6)], {item.id: early}, [early])
+    hit = cache.get(item.id, forward_to(7))
+    assert hit is not None and hit[1] is True and hit[0].version == 7
