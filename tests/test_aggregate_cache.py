@@ -110,8 +110,8 @@ def test_a_passed_save_is_kept_fresh_when_the_looks_read_nothing_newer_of_it() -
 
 
 def test_a_passed_save_is_stale_when_a_look_read_a_newer_event_of_it_while_uncached() -> None:
-    """A newer event of the aggregate was read while no copy of it was cached (its command
-    had lost a race and forgotten it): the look's note still makes the saved copy stale."""
+    """A newer event of the aggregate was read while no copy of it was cached (dropped, or
+    never loaded): the look's note still makes the saved copy stale."""
     log, item = Log(), Item(uuid4(), 1)
     cache = AggregateCache(log, maxsize=10)
     cache.look()
