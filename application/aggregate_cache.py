@@ -14,7 +14,13 @@ order; once the log shows id `n`, every event with a smaller id is visible too. 
 is put back only when no look at the log can have passed one of its newer events:
 - after a save, when the log position is still below the save's own notification id;
 - after a load or fast-forward, when the position has not moved since before its read.
-Otherwise it is dropped (the next load reads it from the store).
+Otherwise it is dropped (the next load reads it from the store), except a saved one whose
+notification id a look has already passed (another thread looked between the commit and
+this caller's turn, as when several saves commit together, ADR 025): it is kept, and fresh
+only if the looks read every notification after the save and none was a newer event of it
+(each look notes the newest version it read of every aggregate, cached or not, since a
+bounded window's start); otherwise stale, so its next load reads the events after the saved
+version.
 Optimistic concurrency still guards every write: a command that decided on a copy that went
 stale meanwhile loses the race on save and runs again (DESIGN D3), after the next look at the
 log has marked the aggregate stale.
@@ -33,6 +39,8 @@ from uuid import UUID
 #: empties the cache instead (cheaper than reading all of it).
 LOOK_LIMIT = 1000
 LOOK_PAGES = 10
+#: Aggregates whose newest version read by the looks is noted; past it the notes start afresh.
+PASSED_BOUND = LOOK_LIMIT * LOOK_PAGES
 
 
 class NotificationLog(Protocol):
@@ -53,6 +61,9 @@ class AggregateCache:
         self._maxsize = maxsize
         self._items: OrderedDict[UUID, Any] = OrderedDict()
         self._stale: set[UUID] = set()
+        #: The newest version the looks read of each aggregate after `_passed_from`.
+        self._passed: dict[UUID, int] = {}
+        self._passed_from: int | None = None
         self._lock = threading.Lock()
         self.position: int | None = None  # None: not looked yet (the cache is empty)
 
@@ -62,10 +73,17 @@ class AggregateCache:
         with self._lock:
             if self.position is None:
                 self.position = self._log.max_notification_id() or 0
+                self._passed_from = self.position
                 return self.position
+            passed = self._passed
             for _ in range(LOOK_PAGES):
+                if len(passed) >= PASSED_BOUND:
+                    passed.clear()
+                    self._passed_from = self.position
                 found = self._log.originators_after(self.position, LOOK_LIMIT)
                 for _, originator_id, version in found:
+                    if passed.get(originator_id, 0) < version:
+                        passed[originator_id] = version
                     cached = self._items.get(originator_id)
                     if cached is not None and cached.version < version:
                         self._stale.add(originator_id)
@@ -77,6 +95,8 @@ class AggregateCache:
             self._items.clear()
             self._stale.clear()
             self.position = self._log.max_notification_id() or self.position
+            passed.clear()
+            self._passed_from = self.position
             return self.position
 
     def get(
@@ -114,22 +134,44 @@ class AggregateCache:
         ids: Sequence[int] | None = None,
     ) -> None:
         """Keep the aggregates of a committed save (not copied: the command is over);
-        `notification_ids` holds each one's last notification id. When the save's ids follow
-        the position directly, the log up to them is this save alone: the position moves past
+        `notification_ids` holds each one's last notification id. One whose save a look has
+        already passed is stale unless the looks read every notification after the save and
+        none was a newer event of it; a newer copy already kept (a later save whose caller
+        was first) stays. When the save's ids follow the position directly, the log up to
+        them is this save alone: the position moves past them, noted as a look would note
         them, so the next look does not read them back."""
+        saved = list(aggregates)
         with self._lock:
-            for aggregate in aggregates:
+            for aggregate in saved:
                 at = notification_ids.get(aggregate.id)
-                if at is not None and self.position is not None and self.position < at:
-                    self._put(aggregate.id, aggregate)
-                else:
+                if at is None or self.position is None:
                     self._drop(aggregate.id)
+                    continue
+                kept = self._items.get(aggregate.id)
+                if kept is not None and kept.version > aggregate.version:
+                    continue
+                self._put(aggregate.id, aggregate)
+                if self.position >= at and not self._read_nothing_newer(aggregate, at):
+                    self._stale.add(aggregate.id)
             if (
                 self.position is not None
                 and ids
                 and sorted(ids) == list(range(self.position + 1, self.position + 1 + len(ids)))
             ):
                 self.position += len(ids)
+                for aggregate in saved:
+                    if self._passed.get(aggregate.id, 0) < aggregate.version:
+                        self._passed[aggregate.id] = aggregate.version
+
+    def _read_nothing_newer(self, aggregate: Any, at: int) -> bool:
+        """Whether the looks read every notification after id `at` (the window of their
+        notes began at or before it) and none was an event of `aggregate` newer than its
+        version. Versions follow ids, so a newer event of it would have a larger id."""
+        start = self._passed_from
+        if start is None or start > at:
+            return False
+        newest: int = aggregate.version
+        return self._passed.get(aggregate.id, 0) <= newest
 
     def forget(self, aggregate_ids: Iterable[UUID]) -> None:
         """Drop aggregates whose fate is unknown (a lost race, an unconfirmed commit)."""
@@ -141,6 +183,8 @@ class AggregateCache:
         with self._lock:
             self._items.clear()
             self._stale.clear()
+            self._passed.clear()
+            self._passed_from = None
             self.position = None
 
     def __len__(self) -> int:

@@ -147,9 +147,42 @@ def replay(ctx: Context, backend: str) -> Iterator[dict[str, Op]]:
     yield {"replay": lambda: float(s_replay.side(ctx, "ours", backend, url, target)["elapsed"])}
 
 
+@contextmanager
+def record4(ctx: Context, backend: str) -> Iterator[Op]:
+    """Four threads of one service recording at once, each on a session of its own: seconds
+    per record, all threads together."""
+    import threading  # noqa: PLC0415
+
+    from bench.seed import watched_session  # noqa: PLC0415
+    from session_awareness.application import open_service  # noqa: PLC0415
+
+    url, _ = ctx.database(backend, "ab_record4")
+    svc = open_service(url)
+    children = [f"agent:t{n}:subagent:worker" for n in range(4)]
+    count = ctx.scale(100, 20)
+    try:
+        for n, child in enumerate(children):
+            watched_session(svc, child, f"agent:t{n}:main")
+
+        def round_() -> float:
+            threads = [
+                threading.Thread(target=_records, args=(svc, child, count)) for child in children
+            ]
+            started = clock()
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            return (clock() - started) / (count * len(children))
+
+        yield round_
+    finally:
+        svc.close()
+
+
 CASES: dict[str, Case] = {
-    "record": record, "history": history, "changes": changes, "fanout": fanout,
-    "drain": drain, "replay": replay,
+    "record": record, "record4": record4, "history": history, "changes": changes,
+    "fanout": fanout, "drain": drain, "replay": replay,
 }  # fmt: skip
 
 

@@ -99,6 +99,29 @@ def _no_pg_write_path() -> None:
     recorder.insert_events = insert_events  # type: ignore[method-assign]
 
 
+def _no_group_commit() -> None:
+    """Concurrent saves of one process share one transaction and one commit (ADR 025); off:
+    each save is a batch of its own, written by its caller in its own transaction (the
+    store's lock takes the turns, as before group commit)."""
+    from session_awareness.infrastructure.readmodel.group_commit import (  # noqa: PLC0415
+        GroupCommit,
+        Save,
+    )
+
+    ours = GroupCommit.insert
+
+    def insert(self: Any, events: Any, kwargs: dict[str, Any]) -> Any:
+        if not active("no-group-commit"):
+            return ours(self, events, kwargs)
+        save = Save(events, kwargs)
+        self._run_batch([save])
+        if save.error is not None:
+            raise save.error
+        return save.ids
+
+    GroupCommit.insert = insert  # type: ignore[method-assign]
+
+
 def _no_bulk_inline() -> None:
     """Saves of >= `BULK_INLINE` row changes (a drain, a wide fan-out) write in bulk (and, on
     PostgreSQL, as arrays in two pipelined round trips); off: one statement per row change,
@@ -134,6 +157,7 @@ PATCHES: dict[str, Callable[[], None]] = {
     "no-grow-only-set": _no_grow_only_set,
     "no-pg-write-path": _no_pg_write_path,
     "no-bulk-inline": _no_bulk_inline,
+    "no-group-commit": _no_group_commit,
 }
 #: Run when a proposal is switched on / off (for devices fixed when a connection opens).
 ON_APPLY: dict[str, Callable[[], None]] = {}

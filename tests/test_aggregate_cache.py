@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import UUID, uuid4
 
-from session_awareness.application.aggregate_cache import LOOK_LIMIT, LOOK_PAGES, AggregateCache
+from session_awareness.application.aggregate_cache import (
+    LOOK_LIMIT,
+    LOOK_PAGES,
+    PASSED_BOUND,
+    AggregateCache,
+)
 
 
 @dataclass
@@ -76,8 +81,9 @@ def test_the_writers_own_events_do_not_make_its_copies_stale() -> None:
     assert hit is not None and hit[1] is False
 
 
-def test_a_save_the_log_position_has_passed_is_not_kept() -> None:
-    """Another thread looked past this save: a newer event of the aggregate may be behind."""
+def test_a_save_the_log_position_has_passed_is_kept_stale() -> None:
+    """Another thread looked past this save (as when saves commit together, ADR 025): a
+    newer event of the aggregate may be behind, so its next get fast-forwards."""
     log, item = Log(), Item(uuid4(), 1)
     cache = AggregateCache(log, maxsize=10)
     cache.look()
@@ -85,7 +91,54 @@ def test_a_save_the_log_position_has_passed_is_not_kept() -> None:
     log.append(item.id, 2)  # another writer, seen by another thread's look
     cache.look()
     cache.saved([item], {item.id: at})
-    assert cached(cache, item.id) is None
+    hit = cache.get(item.id, forward_to(2))
+    assert hit is not None and hit[1] is True and hit[0].version == 2
+
+
+def test_a_passed_save_is_kept_fresh_when_the_looks_read_nothing_newer_of_it() -> None:
+    """The looks that passed the save read only the save itself and another aggregate's
+    event: the copy is the newest, served without reading the store."""
+    log, item, other = Log(), Item(uuid4(), 1), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    at = log.append(item.id, 1)  # this save, committed; another thread looks first
+    log.append(other.id, 1)
+    cache.look()
+    cache.saved([item], {item.id: at})
+    hit = cache.get(item.id, forward_to(-1))
+    assert hit is not None and hit[1] is False and hit[0].version == 1
+
+
+def test_a_passed_save_is_stale_when_a_look_read_a_newer_event_of_it_while_uncached() -> None:
+    """A newer event of the aggregate was read while no copy of it was cached (dropped, or
+    never loaded): the look's note still makes the saved copy stale."""
+    log, item = Log(), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    cache.saved([item], {item.id: log.append(item.id, 1)})
+    cache.forget([item.id])
+    at = log.append(item.id, 2)  # this save, committed
+    log.append(item.id, 3)  # another writer's, right after it
+    cache.look()
+    cache.saved([Item(item.id, 2)], {item.id: at})
+    hit = cache.get(item.id, forward_to(3))
+    assert hit is not None and hit[1] is True and hit[0].version == 3
+
+
+def test_a_passed_save_older_than_the_looks_notes_is_stale() -> None:
+    """The notes start afresh past their bound; a save from before their start cannot be
+    vouched for, so it is stale."""
+    log, item = Log(), Item(uuid4(), 1)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    at = log.append(item.id, 1)
+    for _ in range(PASSED_BOUND // (LOOK_LIMIT - 1) + 2):  # a page of others per look
+        for _ in range(LOOK_LIMIT - 1):
+            log.append(uuid4(), 1)
+        cache.look()
+    cache.saved([item], {item.id: at})
+    hit = cache.get(item.id, forward_to(1))
+    assert hit is not None and hit[1] is True
 
 
 def test_a_load_is_kept_only_if_no_look_happened_since_it_began() -> None:
@@ -163,3 +216,29 @@ def test_a_peek_hands_out_the_cached_aggregate_itself_unless_another_writer_chan
     log.append(item.id, 2)  # another writer
     cache.look()
     assert cache.peek(item.id) is None
+
+
+def test_a_save_whose_caller_comes_late_never_replaces_a_newer_copy() -> None:
+    """Two saves of one aggregate commit in turn, and the later one's caller reaches the
+    cache first (its ids follow the position, which moves past them unread): the earlier
+    save's copy, older, is never served as the newest."""
+    log, item = Log(), Item(uuid4(), 4)
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    early = log.append(item.id, 4)  # committed; its caller is slow to come back
+    cache.look()  # another thread's look reads it
+    late = log.append(item.id, 5)
+    cache.saved([Item(item.id, 5)], {item.id: late}, [late])
+    cache.saved([item], {item.id: early}, [early])
+    hit = cache.get(item.id, forward_to(5))
+    assert hit is not None and hit[0].version == 5
+    cache.clear()
+    cache.look()
+    early = log.append(item.id, 6)
+    cache.look()
+    late = log.append(item.id, 7)
+    cache.saved([Item(item.id, 7)], {item.id: late}, [late])
+    cache.forget([item.id])  # the newer copy is gone: the older one must be stale
+    cache.saved([Item(item.id, 6)], {item.id: early}, [early])
+    hit = cache.get(item.id, forward_to(7))
+    assert hit is not None and hit[1] is True and hit[0].version == 7

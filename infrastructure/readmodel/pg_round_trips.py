@@ -6,7 +6,9 @@ D4) and without psycopg's pipeline handling of ~11 statements.
 
 A save of a few events sends two simple-protocol queries with values bound client-side
 (psycopg's `mogrify`): `BEGIN; SET LOCAL lock_timeout; LOCK; INSERT … RETURNING`, then the
-rows and `COMMIT`. A large one (`BULK_INLINE` events or more: a drain, a wide fan-out)
+rows and `COMMIT`. Saves other threads make meanwhile join it (group commit, ADR 025), each
+in a savepoint: two round trips more each, one lock, one commit. A large save
+(`BULK_INLINE` events or more: a drain, a wide fan-out) keeps a transaction of its own and
 binds its values server-side as arrays, in two pipelined round trips (client-side binding
 costs ~20 us per row of a drain), a cursor move for many keys as one `UPDATE … FROM unnest`.
 
@@ -23,16 +25,28 @@ from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import StoredEvent
+from eventsourcing.postgres import PostgresDatastore
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
+from session_awareness.infrastructure.readmodel.group_commit import (
+    GroupCommit,
+    Save,
+    as_library_error,
+    ends_the_batch,
+)
 from session_awareness.infrastructure.readmodel.postgres import PostgresReadModelRecorder
 from session_awareness.infrastructure.readmodel.writes import Row, Write
 
 
 class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
+        super().__init__(datastore, events_table_name=events_table_name)
+        #: The queue of this recorder's small saves (ADR 025).
+        self.group = GroupCommit(self._write_batch)
+
     def insert_events(
         self,
         stored_events: Sequence[StoredEvent],
@@ -42,9 +56,9 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         **kwargs: Any,
     ) -> Sequence[int] | None:
         """Lock the events table, insert the events, apply the projection's rows and commit,
-        in two round trips. The table lock stays: it keeps notification ids in commit order,
-        which audits and the aggregate cache rely on. Any failure rolls the whole
-        transaction back."""
+        in two round trips; with the saves other threads make meanwhile (`group`), in one
+        transaction. The table lock stays: it keeps notification ids in commit order, which
+        audits and the aggregate cache rely on. Any failure rolls the save back."""
         if kwargs.get("tracking") is not None:  # the library's process applications
             raise NotImplementedError("this recorder does not record tracking positions")
         if not stored_events:
@@ -52,29 +66,66 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         if len(stored_events) >= BULK_INLINE:
             with self.save_deadline(len(stored_events)):
                 return self._insert_many(stored_events, projected_events, quiet_notices)
+        kwargs.update(projected_events=projected_events, quiet_notices=quiet_notices)
+        return self.group.insert(stored_events, kwargs)
+
+    def _write_batch(self, saves: list[Save]) -> None:
+        """A batch of small saves in one transaction: the table lock once, then per save
+        `SAVEPOINT; INSERT … RETURNING` and its rows with `RELEASE SAVEPOINT`, the last
+        save's followed by `COMMIT`: two round trips per save. A refused save is rolled back
+        to its savepoint; a store error (a lock timeout, the connection lost) ends the
+        batch, which rolls back. A save alone is its transaction, without a savepoint: ADR
+        013's two round trips, statement for statement."""
+        many = len(saves) > 1
         with self.datastore.get_connection() as conn:
             bind = psycopg.ClientCursor(conn).mogrify
             try:
                 with conn.cursor(row_factory=tuple_row) as curs:
-                    curs.execute(self._begin_insert(bind, stored_events))
-                    while curs.nextset():
-                        pass  # to the INSERT's result, the last one
-                    ids = [row[0] for row in curs.fetchall()]
-                    if len(ids) != len(stored_events):
-                        raise RuntimeError("the event store returned no notification ids")
-                    rows = _Statements(conn, bind)
-                    if projected_events:
-                        self.apply_inline(
-                            rows,
-                            p.project(list(zip(ids, projected_events, strict=True))),
-                            quiet_notices,
-                        )
-                    rows.sql.append("COMMIT")
-                    curs.execute("; ".join(rows.sql))
+                    begin = self._begin()
+                    committed = False
+                    for save in saves:
+                        last = save is saves[-1]
+                        try:
+                            self._write_save(curs, bind, begin, save, savepoint=many, last=last)
+                            committed = last
+                        except Exception as error:
+                            if not many or not _refused(conn, error):
+                                raise
+                            curs.execute("ROLLBACK TO SAVEPOINT save; RELEASE SAVEPOINT save")
+                            save.refused(as_library_error(error, psycopg))
+                        begin = None
+                    if not committed:
+                        curs.execute("COMMIT")
             except BaseException:
                 _roll_back(conn)
                 raise
-        return ids
+
+    def _write_save(
+        self, curs: psycopg.Cursor[Any], bind: Callable[..., str], begin: str | None,
+        save: Save, *, savepoint: bool, last: bool,
+    ) -> None:  # fmt: skip
+        """One save of a batch (after `begin`, the first), inside its `savepoint` unless it
+        is alone, and the commit when it is the `last`."""
+        head = [begin] if begin is not None else []
+        if savepoint:
+            head.append("SAVEPOINT save")
+        curs.execute("; ".join((*head, self._insert(bind, save.events))))
+        while curs.nextset():
+            pass  # to the INSERT's result, the last one
+        ids = [row[0] for row in curs.fetchall()]
+        if len(ids) != len(save.events):
+            raise RuntimeError("the event store returned no notification ids")
+        rows = _Statements(curs.connection, bind)
+        projected = save.kwargs.get("projected_events")
+        if projected:
+            changes = p.project(list(zip(ids, projected, strict=True)))
+            self.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()))
+        if savepoint:
+            rows.sql.append("RELEASE SAVEPOINT save")
+        if last:
+            rows.sql.append("COMMIT")
+        curs.execute("; ".join(rows.sql))
+        save.ids = ids
 
     def _insert_many(
         self,
@@ -114,18 +165,20 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                 raise
         return ids
 
-    def _begin_insert(self, bind: Callable[..., str], stored_events: Sequence[StoredEvent]) -> str:
+    def _begin(self) -> str:
+        """Open the write transaction: its lock timeout, the events table's lock."""
+        table = self._events_table.as_string(None)
+        timeout = int(self.datastore.lock_timeout)
+        return f"BEGIN; SET LOCAL lock_timeout = '{timeout}s'; LOCK TABLE {table} IN EXCLUSIVE MODE"
+
+    def _insert(self, bind: Callable[..., str], stored_events: Sequence[StoredEvent]) -> str:
         table = self._events_table.as_string(None)
         values = ", ".join(
             bind("(%s, %s, %s, %s)", (e.originator_id, e.originator_version, e.topic, e.state))
             for e in stored_events
         )
-        timeout = int(self.datastore.lock_timeout)
-        begin = (
-            f"BEGIN; SET LOCAL lock_timeout = '{timeout}s'; LOCK TABLE {table} IN EXCLUSIVE MODE"
-        )
         insert = f"INSERT INTO {table} (originator_id, originator_version, topic, state) VALUES "  # noqa: S608 -- a quoted identifier
-        return f"{begin}; {insert}{values} RETURNING notification_id"
+        return f"{insert}{values} RETURNING notification_id"
 
     def write_batches(self, c: Any, batches: dict[Write, list[Row]]) -> None:
         """In a large save's pipeline, a write for many keys with an array form is one
@@ -171,6 +224,16 @@ class _Statements:
     def executemany(self, query: str, params_seq: Iterable[Sequence[Any]]) -> None:
         for params in params_seq:
             self.execute(query, params)
+
+
+def _refused(conn: psycopg.Connection[Any], error: Exception) -> bool:
+    """Whether a save's error refused that save alone: the error is not the store's own and
+    the batch's transaction is still open, so the save's savepoint can be rolled back to. A
+    connection lost, a lock timed out, or a transaction that ended (a failed `COMMIT`) ends
+    the batch."""
+    if conn.broken or ends_the_batch(error, psycopg):
+        return False
+    return conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
 
 def _roll_back(conn: psycopg.Connection[Any]) -> None:

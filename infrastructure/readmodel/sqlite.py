@@ -1,7 +1,8 @@
 """The embedded default store: the library's SQLite application recorder plus the inline
 read models, written by the projection in the transaction that stores the events (DESIGN
-D4), so every notice is answerable the moment it exists. Its connections (kept prepared
-statements, read-only files) are `infrastructure/sqlite.py`'s."""
+D4), so every notice is answerable the moment it exists. Concurrent saves of the process
+share one transaction and one commit (`group_commit`, ADR 025). Its connections (read-only
+files) are `infrastructure/sqlite.py`'s."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ from eventsourcing.sqlite import (
 
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.readmodel.dialect import Dialect
+from session_awareness.infrastructure.readmodel.group_commit import (
+    GroupCommit,
+    Save,
+    as_library_error,
+    ends_the_batch,
+)
 from session_awareness.infrastructure.readmodel.session_state import JoinedSessionState
 from session_awareness.infrastructure.readmodel.sqlite_audit import SQLiteAudit
 from session_awareness.infrastructure.readmodel.store import ReadModelStore
@@ -58,9 +65,36 @@ class SQLiteReadModelRecorder(JoinedSessionState, ReadModelStore, SQLiteApplicat
         self._readers: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
         self._readers_lock = threading.Lock()
         self._readers_closed = False
+        self.group = GroupCommit(self._write_batch)
 
     def construct_create_table_statements(self) -> list[str]:
         return [*super().construct_create_table_statements(), *self.read_model_ddl()]
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Store the events and their rows in the next batch of saves (ADR 025)."""
+        return self.group.insert(stored_events, kwargs)
+
+    def _write_batch(self, saves: list[Save]) -> None:
+        """Each save inside a savepoint of its own, then one commit. A refused save is rolled
+        back to its savepoint; a store error (the database locked or gone) ends the batch,
+        which rolls back. A save alone is its transaction, without a savepoint."""
+        with self.datastore.transaction(commit=True) as c:
+            if len(saves) == 1:
+                [save] = saves
+                save.ids = self._insert_events(c, save.events, **save.kwargs)
+                return
+            for save in saves:
+                c.execute("SAVEPOINT save")
+                try:
+                    save.ids = self._insert_events(c, save.events, **save.kwargs)
+                except Exception as error:
+                    if ends_the_batch(error, sqlite3):
+                        raise
+                    c.execute("ROLLBACK TO save")
+                    save.refused(as_library_error(error, sqlite3))
+                c.execute("RELEASE save")
 
     def _insert_events(
         self,

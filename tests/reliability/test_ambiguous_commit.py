@@ -17,6 +17,14 @@ from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.testing.pgcluster import PostgresCluster
 from tests.contract.helpers import CHILD, MANAGER, notice
+from tests.contract.test_group_commit import (
+    group,
+    joined,
+    record,
+    spawned,
+    started,
+    write_lock_held,
+)
 from tests.reliability.helpers import all_events, assert_audit_clean, wait_until
 from tests.reliability.proxy import CommitDroppingProxy
 
@@ -124,3 +132,31 @@ class TestAmbiguousCommit:
         first = lose_the_commit_answer(proxy, lambda: svc.drain_notices(MANAGER))
         received = (first if isinstance(first, list) else []) + svc.drain_notices(MANAGER)
         assert received[:1] == [notice(CHILD, 1)]
+
+
+def test_a_batch_whose_commit_answer_is_lost_records_each_of_its_signals_once(
+    svc: SessionAwareness, proxy: CommitDroppingProxy
+) -> None:
+    """R-L8 under group commit (ADR 025): the COMMIT of a batch of several records commits
+    and its answer is lost. Every caller keeps its signal with its unconfirmed event; each
+    is confirmed as landed, not recorded again. A first record's batch waits on the table
+    lock (held by another connection) until its deadline, so the others queue in one batch
+    behind it."""
+    children = spawned(svc, 4)
+    commits = group(svc)
+    with write_lock_held(svc) as release:
+        first, results = started([record(svc, children[0])])
+        assert wait_until(commits.writing)
+        rest, more = started([record(svc, child) for child in children[1:]])
+        assert wait_until(lambda: commits.queued() == len(rest))
+        joined(first)  # its batch ended at the deadline: kept in the backlog
+        proxy.arm()
+        release()
+        joined(rest)
+    assert proxy.dropped.is_set(), "no COMMIT answer was lost: the scenario did not happen"
+    assert [*results, *more] == [[None]] * 4
+    assert commits.largest == len(rest)
+    assert wait_until(svc.flush_signals)
+    for number, child in enumerate(children):
+        assert [sequence for sequence, _ in kinds(svc, child)] == [1, 2]
+        assert svc.pending_notices(f"agent:m{number}:main") == [notice(child, 1)]
