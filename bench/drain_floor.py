@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from session_awareness.infrastructure.readmodel.schema import READ_MODEL_DDL
-from session_awareness.infrastructure.readmodel.sqlite import SQLITE
+from bench.floor import sqlite_store
 
 ROUNDS, PAIRS = 9, 1_000
 WATCHER = "agent:main:main"
@@ -41,14 +40,7 @@ EVENT = "INSERT INTO stored_events VALUES (?, ?, ?, ?)"
 
 
 def setup(path: Path) -> sqlite3.Connection:
-    c = sqlite3.connect(path, isolation_level=None)
-    c.execute("PRAGMA journal_mode=WAL")
-    c.execute(
-        "CREATE TABLE stored_events (originator_id TEXT, originator_version INTEGER, "
-        "topic TEXT, state BLOB, PRIMARY KEY (originator_id, originator_version))"
-    )
-    for ddl in READ_MODEL_DDL:
-        c.execute(SQLITE.render(ddl))
+    c = sqlite_store(path)
     c.executemany(
         "INSERT INTO session_watch_cursors VALUES (?, ?, ?, ?, 1, 1, 1, NULL, 0)",
         [(f"{n:032x}", WATCHER, f"{n:032x}", f"agent:main:subagent:t{n}") for n in range(PAIRS)],

@@ -50,8 +50,8 @@ def rounds(floor: Callable[[int], None], raw: Callable[[int], None]) -> dict[str
     return {name: statistics.median(values) for name, values in out.items()}
 
 
-def sqlite_floor(path: Path) -> dict[str, float]:
-    d = SQLITE
+def sqlite_store(path: Path) -> sqlite3.Connection:
+    """A SQLite file with the library's event table and the service's read-model tables."""
     c = sqlite3.connect(path, isolation_level=None)
     c.execute("PRAGMA journal_mode=WAL")
     c.execute(
@@ -59,7 +59,13 @@ def sqlite_floor(path: Path) -> dict[str, float]:
         "topic TEXT, state BLOB, PRIMARY KEY (originator_id, originator_version))"
     )
     for ddl in READ_MODEL_DDL:
-        c.execute(sql(ddl, d))
+        c.execute(sql(ddl, SQLITE))
+    return c
+
+
+def sqlite_floor(path: Path) -> dict[str, float]:
+    d = SQLITE
+    c = sqlite_store(path)
     c.execute(CHANGES_DDL)
     c.execute(
         sql(
