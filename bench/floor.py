@@ -1,12 +1,14 @@
 """`python -m bench.floor`: the floor of a record's writes, with no Python around them.
 
 The `record` scenario compares a record with one raw `INSERT` + `COMMIT`. A record writes
-more than that, by design (DESIGN D4): two events (the signal and the watcher's cursor
-event) and four read-model rows (retained row, head, registry, cursor), durably, in one
-transaction. This writes exactly those rows through the plain driver, in the statements the
-service uses (SQLite: one transaction; PostgreSQL: its two round trips, ADR 013), against
-the raw insert, alternating round by round, and prints the best throughput ratio a record
-can reach in this design: raw time / floor time.
+more than that, by design (DESIGN D4): on a target whose watcher's notice is pending, one
+event (the signal; M is derived, ADR 023) and its read-model rows (retained row, head,
+registry, material, activity), then the save's check that no cursor is synced below its
+target's M, durably, in one transaction. This writes exactly those rows through the plain
+driver, with the service's own statements (the projection's row changes rendered by
+`infrastructure/readmodel/writes.py`; SQLite: one transaction; PostgreSQL: its two round
+trips, ADR 013), against the raw insert, alternating round by round, and prints the best
+throughput ratio a record can reach in this design: raw time / floor time.
 """
 
 from __future__ import annotations
@@ -19,22 +21,55 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+from uuid import UUID
 
 import psycopg
 
 from bench.raw import CHANGES_DDL, INSERT, PAYLOAD
+from session_awareness.application import projection as p
+from session_awareness.infrastructure.readmodel.bulk import behind_query
 from session_awareness.infrastructure.readmodel.dialect import Dialect
 from session_awareness.infrastructure.readmodel.postgres import PostgresDialect
 from session_awareness.infrastructure.readmodel.schema import READ_MODEL_DDL
 from session_awareness.infrastructure.readmodel.sqlite import SQLITE
+from session_awareness.infrastructure.readmodel.writes import WRITES
 
 ROUNDS, PER_ROUND = 7, 300
 STATE = json.dumps({"summary": "x" * 250}).encode()
-SID, WID = "a" * 32, "b" * 32
+SESSION = UUID(int=0xA)
+SID = SESSION.hex
 
 
 def sql(template: str, d: Dialect) -> str:
     return d.render(template)
+
+
+def opening(d: Dialect) -> list[tuple[str, tuple[Any, ...]]]:
+    """The statements that open the session (registry, head, material and activity rows)."""
+    opened = p.SessionOpened(SESSION, "main", "k", "subagent", None, None, 0)
+    return [
+        (sql(w.template, d), params) for w, _, params in WRITES[p.SessionOpened](d.bind_id, opened)
+    ]
+
+
+def record_statements(d: Dialect, n: int) -> list[tuple[str, tuple[Any, ...]]]:
+    """A human turn's read-model statements on a session whose watcher is pending, as the
+    service writes them, then the save's check (`bulk.behind_query`)."""
+    changes: list[Any] = [
+        p.SignalAppended(SESSION, 2 * n, n, "human_direct_message", "human", None, None, n,
+                         "human message via bench", json.loads(PAYLOAD), n),
+        p.SessionTouched(SESSION, n),
+        p.MaterialMoved(SESSION, n, None, n),
+        p.ChannelSeen(SESSION, "bench"),
+    ]  # fmt: skip
+    out = [
+        (sql(w.template, d), params)
+        for change in changes
+        for w, _, params in WRITES[type(change)](d.bind_id, change)
+    ]
+    template, params = behind_query(d, [SESSION], [])
+    return [*out, (sql(template, d), tuple(params))]
 
 
 def rounds(floor: Callable[[int], None], raw: Callable[[int], None]) -> dict[str, float]:
@@ -67,18 +102,8 @@ def sqlite_floor(path: Path) -> dict[str, float]:
     d = SQLITE
     c = sqlite_store(path)
     c.execute(CHANGES_DDL)
-    c.execute(
-        sql(
-            "INSERT INTO session_registry VALUES (?, 'main', 'k', 'subagent', NULL, NULL, 0, 0, 0)",
-            d,
-        ),
-        (SID,),
-    )
-    c.execute(sql("INSERT INTO session_state_heads VALUES (?, 0, 0)", d), (SID,))
-    c.execute(
-        sql("INSERT INTO session_watch_cursors VALUES (?, 'w', ?, 'k', 0, 0, 0, NULL, 0)", d),
-        (WID, SID),
-    )
+    for statement, params in opening(d):
+        c.execute(statement, params)
 
     def floor(n: int) -> None:
         c.execute("BEGIN")
@@ -86,41 +111,8 @@ def sqlite_floor(path: Path) -> dict[str, float]:
             "INSERT INTO stored_events VALUES (?, ?, 'Session.HumanDirectMessage', ?)",
             (SID, n, STATE),
         )
-        c.execute(
-            "INSERT INTO stored_events VALUES (?, ?, 'Watch.MaterialAdvanced', ?)",
-            (WID, n, STATE[:120]),
-        )
-        c.execute(
-            sql(
-                "INSERT INTO session_state_events VALUES (?, ?, ?, 'human_direct_message', "
-                "'human', NULL, NULL, ?, 'human message via bench', ?, ?)",
-                d,
-            ),
-            (SID, n, 2 * n, n, PAYLOAD, n),
-        )
-        c.execute(
-            sql(
-                "UPDATE session_state_heads SET state_version = MAX(state_version, ?) "
-                "WHERE session_id = ?",
-                d,
-            ),
-            (n, SID),
-        )
-        c.execute(
-            sql(
-                "UPDATE session_registry SET updated_at = MAX(updated_at, ?) WHERE session_id = ?",
-                d,
-            ),
-            (n, SID),
-        )
-        c.execute(
-            sql(
-                "UPDATE session_watch_cursors SET acknowledged = 1, notified = 2, "
-                "material = ?, updated_at = ? WHERE watch_id = ?",
-                d,
-            ),
-            (n, n, WID),
-        )
+        for statement, params in record_statements(d, n):
+            c.execute(statement, params).fetchall()
         c.execute("COMMIT")
 
     def raw(n: int) -> None:
@@ -147,19 +139,8 @@ def postgres_floor(url: str) -> dict[str, float]:
     for ddl in READ_MODEL_DDL:
         conn.execute(sql(ddl, d))
     conn.execute(sql(CHANGES_DDL, d))
-    sid, wid = "a" * 32, "b" * 32
-    conn.execute(
-        sql(
-            "INSERT INTO session_registry VALUES (?, 'main', 'k', 'subagent', NULL, NULL, 0, 0, 0)",
-            d,
-        ),
-        (sid,),
-    )
-    conn.execute(sql("INSERT INTO session_state_heads VALUES (?, 0, 0)", d), (sid,))
-    conn.execute(
-        sql("INSERT INTO session_watch_cursors VALUES (?, 'w', ?, 'k', 0, 0, 0, NULL, 0)", d),
-        (wid, sid),
-    )
+    for statement, params in opening(d):
+        conn.execute(statement, params)
     bind = psycopg.ClientCursor(conn).mogrify
     cur = conn.cursor()
 
@@ -168,48 +149,14 @@ def postgres_floor(url: str) -> dict[str, float]:
             "BEGIN; SET LOCAL lock_timeout = '0s'; LOCK TABLE stored_events IN EXCLUSIVE MODE; "
             + bind(
                 "INSERT INTO stored_events (originator_id, originator_version, topic, state) "
-                "VALUES (%s, %s, 'Session.HumanDirectMessage', %s), "
-                "(%s, %s, 'Watch.MaterialAdvanced', %s) RETURNING notification_id",
-                (sid, n, STATE, wid, n, STATE[:120]),
+                "VALUES (%s, %s, 'Session.HumanDirectMessage', %s) RETURNING notification_id",
+                (SESSION, n, STATE),
             )
         )
         while cur.nextset():
             pass
         cur.fetchall()
-        rows = [
-            bind(
-                sql(
-                    "INSERT INTO session_state_events VALUES (?, ?, ?, 'human_direct_message', "
-                    "'human', NULL, NULL, ?, 'human message via bench', ?, ?)",
-                    d,
-                ),
-                (sid, n, 2 * n, n, PAYLOAD, n),
-            ),
-            bind(
-                sql(
-                    "UPDATE session_state_heads SET state_version = GREATEST(state_version, ?) "
-                    "WHERE session_id = ?",
-                    d,
-                ),
-                (n, sid),
-            ),
-            bind(
-                sql(
-                    "UPDATE session_registry SET updated_at = GREATEST(updated_at, ?) "
-                    "WHERE session_id = ?",
-                    d,
-                ),
-                (n, sid),
-            ),
-            bind(
-                sql(
-                    "UPDATE session_watch_cursors SET acknowledged = 1, notified = 2, "
-                    "material = ?, updated_at = ? WHERE watch_id = ?",
-                    d,
-                ),
-                (n, n, wid),
-            ),
-        ]
+        rows = [bind(statement, params) for statement, params in record_statements(d, n)]
         cur.execute("; ".join([*rows, "COMMIT"]))
 
     def raw(n: int) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from session_awareness.application import projection as p
+from session_awareness.infrastructure.readmodel.dialect import Dialect
 from session_awareness.infrastructure.readmodel.schema import DERIVED_MATERIAL
 from session_awareness.infrastructure.readmodel.writes import (
     WRITES,
@@ -37,6 +38,20 @@ class _Keep(dict[str, str]):
 
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
+
+
+def behind_query(
+    dialect: Dialect, targets: Collection[UUID], cursors: Collection[UUID]
+) -> tuple[str, list[Any]]:
+    """The template and parameters of the query for a cursor on one of `targets`, or one of
+    `cursors`, that is synced below its derived M (at least one of the two given)."""
+    clauses, params = [], []
+    for column, ids in (("c.target_id", targets), ("c.watch_id", cursors)):
+        if ids:
+            clause, param = dialect.one_of_ids(column, ids)
+            clauses.append(clause)
+            params.append(param)
+    return _BEHIND.format_map(_Keep(where=" OR ".join(clauses))), params
 
 
 class BulkWrites(ReadModelWrites):
@@ -70,17 +85,9 @@ class BulkWrites(ReadModelWrites):
         }
         if not targets and not cursors:
             return
-        clauses, params = [], []
-        for column, ids in (("c.target_id", targets), ("c.watch_id", cursors)):
-            if ids:
-                clause, param = self.dialect.one_of_ids(column, ids)
-                clauses.append(clause)
-                params.append(param)
+        template, params = behind_query(self.dialect, targets, cursors)
         self.fail_if_any(
-            c,
-            _BEHIND.format_map(_Keep(where=" OR ".join(clauses))),
-            params,
-            "a cursor would be synced below its target's material; read again",
+            c, template, params, "a cursor would be synced below its target's material; read again"
         )
 
     def fail_if_any(self, c: Any, template: str, params: Sequence[Any], message: str) -> None:
