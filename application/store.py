@@ -40,6 +40,9 @@ MAX_ATTEMPTS = 100
 STORE_ERRORS = (OperationalError, InterfaceError)
 #: A connection error faster than this is a stale pooled connection, worth one more try.
 FAST_FAILURE = 0.5
+#: How many resolved (key, agent id) pairs `resolve_id` keeps before starting afresh.
+RESOLVED_BOUND = 4096
+
 
 #: Lost races after which a command takes the process's turn: the process's other commands
 #: wait at their next attempt until it has saved, so a slow command is not starved by a
@@ -139,6 +142,7 @@ class SessionStore(Application[UUID]):
         self.waker = waker
         self.read_model = cast(ReadModel, GuardedReadModel(self.recorder))
         self.aggregates = AggregateCache(cast(NotificationLog, self.recorder), CACHED_AGGREGATES)
+        self._resolved: dict[tuple[str, str | None], tuple[SessionRef, UUID]] = {}
         #: Set when the store closes: background work (the backlog's flusher) stops waiting.
         self.closing = threading.Event()
         #: At most one wake per watcher per the host's window of the service clock (R-N5).
@@ -253,9 +257,20 @@ class SessionStore(Application[UUID]):
     # -- resolving keys ----------------------------------------------------------------------
 
     def resolve_id(self, key: str, agent_id: str | None = None) -> tuple[SessionRef, UUID]:
-        """`resolve` and the session id (a uuid5)."""
-        ref = self.resolve(key, agent_id)
-        return ref, ref.session_id
+        """`resolve` and the session id (a uuid5). Memoised where the answer is a pure
+        function of the arguments (the key names its agent, or the agent id is given), so it
+        holds across delete and reopen: whether the session is live is the read model's to
+        say. A bare key without an agent id is looked up every time."""
+        try:
+            return self._resolved[key, agent_id]
+        except (KeyError, TypeError):  # TypeError: an unhashable key, refused by resolve
+            ref = self.resolve(key, agent_id)
+        found = (ref, ref.session_id)
+        if agent_id is not None or agent_of(key) is not None:
+            if len(self._resolved) >= RESOLVED_BOUND:
+                self._resolved.clear()
+            self._resolved[key, agent_id] = found
+        return found
 
     def resolve(self, key: str, agent_id: str | None = None) -> SessionRef:
         """The ref a key names: qualified keys name their agent; a bare key needs the agent id

@@ -78,6 +78,22 @@ def _no_grow_only_set() -> None:
     GrowOnlySet.copy = copy  # type: ignore[method-assign]
 
 
+def _no_resolved_cache() -> None:
+    """`SessionStore.resolve_id` memoises (key, agent id) -> (ref, id); off: `resolve` each
+    time."""
+    from session_awareness.application.store import SessionStore  # noqa: PLC0415
+
+    ours = SessionStore.resolve_id
+
+    def resolve_id(self: Any, key: str, agent_id: str | None = None) -> Any:
+        if active("no-resolved-cache"):
+            ref = self.resolve(key, agent_id)
+            return ref, ref.session_id
+        return ours(self, key, agent_id)
+
+    SessionStore.resolve_id = resolve_id  # type: ignore[method-assign]
+
+
 def _no_pg_write_path() -> None:
     """The service's own PostgreSQL insert in two round trips (ADR 013, the
     `PostgresRoundTripsRecorder` subclass); off: its base recorder's `insert_events`, the
@@ -155,6 +171,7 @@ PATCHES: dict[str, Callable[[], None]] = {
     "no-save-override": _no_save_override,
     "no-aggregate-cache": _no_aggregate_cache,
     "no-grow-only-set": _no_grow_only_set,
+    "no-resolved-cache": _no_resolved_cache,
     "no-pg-write-path": _no_pg_write_path,
     "no-bulk-inline": _no_bulk_inline,
     "no-group-commit": _no_group_commit,
