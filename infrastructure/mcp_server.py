@@ -244,18 +244,16 @@ async def serve_hooks(surface: McpSurface, path: Path, database_url: str | None)
     # The socket is bound and listening under a private name, then renamed into place: the
     # path a hook connects to exists only once it accepts (bind and listen are two steps).
     staging = path.with_name(f"{path.stem}.{os.getpid()}.new")
+    listener: anyio.abc.SocketListener | None = None
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         path.parent.chmod(0o700)
         listener = await anyio.create_unix_listener(staging)
-    except OSError as error:
-        log.warning("hook_relay_unavailable", path=str(path), error=repr(error))
-        return
-    try:
         staging.replace(path)
     except OSError as error:
         staging.unlink(missing_ok=True)
-        await listener.aclose()
+        if listener is not None:
+            await listener.aclose()
         log.warning("hook_relay_unavailable", path=str(path), error=repr(error))
         return
     try:
