@@ -68,7 +68,8 @@ class TestCursorRaces:
         assert cursor(svc, WATCHER, OTHER) in (None, (0, 0, 0))
 
     def test_a_command_that_keeps_losing_gets_its_turn(self, svc: SessionAwareness) -> None:
-        """A thread writing the hot aggregate without pause cannot starve the other side:
+        """R-W6: the reset and the delete that remove the pair's cursors cannot be starved
+        by a thread writing the hot aggregate without pause:
         after a few lost races a command holds the process's turn and the writer waits
         (before the turn, `delete_session` lost all its attempts on PostgreSQL)."""
         svc.open_session(WATCHER)
