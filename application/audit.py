@@ -28,7 +28,13 @@ from session_awareness.application.ports import AuditView, ReplayTarget
 from session_awareness.application.projection import RowChange, project
 from session_awareness.application.replay import EventDecoder
 from session_awareness.application.store import STORE_ERRORS, SessionStore, log
-from session_awareness.domain.keys import InvalidKeyError, SessionRef, agent_of, watch_id
+from session_awareness.domain.keys import (
+    InvalidKeyError,
+    SessionRef,
+    agent_of,
+    drains_id,
+    watch_id,
+)
 
 #: Stored events per page (at most; a store may read fewer at a time): read, decoded,
 #: checked, projected and written together.
@@ -175,7 +181,9 @@ class Audit:
                 watch_id(watcher, ref.session_id): watcher
                 for watcher in watchers_named([event for _, event in own])
             }
-            cursors = self._stored_events(list(watchers)) if watchers else []
+            # Each watcher's drains too: its acknowledgements of cursors on this session.
+            drains = [drains_id(watcher) for watcher in set(watchers.values())]
+            cursors = self._stored_events([*watchers, *drains]) if watchers else []
         except STORE_ERRORS as error:
             raise StoreUnavailableError(str(error)) from error
         recorded = sorted(own + cursors, key=lambda pair: pair[0])

@@ -4,7 +4,10 @@
 id is derived from its pair (`watch_id(watcher, target)`), and every cursor start on a target
 also adds its watcher to the target's watcher index (DESIGN D2), so the watchers named in the
 session's own stream find every cursor that was ever on it — removed ones included — without
-scanning the whole log. `audit` checks that index is complete (rule D2 in its report).
+scanning the whole log. `audit` checks that index is complete (rule D2 in its report). A
+drain stores its acknowledgements on the watcher's `Drains` (ADR 024): `history` reads the
+streams of those watchers' drains too, and shows each acknowledgement of a cursor on the
+session as the `acknowledged` step a stored `Acknowledged` event shows.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from session_awareness.domain.drains import Drains, acknowledgements
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import to_ms
 from session_awareness.domain.watch import Via, Watch, notice_text
@@ -57,6 +61,9 @@ def history_entries(
     entries: list[dict[str, Any]] = []
     cursors = _Cursors(watchers)
     for position, event in recorded:
+        if isinstance(event, Drains.Event):
+            entries.extend(cursors.drained(position, event, target_key))
+            continue
         if not cursors.shown(event):
             entries.append(_entry(position, event, target_key, watchers))
         entries.extend(cursors.advanced(position, event))
@@ -94,6 +101,28 @@ class _Cursors:
             self._positions[event.originator_id] = moved
             return isinstance(event, Watch.MaterialAdvanced) and before == moved
         return False
+
+    def drained(self, position: int, event: Any, target_key: str) -> list[dict[str, Any]]:
+        """The `acknowledged` steps of a drain, for the cursors on this session it names."""
+        steps = []
+        for drained in acknowledgements(event):
+            watcher = self._watchers.get(drained.watch_id)
+            if watcher is None:  # a cursor on another session
+                continue
+            moved = (drained.acknowledged, drained.notified, drained.material)
+            self._positions[drained.watch_id] = moved
+            step: dict[str, Any] = {
+                "position": position,
+                "recordedAt": to_ms(event.timestamp),
+                "event": "acknowledged",
+                "watcher": watcher,
+                "cursor": _positions(*moved),
+                "reopened": drained.reopened,
+            }
+            if drained.reopened:
+                step["notice"] = notice_text(target_key, drained.acknowledged)
+            steps.append(step)
+        return steps
 
     def advanced(self, position: int, event: Any) -> list[dict[str, Any]]:
         """The `material_advanced` steps a notify-eligible signal makes: every pending cursor

@@ -5,6 +5,8 @@ contiguous per session and heads never go down (R-L4), watermarks never pass the
 so no retained row is ever at or below one (R-S3); every cursor keeps L ≤ N ≤ M, opens at
 most one notice at a time and moves only as SPEC §5 allows (R-N2, R-N3, R-N4); and every
 cursor on a target is announced in that target's watcher index, which `history` relies on.
+A drain's acknowledgements (ADR 024) move the cursors they name like stored `Acknowledged`
+events, and each must name the version its cursor had (a later cursor event supersedes it).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from session_awareness.domain.keys import watch_id
+from session_awareness.domain.drains import Drains, acknowledgements
+from session_awareness.domain.keys import drains_id, watch_id
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Via, Watch
 
@@ -42,6 +45,8 @@ class Invariants:
         self.watermarks: dict[UUID, int] = {}
         self.cursors: dict[UUID, tuple[int, int, int]] = {}  # active cursors: L, N, M
         self.pairs: dict[UUID, tuple[UUID, str]] = {}  # every cursor: (target, watcher)
+        self.versions: dict[UUID, int] = {}  # every cursor's version
+        self.drainers: dict[UUID, str] = {}  # each Drains' watcher
         self.announced: set[tuple[UUID, str]] = set()
         self.found: list[Violation] = []
         self.count = 0
@@ -69,7 +74,10 @@ class Invariants:
             (Session.WatcherAdded, self._announced),
             (Watch.Started | Watch.Restarted, self._started),
             (Watch.Moved, self._moved),
+            (Watch.MadeExplicit, self._made_explicit),
+            (Watch.Promoted, self._promoted),
             (Watch.Removed, self._removed),
+            (Drains.Started | Drains.Drained, self._drained),
         ]
         return next((rule for kinds, rule in rules if issubclass(cls, kinds)), None)
 
@@ -77,6 +85,7 @@ class Invariants:
         self.announced.add((event.originator_id, event.watcher))
 
     def _removed(self, position: int, event: Watch.Removed) -> None:
+        self.versions[event.originator_id] = event.originator_version
         if self.cursors.pop(event.originator_id, None) is None:
             self.violate("R-W6", position, f"cursor {event.originator_id.hex} removed twice")
 
@@ -125,27 +134,68 @@ class Invariants:
         at = event.at_sequence
         self.cursors[wid] = (at, at, at)
         self.pairs[wid] = (event.target_id, event.watcher)
+        self.versions[wid] = event.originator_version
 
     def _moved(self, position: int, event: Watch.Moved) -> None:
+        self.versions[event.originator_id] = event.originator_version
+        moved = (event.acknowledged, event.notified, event.material)
+        self._move(position, event.originator_id, type(event), moved)
+
+    def _promoted(self, position: int, event: Watch.Promoted) -> None:
+        self.versions[event.originator_id] = event.originator_version
+
+    def _made_explicit(self, position: int, event: Watch.MadeExplicit) -> None:
+        """A promotion that carries the positions a drain left: they must be the cursor's."""
         wid = event.originator_id
+        self.versions[wid] = event.originator_version
+        carried = (event.acknowledged, event.notified, event.material)
+        if self.cursors.get(wid) != carried:
+            self.violate("R-W7", position, f"cursor {wid.hex} promoted with other positions")
+
+    def _drained(self, position: int, event: Drains.Started | Drains.Drained) -> None:
+        if isinstance(event, Drains.Started):
+            if event.originator_id != drains_id(event.watcher):
+                self.violate("R-N4", position, f"drains {event.originator_id.hex} misnamed")
+            self.drainers[event.originator_id] = event.watcher
+        watcher = self.drainers.get(event.originator_id)
+        for drained in acknowledgements(event):
+            wid = drained.watch_id
+            pair = self.pairs.get(wid)
+            if pair is None or pair[1] != watcher:
+                self.violate("R-N3", position, f"cursor {wid.hex} drained by another watcher")
+                continue
+            if self.versions.get(wid) != drained.version:
+                self.violate(
+                    "R-N3", position,
+                    f"cursor {wid.hex} drained at version {drained.version}, "
+                    f"not its {self.versions.get(wid)}",
+                )  # fmt: skip
+                continue
+            moved = (drained.acknowledged, drained.notified, drained.material)
+            self._move(position, wid, Watch.Acknowledged, moved)
+
+    def _move(
+        self, position: int, wid: UUID, kind: type[Watch.Moved], moved: tuple[int, int, int]
+    ) -> None:
+        """A cursor's move to `moved` by an event of `kind` (a drain's: `Acknowledged`)."""
         before = self.cursors.get(wid)
         if before is None:
             self.violate("R-W6", position, f"cursor {wid.hex} moved while removed")
             return
         old_l, old_n, old_m = before
-        new_l, new_n, new_m = event.acknowledged, event.notified, event.material
+        new_l, new_n, new_m = moved
         was_pending = old_n > old_l
         problem = None
         if not new_l <= new_n <= new_m:
             problem = ("§4", f"L {new_l} N {new_n} M {new_m} breaks L ≤ N ≤ M")
         elif new_m < old_m:
             problem = ("R-N2", f"material went back from {old_m} to {new_m}")
-        elif isinstance(event, Watch.NoticeOpened) and was_pending:
+        elif issubclass(kind, Watch.NoticeOpened) and was_pending:
             problem = ("R-N4", "a second notice opened while one was pending")
-        elif isinstance(event, Watch.MaterialAdvanced) and (not was_pending or new_n != old_n):
+        elif issubclass(kind, Watch.MaterialAdvanced) and (not was_pending or new_n != old_n):
             problem = ("R-N2", "material advanced without a frozen pending notice")
-        elif isinstance(event, Watch.Acknowledged) and (not was_pending or new_l != old_n):
+        elif issubclass(kind, Watch.Acknowledged) and (not was_pending or new_l != old_n):
             problem = ("R-N3", f"acknowledged to {new_l}, not the notified {old_n}")
         if problem is not None:
             self.violate(problem[0], position, f"cursor {wid.hex}: {problem[1]}")
-        self.cursors[wid] = (new_l, new_n, new_m)
+        self.cursors[wid] = moved

@@ -13,6 +13,7 @@ from functools import singledispatch
 from typing import Any
 from uuid import UUID
 
+from session_awareness.domain.drains import Drains, acknowledgements
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import to_ms
 from session_awareness.domain.watch import Watch
@@ -167,7 +168,10 @@ class CursorStarted:
 
 @dataclass(frozen=True, slots=True)
 class CursorMoved:
-    """New positions; `notice_order` is set when a notice opens (the opening event's id)."""
+    """New positions; `notice_order` is set when a notice opens (the opening event's id).
+    A notice a drain reopened keeps its place (`reopened`, ADR 024): the drain took every
+    pending notice of its watcher, so the reopened ones keep their order among themselves
+    and come before any opened later, as when each reopening was an event of its own."""
 
     watch_id: UUID
     acknowledged: int
@@ -175,6 +179,17 @@ class CursorMoved:
     material: int
     notice_order: int | None
     updated_at: int
+    reopened: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CursorHeld:
+    """A drain (stored at `position`) read the cursor at `version`: its save is refused if
+    an event of the cursor past that version was stored before it (ADR 024). No row."""
+
+    watch_id: UUID
+    version: int
+    position: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +245,7 @@ RowChange = (
     | SessionDeleted
     | CursorStarted
     | CursorMoved
+    | CursorHeld
     | CursorRemoved
     | UpstreamLinkSet
     | UpstreamLinkAdvanced
@@ -449,3 +465,26 @@ def _(event: Watch.Moved, position: int) -> list[RowChange]:
 @_rows.register
 def _(event: Watch.Removed, position: int) -> list[RowChange]:
     return [CursorRemoved(event.originator_id)]
+
+
+@_rows.register
+def _(event: Drains.Started, position: int) -> list[RowChange]:
+    return _drained(event, position)
+
+
+@_rows.register
+def _(event: Drains.Drained, position: int) -> list[RowChange]:
+    return _drained(event, position)
+
+
+def _drained(event: Drains.Started | Drains.Drained, position: int) -> list[RowChange]:
+    """Each drained cursor moves as a stored `Acknowledged` moved it (ADR 024)."""
+    at = to_ms(event.timestamp)
+    rows: list[RowChange] = []
+    for drained in acknowledgements(event):
+        rows.append(CursorMoved(
+            drained.watch_id, drained.acknowledged, drained.notified, drained.material,
+            None, at, reopened=drained.reopened,
+        ))  # fmt: skip
+        rows.append(CursorHeld(drained.watch_id, drained.version, position))
+    return rows

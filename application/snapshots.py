@@ -16,6 +16,7 @@ from typing import Any
 
 from eventsourcing.persistence import EventStore
 
+from session_awareness.domain.drains import Drains
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Watch
 from session_awareness.logs import get_logger
@@ -25,7 +26,9 @@ log = get_logger()
 #: Events between two snapshots of one aggregate: a load replays at most this many.
 SNAPSHOT_INTERVAL = 100
 #: The aggregates snapshotted, and how often (the library's `snapshotting_intervals`).
-SNAPSHOTTING_INTERVALS: Mapping[type, int] = {Session: SNAPSHOT_INTERVAL, Watch: SNAPSHOT_INTERVAL}
+SNAPSHOTTING_INTERVALS: Mapping[type, int] = {
+    Session: SNAPSHOT_INTERVAL, Watch: SNAPSHOT_INTERVAL, Drains: SNAPSHOT_INTERVAL,
+}  # fmt: skip
 
 
 def take_due_snapshots(

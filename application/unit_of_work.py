@@ -3,11 +3,16 @@
 Loading each aggregate once per attempt means two paths that reach the same session (say a
 prune plan and a cursor expiry) change one object, and `commit()` stores every pending event
 in one atomic save (DESIGN D3).
+
+A cursor whose own events say it is pending is shown with its watcher's latest drain of it
+(ADR 024): the attempt loads the watcher's `Drains` too, and the cache keeps a watcher's
+having none (`Absent`), so a record on a target with pending cursors reads no more rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
 
@@ -16,7 +21,8 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import InterfaceError, OperationalError, RecordConflictError
 
 from session_awareness.application.aggregate_cache import AggregateCache
-from session_awareness.domain.keys import SessionRef, watch_id
+from session_awareness.domain.drains import Drains, acknowledgements
+from session_awareness.domain.keys import SessionRef, drains_id, watch_id
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Watch
 
@@ -38,6 +44,18 @@ def _mutate(aggregate: Any, events: Iterable[Any]) -> Any:
     return aggregate
 
 
+@dataclass(frozen=True, slots=True)
+class Absent:
+    """What the cache keeps for an aggregate the store did not have when it was read: its
+    first event, by any writer, marks it stale like any cached aggregate's next one."""
+
+    id: UUID
+    version: int = 0
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Absent:
+        return self
+
+
 class UnitOfWork:
     def __init__(self, app: Application[UUID]) -> None:
         self._app = app
@@ -50,10 +68,26 @@ class UnitOfWork:
 
     def get(self, aggregate_id: UUID) -> Any:
         if aggregate_id not in self._loaded:
-            self._loaded[aggregate_id] = self._load(aggregate_id)
+            loaded = self._loaded[aggregate_id] = self._load(aggregate_id)
+            if type(loaded) is Watch and loaded.pending:
+                drained = self._drained(loaded)
+                if drained is not None:
+                    loaded.overlay(drained)
         return self._loaded[aggregate_id]
 
-    def _load(self, aggregate_id: UUID) -> Aggregate | None:
+    def drains(self, watcher: str) -> Drains | None:
+        """The watcher's drains (ADR 024), None before its first."""
+        did = drains_id(watcher)
+        if did not in self._loaded:
+            self._loaded[did] = self._load(did, absent_kept=True)
+        return cast(Drains | None, self._loaded[did])
+
+    def _drained(self, watch: Watch) -> Any:
+        """The drain that gives a cursor loaded as pending its positions, if any."""
+        drains = self.drains(watch.watcher)
+        return None if drains is None else drains.latest_for(watch.id, watch.version)
+
+    def _load(self, aggregate_id: UUID, *, absent_kept: bool = False) -> Aggregate | None:
         cache = self._cache
         if cache is not None:
             if self._seen_at is None:
@@ -63,10 +97,12 @@ class UnitOfWork:
                 aggregate, forwarded = hit
                 if forwarded:
                     cache.loaded(aggregate, self._seen_at)
-                return cast(Aggregate, aggregate)
+                return None if type(aggregate) is Absent else cast(Aggregate, aggregate)
         try:
             loaded = self._app.repository.get(aggregate_id, projector_func=_mutate)
         except AggregateNotFoundError:
+            if absent_kept and cache is not None and self._seen_at is not None:
+                cache.loaded(Absent(aggregate_id), self._seen_at)
             return None
         if cache is not None and self._seen_at is not None:
             cache.loaded(loaded, self._seen_at)
@@ -74,9 +110,10 @@ class UnitOfWork:
 
     def _fast_forward(self, aggregate: Any) -> Any:
         """Apply the stored events after the copy's version (another writer's)."""
-        return _mutate(
-            aggregate, self._app.repository.event_store.get(aggregate.id, gt=aggregate.version)
-        )
+        events = self._app.repository.event_store.get(aggregate.id, gt=aggregate.version)
+        if type(aggregate) is Absent:  # created since: its first event makes it
+            return _mutate(None, events) or aggregate
+        return _mutate(aggregate, events)
 
     def add(self, aggregate: A) -> A:
         """Track a newly created aggregate so `commit()` saves it."""
@@ -116,9 +153,19 @@ class UnitOfWork:
             if self._seen_at is None:
                 self._seen_at = self._cache.look()
             cached = self._cache.peek(wid)
-            if isinstance(cached, Watch) and cached.pending:
+            if isinstance(cached, Watch) and cached.pending and not self._drained_cached(cached):
                 return cached
         return self.watch(watcher, target_id)
+
+    def _drained_cached(self, watch: Watch) -> bool:
+        """Whether a drain may give the cached cursor other positions (then it is loaded)."""
+        assert self._cache is not None  # noqa: S101 -- only called with a cache
+        drains = self._cache.peek(drains_id(watch.watcher))
+        if type(drains) is Absent:
+            return False
+        if drains is None:  # not cached, or stale: load it
+            return self._drained(watch) is not None
+        return cast(Drains, drains).latest_for(watch.id, watch.version) is not None
 
     def after_commit(self, action: Callable[[], object]) -> None:
         """Run `action` once this attempt's save has committed (wakes, logs)."""
@@ -132,6 +179,7 @@ class UnitOfWork:
             # Notices opened on ambient cursors publish no wake, not even to other
             # processes (R-W7, R-N7).
             quiet = [a.id for a in changed if isinstance(a, Watch) and a.ambient]
+            quiet += self._quiet_drained(changed)
             recordings = (
                 self._app.save(*changed, quiet_notices=frozenset(quiet))
                 if quiet
@@ -144,6 +192,18 @@ class UnitOfWork:
                 positions[originator_id] = max(at, positions.get(originator_id, 0))
                 ids.append(at)
             self._saved = (changed, positions, ids)
+
+    def _quiet_drained(self, changed: list[Aggregate]) -> list[UUID]:
+        """The ambient cursors among those a drain of this save reopened."""
+        quiet = []
+        for aggregate in changed:
+            if type(aggregate) is Drains:
+                for event in aggregate.pending_events:
+                    for drained in acknowledgements(cast(Any, event)):
+                        watch = self._loaded.get(drained.watch_id)
+                        if isinstance(watch, Watch) and watch.ambient:
+                            quiet.append(drained.watch_id)
+        return quiet
 
     def committed(self) -> None:
         """Keep the saved aggregates in the cache, then run the after-commit actions (wakes,

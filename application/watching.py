@@ -8,6 +8,7 @@ from session_awareness.application.errors import AmbiguousSessionError, UnknownS
 from session_awareness.application.store import SessionStore, log
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import notices
+from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import (
     InvalidKeyError,
     SessionRef,
@@ -113,16 +114,18 @@ class Watching:
 
         def attempt(uow: UnitOfWork) -> list[str]:
             rows = self.store.read_model.cursors_of_watcher(watcher, pending_only=True)
-            now, texts, reopened, loud = self.store.clock(), [], 0, False
+            now, texts, drained, loud = self.store.clock(), [], [], False
             for row in rows:
                 watch = cast(Watch | None, uow.get(row.watch_id))
                 if watch is None or not watch.pending:
                     continue
                 texts.append(cast(str, watch.notice))
-                if watch.acknowledge(material=row.material, at=now):  # M derived (ADR 023)
-                    reopened += 1
-                    loud = loud or not watch.ambient
-            if texts:
+                acknowledged = watch.acknowledgement(material=row.material, at=now)  # ADR 023
+                drained.append(acknowledged)
+                loud = loud or (acknowledged.reopened and not watch.ambient)
+            if drained:  # one event for the whole drain (ADR 024)
+                uow.add(Drains.record(uow.drains(watcher), watcher, drained, at=now))
+                reopened = sum(acknowledged.reopened for acknowledged in drained)
                 log.info("notice_drained", watcher=watcher, drained=len(texts), reopened=reopened)
             if loud:  # a reopened ambient notice never wakes (R-W7)
                 uow.after_commit(lambda: self.store.wake([watcher]))

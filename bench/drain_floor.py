@@ -1,12 +1,12 @@
 """`python -m bench.drain_floor`: the floor of a drain's writes, with no Python around them.
 
-A drain of 1,000 pending pairs stores one `Watch.Acknowledged` event per pair and moves each
-pair's cursor row (DESIGN D2). This writes exactly that through the plain driver (SQLite, the
-service's read-model tables, the library's event table), against the reference's drain (the
-pending rows read, one `UPDATE` per pair, `bench/reference.py`), and against the shape ADR
-024 proposes (the same `UPDATE`s and one event for the whole drain), alternating round by
-round in one transaction each. It prints each per pair and as a ratio to the reference's: the
-best a drain can reach in each design.
+Before ADR 024, a drain of 1,000 pending pairs stored one `Watch.Acknowledged` event per pair
+and moved each pair's cursor row (DESIGN D2). This writes exactly that through the plain
+driver (SQLite, the service's read-model tables, the library's event table), against the
+reference's drain (the pending rows read, one `UPDATE` per pair, `bench/reference.py`), and
+against the shape ADR 024 chose (the same `UPDATE`s and one event for the whole drain),
+alternating round by round in one transaction each. It prints each per pair and as a ratio
+to the reference's: the best a drain can reach in each design.
 """
 
 from __future__ import annotations

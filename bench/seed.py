@@ -16,6 +16,7 @@ from session_awareness.application import SessionAwareness
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import intake as produce
 from session_awareness.domain import notices
+from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.session import Session
 
@@ -91,14 +92,16 @@ class Batch:
         return self._record(key, produce.compacted(operation_id=operation_id, now=now), now)
 
     def acknowledge(self, watcher: str, target: str) -> bool:
-        """What the watcher's drain does for one pair (R-N3)."""
+        """What the watcher's drain does for one pair: one `Drains` event (R-N3, ADR 024)."""
         now = self.svc.clock()
 
         def drained(uow: UnitOfWork) -> bool:
             watch = uow.watch(watcher, SessionRef.of(target))
             if watch is None or not watch.pending:
                 return False
-            notices.acknowledge(watch, uow.session(watch.target_id), at=now)
+            held = notices.material(watch, cast(Session, uow.session(watch.target_id)))
+            acknowledged = watch.acknowledgement(material=held, at=now)
+            uow.add(Drains.record(uow.drains(watcher), watcher, [acknowledged], at=now))
             return True
 
         return bool(self._then(drained))

@@ -27,7 +27,8 @@ REPO = BENCH_DIR.parent
 SHAPERS = ["bench/seed.py", "bench/store_cache.py", "application/intake.py",
            "domain/intake.py", "application/projection.py", "domain/session.py",
            "domain/watch.py", "domain/notices.py", "domain/signals.py",
-           "domain/keys.py", "domain/snapshots.py", "application/snapshots.py"]  # fmt: skip
+           "domain/keys.py", "domain/snapshots.py", "application/snapshots.py",
+           "domain/drains.py"]  # fmt: skip
 
 
 def fingerprint(name: str, generator: Callable[..., object], *params: object) -> str:

@@ -104,6 +104,12 @@ def watch_id(watcher_key: str, target_id: UUID) -> UUID:
     return uuid5(ID_NAMESPACE, f"watch\x00{watcher_key}\x00{target_id}")
 
 
+@lru_cache(maxsize=_DERIVED_IDS)
+def drains_id(watcher_key: str) -> UUID:
+    """The Drains aggregate's id for one watcher (ADR 024)."""
+    return uuid5(ID_NAMESPACE, f"drains\x00{watcher_key}")
+
+
 MAX_KEY_LENGTH = 512
 #: A double quote, or any control, format or line-separator character (C0, C1, U+2028,
 #: bidi controls, zero-width characters): never in a key, which notices quote as is (R-N1).

@@ -129,9 +129,10 @@ def acknowledge(watch: Watch, session: Session | None, *, at: datetime) -> bool:
 
 
 def last_moved(watch: Watch, session: Session | None) -> datetime:
-    """When the cursor last moved: its own last event, or the newest material event that
-    reached it (a pending cursor stores none), whichever is later (R-W6's idle time)."""
-    moved = watch.modified_on
+    """When the cursor last moved: its own last event or its watcher's drain of it (ADR
+    024), or the newest material event that reached it (a pending cursor stores none),
+    whichever is later (R-W6's idle time)."""
+    moved = watch.moved_on
     if session is None:
         return moved
     reached = session.material_time_for(watch.watcher)

@@ -12,6 +12,10 @@ nothing when M moves, and `acknowledge` is given the target's M.
     inactive --start/restart--> synced --observe--> pending --observe--> pending (nothing stored)
     pending --acknowledge(M)--> synced (M = N) | pending again, one fresh notice (M > N)
     synced|pending --remove--> inactive
+
+A drain stores its acknowledgements on the watcher's `Drains`, not here (ADR 024): a loaded
+cursor whose own events say it is pending takes the positions of the watcher's latest
+acknowledgement of this very version (`overlay`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from session_awareness.domain.copying import copy_state
+from session_awareness.domain.drains import Acknowledgement
 from session_awareness.domain.keys import SessionRef, watch_id
 from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
 
@@ -102,6 +107,19 @@ class Watch(Aggregate):
         def apply(self, aggregate: Watch) -> None:
             aggregate.via = self.via
 
+    class MadeExplicit(Promoted):
+        """A drained ambient cursor became an explicit watch: it carries the positions the
+        watcher's drain left, since it supersedes that drain's entry (ADR 024)."""
+
+        TOPIC = f"{T}.MadeExplicit"
+        acknowledged: int
+        notified: int
+        material: int
+
+        def apply(self, aggregate: Watch) -> None:
+            aggregate.set_positions(self.acknowledged, self.notified, self.material)
+            aggregate.via = self.via
+
     class Moved(Event):
         """Base of the position events; never stored itself."""
 
@@ -143,6 +161,9 @@ class Watch(Aggregate):
 
     #: The form of `snapshot_state`; a change of it is a new shape, read by `restore_state`.
     SNAPSHOT_SHAPE: ClassVar[int] = 1
+    #: The drain whose positions this loaded copy shows, with the cursor's own positions
+    #: (`overlay`); never part of the cursor's state, which is its events'.
+    drained: tuple[Acknowledgement, tuple[int, int, int]] | None = None
 
     def __init__(  # noqa: PLR0917 -- the library passes the Started event's fields by name
         self,
@@ -171,6 +192,9 @@ class Watch(Aggregate):
         """The cursor's attributes in JSON's types (`Watch.Snapshot`)."""
         state = snapshot_attributes(self)
         state["target"] = [self.target.agent_id, self.target.key]
+        if self.drained is not None:  # the cursor's own positions, not a drain's
+            state.pop("drained")
+            state["acknowledged"], state["notified"], state["material"] = self.drained[1]
         return state
 
     @classmethod
@@ -181,6 +205,28 @@ class Watch(Aggregate):
 
     def set_positions(self, acknowledged: int, notified: int, material: int) -> None:
         self.acknowledged, self.notified, self.material = acknowledged, notified, material
+        if self.drained is not None:  # an event of the cursor's own supersedes the drain's
+            del self.drained
+
+    def overlay(self, drained: Acknowledgement) -> None:
+        """Show the positions a drain of this version left (ADR 024); the watcher's `Drains`
+        gives it (`Drains.latest_for`)."""
+        if drained.version != self.version:
+            raise WatchStateError(f"a drain of version {drained.version}, not {self.version}")
+        own = self.drained[1] if self.drained is not None else self.positions
+        self.acknowledged, self.notified = drained.acknowledged, drained.notified
+        self.material = drained.material
+        self.drained = (drained, own)
+
+    @property
+    def positions(self) -> tuple[int, int, int]:
+        return self.acknowledged, self.notified, self.material
+
+    @property
+    def moved_on(self) -> datetime:
+        """When the cursor last moved by its own events or a drain (M aside, ADR 023)."""
+        at = self.drained[0].at if self.drained is not None else None
+        return at if at is not None and at > self.modified_on else self.modified_on
 
     @property
     def pending(self) -> bool:
@@ -240,7 +286,14 @@ class Watch(Aggregate):
         self.check_active()
         if self.via != Via.AMBIENT:
             return False
-        self.trigger_event(self.Promoted, timestamp=at, via=Via.WATCH.value)
+        if self.drained is None:
+            self.trigger_event(self.Promoted, timestamp=at, via=Via.WATCH.value)
+        else:  # it supersedes the drain's entry, so it keeps the drain's positions
+            acknowledged, notified, material = self.positions
+            self.trigger_event(
+                self.MadeExplicit, timestamp=at, via=Via.WATCH.value,
+                acknowledged=acknowledged, notified=notified, material=material,
+            )  # fmt: skip
         return True
 
     def observe(self, sequence: int, *, at: datetime) -> bool:
@@ -256,18 +309,29 @@ class Watch(Aggregate):
         self._move(self.NoticeOpened, self.acknowledged, sequence, sequence, at)
         return True
 
-    def acknowledge(self, *, material: int, at: datetime) -> bool:
-        """Drain the pending notice, `material` being the target's M for this watcher
-        (`Session.material_for`); True when a fresh one opens for the remainder (R-N3)."""
+    def acknowledgement(self, *, material: int, at: datetime) -> Acknowledgement:
+        """What draining the pending notice leaves, `material` being the target's M for this
+        watcher (`Session.material_for`): L = the old N; N = M = the target's M, so a fresh
+        notice opens for the remainder when it is past the old N (R-N3). Stored by the
+        watcher's `Drains` (ADR 024); this copy shows it at once."""
         if not self.pending:
             raise WatchStateError("no pending notice to acknowledge")
-        acknowledged = self.notified
         notified = max(self.material, material)
-        self._move(self.Acknowledged, acknowledged, notified, notified, at)
-        return notified > acknowledged
+        drained = Acknowledgement(self.id, self.version, self.notified, notified, notified, at)
+        self.overlay(drained)
+        return drained
+
+    def acknowledge(self, *, material: int, at: datetime) -> bool:
+        """The same drain of this one cursor, stored as its own `Acknowledged` event: the
+        shape stores written before ADR 024 hold. True when a fresh notice opens."""
+        drained = self.acknowledgement(material=material, at=at)
+        self._move(self.Acknowledged, drained.acknowledged, drained.notified, drained.material, at)
+        return drained.reopened
 
     def remove(self, reason: RemovalReason, *, at: datetime) -> None:
         self.check_active()
+        if self.drained is not None:  # a removal supersedes the drain: its own positions
+            self.set_positions(*self.drained[1])
         self.trigger_event(self.Removed, timestamp=at, reason=reason.value)
 
     def check_active(self) -> None:

@@ -69,6 +69,7 @@ class BulkWrites(ReadModelWrites):
                 if wakes(change, quiet):
                     self.notice_opened(c, change.watch_id)  # type: ignore[union-attr]
         self.check_no_cursor_behind(c, changes)
+        self.check_cursors_held(c, changes)
 
     def check_no_cursor_behind(self, c: Any, changes: Sequence[p.RowChange]) -> None:
         """Refuse, as a conflict the service retries, a save that leaves a cursor it touched
@@ -89,6 +90,31 @@ class BulkWrites(ReadModelWrites):
         self.fail_if_any(
             c, template, params, "a cursor would be synced below its target's material; read again"
         )
+
+    def check_cursors_held(self, c: Any, changes: Sequence[p.RowChange]) -> None:
+        """Refuse, as a conflict the service retries, a drain one of whose cursors has an
+        event newer than the version the drain read, stored before the drain (ADR 024): a
+        drain stores nothing on the cursors, so no version conflict tells it that a restart,
+        a removal or a promotion committed after its read. A later event of the same save
+        supersedes the entry as any later event does. Exact for the same reason as
+        `check_no_cursor_behind`."""
+        held = [
+            (ch.watch_id, ch.version, ch.position) for ch in changes if type(ch) is p.CursorHeld
+        ]
+        if not held:
+            return
+        source, params = self.dialect.ids_with_versions(held)
+        template = (
+            f"SELECT 1 FROM {source} JOIN {{s}}{self.events_table_name} e "  # noqa: S608 -- fixed fragments and the library's table name; values are bound
+            "ON e.originator_id = d.id AND e.originator_version > d.version "
+            f"AND e.{self.notification_id_column} < d.position"
+        )
+        message = "a drained cursor moved after the drain read it; read again"
+        self.fail_if_any(c, template, list(params), message)
+
+    #: The library's event table (the recorder's) and its notification id column.
+    events_table_name: str
+    notification_id_column: str
 
     def fail_if_any(self, c: Any, template: str, params: Sequence[Any], message: str) -> None:
         """Raise an integrity error (a conflict) inside the transaction when the query of

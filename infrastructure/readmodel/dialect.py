@@ -8,7 +8,7 @@ schema prefix), `{greatest}`, and the column types `{id}`, `{int}`, `{text}` and
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Self
@@ -48,6 +48,14 @@ class Dialect:
 
     def one_of_ids(self, column: str, values: Collection[UUID]) -> tuple[str, Any]:
         """`column` (an id column) is one of `values`, as ONE bound parameter."""
+        raise NotImplementedError
+
+    def ids_with_versions(
+        self, rows: Sequence[tuple[UUID, int, int]]
+    ) -> tuple[str, tuple[Any, ...]]:
+        """A row source `d(id, version, position)` of (aggregate id, version, notification
+        id) rows, whatever their number, with ids as the event table keys them, and its
+        bound parameters."""
         raise NotImplementedError
 
 

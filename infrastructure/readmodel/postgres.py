@@ -65,6 +65,16 @@ class PostgresDialect(Dialect):
     def one_of_ids(self, column: str, values: Collection[UUID]) -> tuple[str, Any]:
         return f"{column} = ANY(CAST(? AS uuid[]))", list(values)
 
+    def ids_with_versions(
+        self, rows: Sequence[tuple[UUID, int, int]]
+    ) -> tuple[str, tuple[Any, ...]]:
+        source = (
+            "unnest(CAST(? AS uuid[]), CAST(? AS bigint[]), CAST(? AS bigint[])) "
+            "AS d(id, version, position)"
+        )
+        ids, versions, positions = zip(*rows, strict=True)
+        return source, (list(ids), list(versions), list(positions))
+
 
 def postgres_dialect(schema: str) -> PostgresDialect:
     """The dialect of the read models in `schema`."""
@@ -73,6 +83,8 @@ def postgres_dialect(schema: str) -> PostgresDialect:
 
 class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApplicationRecorder):
     """Stores events and applies the projection's row changes in the same transaction."""
+
+    notification_id_column = "notification_id"
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name=events_table_name)

@@ -50,6 +50,15 @@ class SQLiteDialect(Dialect):
     def one_of_ids(self, column: str, values: Collection[UUID]) -> tuple[str, Any]:
         return self.one_of(column, [value.hex for value in values])
 
+    def ids_with_versions(
+        self, rows: Sequence[tuple[UUID, int, int]]
+    ) -> tuple[str, tuple[Any, ...]]:
+        source = (
+            "(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS version, "
+            "json_extract(value, '$[2]') AS position FROM json_each(?)) AS d"
+        )
+        return source, (json.dumps([[wid.hex, version, at] for wid, version, at in rows]),)
+
 
 SQLITE = SQLiteDialect()
 
@@ -58,6 +67,7 @@ class SQLiteReadModelRecorder(JoinedSessionState, ReadModelStore, SQLiteApplicat
     """Stores events and applies the projection's row changes in the same transaction."""
 
     dialect = SQLITE
+    notification_id_column = "rowid"
 
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name)

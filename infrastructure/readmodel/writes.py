@@ -77,7 +77,7 @@ def wakes(change: p.RowChange, quiet: Collection[UUID]) -> bool:
     """Whether the change opens a notice that publishes a wake: not on a `quiet` cursor."""
     return (
         type(change) is p.CursorMoved
-        and change.notice_order is not None
+        and (change.notice_order is not None or change.reopened)
         and change.watch_id not in quiet
     )
 
@@ -354,6 +354,11 @@ def _cursor_moved(bind: Bind, change: p.CursorMoved) -> Writes:
     ]  # fmt: skip
 
 
+def _no_rows(bind: Bind, change: p.RowChange) -> Writes:
+    """A change that is checked, not written (`BulkWrites.check_cursors_held`)."""
+    return []
+
+
 def _cursor_removed(bind: Bind, change: p.CursorRemoved) -> Writes:
     wid = bind(change.watch_id)
     return [(_CURSOR_REMOVE, wid, (wid,))]
@@ -396,6 +401,7 @@ WRITES: dict[type, Callable[[Bind, Any], Writes]] = {
     p.SessionDeleted: _session_deleted,
     p.CursorStarted: _cursor_started,
     p.CursorMoved: _cursor_moved,
+    p.CursorHeld: _no_rows,
     p.CursorRemoved: _cursor_removed,
     p.UpstreamLinkSet: _link_set,
     p.UpstreamLinkAdvanced: _link_advanced,

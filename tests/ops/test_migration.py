@@ -225,3 +225,63 @@ class TestAStoreWithStoredMaterialAdvances:
             ("material_advanced", 2, 4, 7),
             ("material_advanced", 2, 4, 8),  # derived: nothing stored for it
         ]
+
+
+#: Written by tests/ops/fixtures/make_store_before_drains.py with the version that stored one
+#: `Watch.Acknowledged` per drained pair (before ADR 024).
+BEFORE_DRAINS = Path(__file__).parent / "fixtures" / "store-before-drains.db"
+#: Each watcher's (target, L, N, M) as that version's read models showed them.
+BEFORE_DRAINS_ROWS = {
+    MANAGER: [(GROUP, 1, 2, 2), (WORKER, 5, 6, 6)],
+    PEER: [(WORK, 3, 3, 3)],
+    LEAD: [(WORK, 0, 1, 3)],
+}
+
+
+class TestAStoreWithOneAcknowledgementPerPair:
+    @pytest.fixture
+    def before(self, tmp_path: Path) -> str:
+        return copied_store(BEFORE_DRAINS, tmp_path)
+
+    def test_its_cursors_read_the_same_drain_in_one_event_and_it_audits_clean(
+        self, before: str, clock: FakeClock
+    ) -> None:
+        """R-N3, R-W7: the stored acknowledgements replay as before; a drain now stores one
+        event for all of a watcher's pairs, and a restarted service reads both shapes."""
+        with open_service(before, clock=clock) as svc:
+            assert {w: cursor_rows(svc, w) for w in BEFORE_DRAINS_ROWS} == BEFORE_DRAINS_ROWS
+            assert svc.pending_notices(MANAGER) == [since(GROUP, 1), since(WORKER, 5)]
+            assert svc.audit().clean
+            stored = svc.store.recorder.max_notification_id()
+            assert svc.drain_notices(MANAGER) == [since(GROUP, 1), since(WORKER, 5)]
+            assert svc.store.recorder.max_notification_id() == stored + 1
+            assert cursor_rows(svc, MANAGER) == [(GROUP, 2, 2, 2), (WORKER, 6, 6, 6)]
+        with open_service(before, clock=clock) as svc:
+            svc.record_human_direct_message(WORKER, channel="telegram")  # 7: opens
+            svc.record_human_direct_message(GROUP, channel="slack")  # 3: opens, never woken
+            assert cursor_rows(svc, MANAGER) == [(WORKER, 6, 7, 7), (GROUP, 2, 3, 3)]
+            svc.drain_notices(LEAD)
+            assert cursor_rows(svc, LEAD) == [(WORK, 1, 3, 3)]
+            report = svc.audit()
+            assert report.clean, report.as_dict()
+
+    def test_its_history_shows_old_and_new_acknowledgements_alike(
+        self, before: str, clock: FakeClock
+    ) -> None:
+        """R-N3: each stored `Acknowledged` and each pair of a one-event drain read as the
+        same `acknowledged` step."""
+        with open_service(before, clock=clock) as svc:
+            svc.record_human_direct_message(WORKER, channel="telegram")  # 7
+            svc.drain_notices(MANAGER)
+            steps = [
+                (e["event"], *e["cursor"].values(), e.get("reopened"))
+                for e in svc.history(WORKER)
+                if e.get("watcher") == MANAGER and e["event"] == "acknowledged"
+            ]
+        assert steps == [
+            ("acknowledged", 2, 3, 3, True),
+            ("acknowledged", 3, 4, 4, True),
+            ("acknowledged", 4, 5, 5, True),
+            ("acknowledged", 5, 5, 5, False),
+            ("acknowledged", 6, 7, 7, True),  # one event for both of the manager's pairs
+        ]

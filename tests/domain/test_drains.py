@@ -1,0 +1,169 @@
+"""A watcher's drains and the positions they give its cursors (ADR 024, SPEC R-N3), as
+given/when/then over events, without a database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from functools import reduce
+from typing import Any
+
+import pytest
+from eventsourcing.domain import CanMutateAggregate
+from eventsourcing.persistence import DatetimeAsISO, JSONTranscoder, Mapper, UUIDAsHex
+
+from session_awareness.application.invariants import Invariants
+from session_awareness.domain.drains import Acknowledgement, Drains, acknowledgements
+from session_awareness.domain.keys import SessionRef, drains_id
+from session_awareness.domain.watch import RemovalReason, Via, Watch, WatchStateError
+
+WATCHER = "agent:main:main"
+CHILD = SessionRef.of("agent:main:subagent:child")
+GROUP = SessionRef.of("agent:main:group:ops")
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+def at(seconds: int) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def replay(events: Iterable[CanMutateAggregate[Any]]) -> Any:
+    return reduce(lambda aggregate, event: event.mutate(aggregate), events, None)
+
+
+def stored_and_back(event: Any) -> Any:
+    """An event or snapshot as a store returns it: encoded, then decoded."""
+    transcoder = JSONTranscoder()
+    for transcoding in (UUIDAsHex(), DatetimeAsISO()):
+        transcoder.register(transcoding)
+    codec: Mapper[Any] = Mapper(transcoder=transcoder)
+    return codec.to_domain_event(codec.to_stored_event(event))
+
+
+def pending(target: SessionRef = CHILD, via: Via = Via.SPAWN) -> tuple[Watch, list[Any]]:
+    """A cursor started at 1 whose notice opened at 2 (L = 1, N = M = 2), and its events."""
+    watch = Watch.start(WATCHER, target, via=via, at_sequence=1, at=at(1))
+    watch.observe(2, at=at(2))
+    events = watch.collect_events()
+    return replay(events), events
+
+
+class TestADrainGivesTheCursorItsPositions:
+    def test_an_acknowledgement_of_the_current_version_is_the_cursors_positions(self) -> None:
+        """R-N3: the drain's entry names the version it read; the cursor replayed from its own
+        events shows the entry's positions, and its own events are untouched."""
+        watch, _ = pending()
+        drained = watch.acknowledgement(material=3, at=at(10))
+        assert (drained.acknowledged, drained.notified, drained.material) == (2, 3, 3)
+        assert drained.version == watch.version and drained.reopened
+        assert watch.pending and watch.notice is not None and watch.pending_events == []
+        drains = Drains.record(None, WATCHER, [drained], at=at(10))
+        assert drains.id == drains_id(WATCHER)
+        again = replay(stored_and_back(e) for e in drains.collect_events())
+        cold, _ = pending()
+        found = again.latest_for(cold.id, cold.version)
+        assert found == Acknowledgement(cold.id, cold.version, 2, 3, 3, at(10))
+        cold.overlay(found)
+        assert (cold.acknowledged, cold.notified, cold.material) == (2, 3, 3)
+        assert cold.moved_on == at(10)
+
+    def test_a_later_event_of_the_cursor_supersedes_the_drain(self) -> None:
+        """R-N2: once the cursor stores an event of its own (here the next notice, opened on
+        the drained positions), the drain's entry no longer applies."""
+        watch, _ = pending()
+        drains = Drains.record(
+            None, WATCHER, [watch.acknowledgement(material=2, at=at(10))], at=at(10)
+        )
+        assert watch.synced
+        assert watch.observe(3, at=at(11))
+        [opened] = watch.collect_events()
+        assert (opened.acknowledged, opened.notified, opened.material) == (2, 3, 3)
+        assert watch.drained is None
+        assert drains.latest_for(watch.id, watch.version) is None
+
+    def test_a_second_drain_of_one_version_replaces_the_first(self) -> None:
+        watch, _ = pending()
+        first = watch.acknowledgement(material=3, at=at(10))  # L = 2, reopened at 3
+        drains = Drains.record(None, WATCHER, [first], at=at(10))
+        second = watch.acknowledgement(material=3, at=at(20))
+        assert (second.acknowledged, second.notified, second.version) == (3, 3, first.version)
+        Drains.record(drains, WATCHER, [second], at=at(20))
+        assert drains.latest_for(watch.id, watch.version) == second
+        assert [type(e).__name__ for e in drains.collect_events()] == ["Started", "Drained"]
+
+    def test_only_a_pending_cursor_is_drained_and_only_at_its_version(self) -> None:
+        watch, _ = pending()
+        drained = watch.acknowledgement(material=2, at=at(10))
+        with pytest.raises(WatchStateError):
+            watch.acknowledgement(material=2, at=at(11))  # synced now
+        cold, _ = pending()
+        cold.restart(via=Via.SPAWN, at_sequence=3, at=at(12))
+        with pytest.raises(WatchStateError):
+            cold.overlay(drained)
+
+    def test_a_removal_keeps_the_cursors_own_positions(self) -> None:
+        """R-W6: a removal supersedes the drain; the removed cursor is what its own events
+        make it, as a replay from them would."""
+        watch, events = pending()
+        watch.acknowledgement(material=2, at=at(10))
+        watch.remove(RemovalReason.UNWATCHED, at=at(11))
+        removed = watch.collect_events()
+        assert (watch.acknowledged, watch.notified, watch.material) == (1, 2, 2)
+        assert vars(replay([*events, *removed])) == vars(watch)
+
+    def test_a_drained_ambient_cursor_is_promoted_with_the_drained_positions(self) -> None:
+        """R-W7: the promotion supersedes the drain, so it carries what the drain left."""
+        watch, events = pending(GROUP, Via.AMBIENT)
+        watch.acknowledgement(material=3, at=at(10))
+        assert watch.promote(at=at(11))
+        [promoted] = watch.collect_events()
+        assert type(promoted) is Watch.MadeExplicit
+        assert replay([*events, stored_and_back(promoted)]).positions == (2, 3, 3)
+        plain, _ = pending(GROUP, Via.AMBIENT)
+        assert plain.promote(at=at(11))
+        assert [type(e) for e in plain.collect_events()] == [Watch.Promoted]
+
+    def test_a_snapshot_of_a_drained_copy_holds_the_cursors_own_positions(self) -> None:
+        watch, _ = pending()
+        watch.acknowledgement(material=3, at=at(10))
+        restored = stored_and_back(Watch.Snapshot.take(watch)).mutate(None)
+        assert restored.positions == (1, 2, 2) and restored.drained is None
+
+    def test_the_drains_come_back_from_their_snapshot(self) -> None:
+        watch, _ = pending()
+        other, _ = pending(GROUP, Via.AMBIENT)
+        drained = [watch.acknowledgement(material=3, at=at(10)),
+                   other.acknowledgement(material=2, at=at(10))]  # fmt: skip
+        drains = Drains.record(None, WATCHER, drained, at=at(10))
+        drains.collect_events()
+        restored = stored_and_back(Drains.Snapshot.take(drains)).mutate(None)
+        assert vars(restored) == vars(drains)
+        assert restored.latest_for(watch.id, watch.version) == drained[0]
+
+
+class TestTheAuditOfDrains:
+    def test_a_drain_of_a_version_the_cursor_has_left_is_a_violation(self) -> None:
+        """R-N3: the audit follows each entry like an `Acknowledged`; one that names an older
+        version of its cursor than the store holds is reported."""
+        watch, events = pending()
+        stale = watch.acknowledgement(material=2, at=at(10))
+        watch = replay(events)
+        watch.restart(via=Via.SPAWN, at_sequence=3, at=at(11))
+        restarted = watch.collect_events()
+        drains = Drains.record(None, WATCHER, [stale], at=at(12))
+        invariants = Invariants()
+        for position, event in enumerate([*events, *restarted, *drains.collect_events()], 1):
+            invariants.check(position, event)
+        assert [(v.rule, v.position) for v in invariants.found] == [("R-N3", 4)]
+
+    def test_a_drain_keeps_the_rules_of_an_acknowledgement(self) -> None:
+        watch, events = pending()
+        drained = watch.acknowledgement(material=2, at=at(10))
+        forged = Acknowledgement(watch.id, drained.version, 1, 2, 2, at(10))  # L not the old N
+        drains = Drains.record(None, WATCHER, [forged], at=at(10))
+        [started] = drains.collect_events()
+        assert acknowledgements(started) == [forged]
+        invariants = Invariants()
+        for position, event in enumerate([*events, started], 1):
+            invariants.check(position, event)
+        assert [(v.rule, v.position) for v in invariants.found] == [("R-N3", 3)]
