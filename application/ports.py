@@ -191,6 +191,10 @@ class ReadModel(Protocol):
     def cursors_of_watcher(self, watcher_key: str, *, pending_only: bool) -> list[CursorRow]:
         """A watcher's cursors; pending ones come oldest notice first."""
 
+    def pending_to_drain(self, watcher_key: str) -> list[tuple[UUID, int]]:
+        """A drain's read: each pending cursor of the watcher (oldest notice first) and its
+        derived M, without the rest of its row."""
+
     def cursors_on_target(self, target_id: UUID) -> list[CursorRow]: ...
 
     def cursors_updated_before(self, before: int) -> list[CursorRow]: ...

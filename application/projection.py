@@ -183,12 +183,12 @@ class CursorMoved:
 
 
 @dataclass(frozen=True, slots=True)
-class CursorHeld:
-    """A drain (stored at `position`) read the cursor at `version`: its save is refused if
-    an event of the cursor past that version was stored before it (ADR 024). No row."""
+class CursorsHeld:
+    """A drain (stored at `position`) read each cursor at a version (`held`: cursor id,
+    version): its save is refused if an event of one of them past that version was stored
+    before it (ADR 024). It writes no row."""
 
-    watch_id: UUID
-    version: int
+    held: tuple[tuple[UUID, int], ...]
     position: int
 
 
@@ -245,7 +245,7 @@ RowChange = (
     | SessionDeleted
     | CursorStarted
     | CursorMoved
-    | CursorHeld
+    | CursorsHeld
     | CursorRemoved
     | UpstreamLinkSet
     | UpstreamLinkAdvanced
@@ -480,11 +480,10 @@ def _(event: Drains.Drained, position: int) -> list[RowChange]:
 def _drained(event: Drains.Started | Drains.Drained, position: int) -> list[RowChange]:
     """Each drained cursor moves as a stored `Acknowledged` moved it (ADR 024)."""
     at = to_ms(event.timestamp)
-    rows: list[RowChange] = []
-    for drained in acknowledgements(event):
-        rows.append(CursorMoved(
-            drained.watch_id, drained.acknowledged, drained.notified, drained.material,
-            None, at, reopened=drained.reopened,
-        ))  # fmt: skip
-        rows.append(CursorHeld(drained.watch_id, drained.version, position))
+    drains = acknowledgements(event)
+    rows: list[RowChange] = [
+        CursorMoved(d.watch_id, d.acknowledged, d.notified, d.material, None, at, d.reopened)
+        for d in drains
+    ]
+    rows.append(CursorsHeld(tuple((d.watch_id, d.version) for d in drains), position))
     return rows

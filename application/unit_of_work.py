@@ -21,7 +21,7 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import InterfaceError, OperationalError, RecordConflictError
 
 from session_awareness.application.aggregate_cache import AggregateCache
-from session_awareness.domain.drains import Drains, acknowledgements
+from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import SessionRef, drains_id, watch_id
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Watch
@@ -63,6 +63,7 @@ class UnitOfWork:
         self._seen_at: int | None = None  # the cache's log position when this attempt looked
         self._loaded: dict[UUID, Aggregate | None] = {}
         self._after_commit: list[Callable[[], object]] = []
+        self._quiet: list[UUID] = []
         self._saved: tuple[list[Aggregate], dict[UUID, int], list[int]] | None = None
         self.first_event: Any = None
 
@@ -157,6 +158,22 @@ class UnitOfWork:
                 return cached
         return self.watch(watcher, target_id)
 
+    def cursor_to_read(self, wid: UUID) -> Watch | None:
+        """A cursor the command only reads (a drain's, which stores on the watcher's
+        `Drains`): as the cache holds it, uncopied, unless a drain gives it other positions;
+        otherwise as `get` loads it."""
+        if wid not in self._loaded and self._cache is not None:
+            if self._seen_at is None:
+                self._seen_at = self._cache.look()
+            cached = self._cache.peek(wid)
+            if isinstance(cached, Watch) and not (cached.pending and self._drained_cached(cached)):
+                return cached
+        return cast(Watch | None, self.get(wid))
+
+    def quiet(self, watch_id: UUID) -> None:
+        """A notice this save reopens on an ambient cursor: it publishes no wake (R-W7)."""
+        self._quiet.append(watch_id)
+
     def _drained_cached(self, watch: Watch) -> bool:
         """Whether a drain may give the cached cursor other positions (then it is loaded)."""
         assert self._cache is not None  # noqa: S101 -- only called with a cache
@@ -179,7 +196,7 @@ class UnitOfWork:
             # Notices opened on ambient cursors publish no wake, not even to other
             # processes (R-W7, R-N7).
             quiet = [a.id for a in changed if isinstance(a, Watch) and a.ambient]
-            quiet += self._quiet_drained(changed)
+            quiet += self._quiet
             recordings = (
                 self._app.save(*changed, quiet_notices=frozenset(quiet))
                 if quiet
@@ -192,18 +209,6 @@ class UnitOfWork:
                 positions[originator_id] = max(at, positions.get(originator_id, 0))
                 ids.append(at)
             self._saved = (changed, positions, ids)
-
-    def _quiet_drained(self, changed: list[Aggregate]) -> list[UUID]:
-        """The ambient cursors among those a drain of this save reopened."""
-        quiet = []
-        for aggregate in changed:
-            if type(aggregate) is Drains:
-                for event in aggregate.pending_events:
-                    for drained in acknowledgements(cast(Any, event)):
-                        watch = self._loaded.get(drained.watch_id)
-                        if isinstance(watch, Watch) and watch.ambient:
-                            quiet.append(drained.watch_id)
-        return quiet
 
     def committed(self) -> None:
         """Keep the saved aggregates in the cache, then run the after-commit actions (wakes,

@@ -16,7 +16,7 @@ from session_awareness.domain.keys import (
     is_agent_qualified,
     may_hold_cursor,
 )
-from session_awareness.domain.watch import RemovalReason, Watch, notice_text
+from session_awareness.domain.watch import RemovalReason, notice_text
 
 
 class Watching:
@@ -113,21 +113,25 @@ class Watching:
         material (R-N3). Returns the texts drained, oldest first."""
 
         def attempt(uow: UnitOfWork) -> list[str]:
-            rows = self.store.read_model.cursors_of_watcher(watcher, pending_only=True)
+            rows = self.store.read_model.pending_to_drain(watcher)
             now, texts, drained, loud = self.store.clock(), [], [], False
-            for row in rows:
-                watch = cast(Watch | None, uow.get(row.watch_id))
+            for wid, material in rows:
+                watch = uow.cursor_to_read(wid)
                 if watch is None or not watch.pending:
                     continue
                 texts.append(cast(str, watch.notice))
-                acknowledged = watch.acknowledgement(material=row.material, at=now)  # ADR 023
+                acknowledged = watch.acknowledgement(material=material, at=now)  # ADR 023
                 drained.append(acknowledged)
-                loud = loud or (acknowledged.reopened and not watch.ambient)
+                if acknowledged.reopened:
+                    if watch.ambient:  # a reopened ambient notice never wakes (R-W7)
+                        uow.quiet(watch.id)
+                    else:
+                        loud = True
             if drained:  # one event for the whole drain (ADR 024)
                 uow.add(Drains.record(uow.drains(watcher), watcher, drained, at=now))
                 reopened = sum(acknowledged.reopened for acknowledged in drained)
                 log.info("notice_drained", watcher=watcher, drained=len(texts), reopened=reopened)
-            if loud:  # a reopened ambient notice never wakes (R-W7)
+            if loud:  # a reopened notice wakes its watcher, once, after commit (R-N5)
                 uow.after_commit(lambda: self.store.wake([watcher]))
             return texts
 

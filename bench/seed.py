@@ -92,7 +92,17 @@ class Batch:
         return self._record(key, produce.compacted(operation_id=operation_id, now=now), now)
 
     def acknowledge(self, watcher: str, target: str) -> bool:
-        """What the watcher's drain does for one pair: one `Drains` event (R-N3, ADR 024)."""
+        """What the watcher's drain does for one pair: one `Drains` event (R-N3, ADR 024),
+        saved on its own, as a drain always is: one save's events are stored aggregate by
+        aggregate, so a drain and a later event of its cursor in one save would be stored
+        out of their order."""
+        self.flush()
+        try:
+            return self._acknowledge(watcher, target)
+        finally:
+            self.flush()
+
+    def _acknowledge(self, watcher: str, target: str) -> bool:
         now = self.svc.clock()
 
         def drained(uow: UnitOfWork) -> bool:

@@ -312,14 +312,12 @@ class Watch(Aggregate):
     def acknowledgement(self, *, material: int, at: datetime) -> Acknowledgement:
         """What draining the pending notice leaves, `material` being the target's M for this
         watcher (`Session.material_for`): L = the old N; N = M = the target's M, so a fresh
-        notice opens for the remainder when it is past the old N (R-N3). Stored by the
-        watcher's `Drains` (ADR 024); this copy shows it at once."""
+        notice opens for the remainder when it is past the old N (R-N3). The watcher's
+        `Drains` stores it (ADR 024); the cursor itself does not change."""
         if not self.pending:
             raise WatchStateError("no pending notice to acknowledge")
         notified = max(self.material, material)
-        drained = Acknowledgement(self.id, self.version, self.notified, notified, notified, at)
-        self.overlay(drained)
-        return drained
+        return Acknowledgement(self.id, self.version, self.notified, notified, notified, at)
 
     def acknowledge(self, *, material: int, at: datetime) -> bool:
         """The same drain of this one cursor, stored as its own `Acknowledged` event: the

@@ -99,7 +99,10 @@ class BulkWrites(ReadModelWrites):
         supersedes the entry as any later event does. Exact for the same reason as
         `check_no_cursor_behind`."""
         held = [
-            (ch.watch_id, ch.version, ch.position) for ch in changes if type(ch) is p.CursorHeld
+            (wid, version, ch.position)
+            for ch in changes
+            if type(ch) is p.CursorsHeld
+            for wid, version in ch.held
         ]
         if not held:
             return

@@ -47,6 +47,12 @@ _CURSOR = (
     "FROM {s}session_watch_cursors c LEFT JOIN {s}session_material m "
     "ON m.session_id = c.target_id WHERE "
 )
+_PENDING_TO_DRAIN = (
+    f"SELECT c.watch_id, {DERIVED_MATERIAL} FROM {{s}}session_watch_cursors c "  # noqa: S608 -- fixed fragments; values are bound
+    "LEFT JOIN {s}session_material m ON m.session_id = c.target_id "
+    "WHERE c.watcher_key = ? AND c.notified > c.acknowledged "
+    "ORDER BY c.notice_order, c.target_key"
+)
 _LINK = (
     "SELECT l.session_id, r.agent_id, r.session_key, l.catalog_id, l.host_id, l.thread_id, "
     "l.upstream_kind, l.upstream_ref, l.marker, l.last_position, l.generation, l.updated_at "
@@ -161,6 +167,10 @@ class ReadModelQueries(Rendered):
         )
         return [_cursor(r) for r in rows]
 
+    def pending_to_drain(self, watcher_key: str) -> list[tuple[UUID, int]]:
+        rows = self.fetch_tuples(_PENDING_TO_DRAIN, (watcher_key,))
+        return [(_uuid(wid), material) for wid, material in rows]
+
     def cursors_on_target(self, target_id: UUID) -> list[CursorRow]:
         rows = self.fetch(
             _CURSOR + "c.target_id = ? ORDER BY c.watcher_key", (self.dialect.bind_id(target_id),)
@@ -205,7 +215,9 @@ class ReadModelQueries(Rendered):
 
 
 def _uuid(value: Any) -> UUID:
-    return value if isinstance(value, UUID) else UUID(value)
+    """An id column's value: PostgreSQL's own UUID, or SQLite's hex (`SQLiteDialect.bind_id`),
+    read as an integer, half the time of parsing it as hex (a drain reads two per pair)."""
+    return value if isinstance(value, UUID) else UUID(int=int(value, 16))
 
 
 def _session(r: Any) -> SessionRow:

@@ -401,7 +401,7 @@ WRITES: dict[type, Callable[[Bind, Any], Writes]] = {
     p.SessionDeleted: _session_deleted,
     p.CursorStarted: _cursor_started,
     p.CursorMoved: _cursor_moved,
-    p.CursorHeld: _no_rows,
+    p.CursorsHeld: _no_rows,
     p.CursorRemoved: _cursor_removed,
     p.UpstreamLinkSet: _link_set,
     p.UpstreamLinkAdvanced: _link_advanced,

@@ -56,7 +56,7 @@ class TestADrainGivesTheCursorItsPositions:
         drained = watch.acknowledgement(material=3, at=at(10))
         assert (drained.acknowledged, drained.notified, drained.material) == (2, 3, 3)
         assert drained.version == watch.version and drained.reopened
-        assert watch.pending and watch.notice is not None and watch.pending_events == []
+        assert watch.positions == (1, 2, 2) and watch.pending_events == []
         drains = Drains.record(None, WATCHER, [drained], at=at(10))
         assert drains.id == drains_id(WATCHER)
         again = replay(stored_and_back(e) for e in drains.collect_events())
@@ -71,9 +71,9 @@ class TestADrainGivesTheCursorItsPositions:
         """R-N2: once the cursor stores an event of its own (here the next notice, opened on
         the drained positions), the drain's entry no longer applies."""
         watch, _ = pending()
-        drains = Drains.record(
-            None, WATCHER, [watch.acknowledgement(material=2, at=at(10))], at=at(10)
-        )
+        drained = watch.acknowledgement(material=2, at=at(10))
+        drains = Drains.record(None, WATCHER, [drained], at=at(10))
+        watch.overlay(drained)
         assert watch.synced
         assert watch.observe(3, at=at(11))
         [opened] = watch.collect_events()
@@ -85,6 +85,7 @@ class TestADrainGivesTheCursorItsPositions:
         watch, _ = pending()
         first = watch.acknowledgement(material=3, at=at(10))  # L = 2, reopened at 3
         drains = Drains.record(None, WATCHER, [first], at=at(10))
+        watch.overlay(first)
         second = watch.acknowledgement(material=3, at=at(20))
         assert (second.acknowledged, second.notified, second.version) == (3, 3, first.version)
         Drains.record(drains, WATCHER, [second], at=at(20))
@@ -94,6 +95,7 @@ class TestADrainGivesTheCursorItsPositions:
     def test_only_a_pending_cursor_is_drained_and_only_at_its_version(self) -> None:
         watch, _ = pending()
         drained = watch.acknowledgement(material=2, at=at(10))
+        watch.overlay(drained)
         with pytest.raises(WatchStateError):
             watch.acknowledgement(material=2, at=at(11))  # synced now
         cold, _ = pending()
@@ -105,7 +107,8 @@ class TestADrainGivesTheCursorItsPositions:
         """R-W6: a removal supersedes the drain; the removed cursor is what its own events
         make it, as a replay from them would."""
         watch, events = pending()
-        watch.acknowledgement(material=2, at=at(10))
+        watch.overlay(watch.acknowledgement(material=2, at=at(10)))
+        assert watch.synced
         watch.remove(RemovalReason.UNWATCHED, at=at(11))
         removed = watch.collect_events()
         assert (watch.acknowledged, watch.notified, watch.material) == (1, 2, 2)
@@ -114,7 +117,7 @@ class TestADrainGivesTheCursorItsPositions:
     def test_a_drained_ambient_cursor_is_promoted_with_the_drained_positions(self) -> None:
         """R-W7: the promotion supersedes the drain, so it carries what the drain left."""
         watch, events = pending(GROUP, Via.AMBIENT)
-        watch.acknowledgement(material=3, at=at(10))
+        watch.overlay(watch.acknowledgement(material=3, at=at(10)))
         assert watch.promote(at=at(11))
         [promoted] = watch.collect_events()
         assert type(promoted) is Watch.MadeExplicit
@@ -125,7 +128,8 @@ class TestADrainGivesTheCursorItsPositions:
 
     def test_a_snapshot_of_a_drained_copy_holds_the_cursors_own_positions(self) -> None:
         watch, _ = pending()
-        watch.acknowledgement(material=3, at=at(10))
+        watch.overlay(watch.acknowledgement(material=3, at=at(10)))
+        assert watch.positions == (2, 3, 3)
         restored = stored_and_back(Watch.Snapshot.take(watch)).mutate(None)
         assert restored.positions == (1, 2, 2) and restored.drained is None
 
