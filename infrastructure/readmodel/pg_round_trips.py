@@ -181,10 +181,10 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         return f"{insert}{values} RETURNING notification_id"
 
     def write_batches(self, c: Any, batches: dict[Write, list[Row]]) -> None:
-        """In a large save's pipeline, a write for many keys with an array form is one
+        """In a save's statements, a write for many keys with an array form is one
         statement (a drain's cursors: one UPDATE instead of 1,000 for the server to plan);
         elsewhere, one statement per row."""
-        if not isinstance(c, _Pipelined):
+        if not isinstance(c, _Pipelined | _Statements):
             super().write_batches(c, batches)
             return
         for write, rows in batches.items():
