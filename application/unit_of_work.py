@@ -148,27 +148,31 @@ class UnitOfWork:
 
     def watch_to_tell(self, watcher: str, target_id: UUID) -> Watch | None:
         """The cursor a fan-out tells: a pending one as the cache holds it, uncopied (telling
-        a pending cursor only reads it, ADR 023); any other as `watch` loads it."""
-        wid = watch_id(watcher, target_id)
-        if wid not in self._loaded and self._cache is not None:
-            if self._seen_at is None:
-                self._seen_at = self._cache.look()
-            cached = self._cache.peek(wid)
-            if isinstance(cached, Watch) and cached.pending and not self._drained_cached(cached):
-                return cached
-        return self.watch(watcher, target_id)
+        a pending cursor only reads it, ADR 023) unless a drain gives it other positions (ADR
+        024); any other as `watch` loads it."""
+        uncopied = self._uncopied(watch_id(watcher, target_id), pending_only=True)
+        return uncopied or self.watch(watcher, target_id)
 
     def cursor_to_read(self, wid: UUID) -> Watch | None:
         """A cursor the command only reads (a drain's, which stores on the watcher's
         `Drains`): as the cache holds it, uncopied, unless a drain gives it other positions;
         otherwise as `get` loads it."""
-        if wid not in self._loaded and self._cache is not None:
-            if self._seen_at is None:
-                self._seen_at = self._cache.look()
-            cached = self._cache.peek(wid)
-            if isinstance(cached, Watch) and not (cached.pending and self._drained_cached(cached)):
-                return cached
-        return cast(Watch | None, self.get(wid))
+        return self._uncopied(wid, pending_only=False) or cast(Watch | None, self.get(wid))
+
+    def _uncopied(self, wid: UUID, *, pending_only: bool) -> Watch | None:
+        """The cached cursor itself, for a command that only reads it: when it is cached and
+        fresh, not loaded by this attempt already, pending if `pending_only`, and shown as
+        its own events make it (no drain gives it other positions); otherwise None."""
+        if wid in self._loaded or self._cache is None:
+            return None
+        if self._seen_at is None:
+            self._seen_at = self._cache.look()
+        cached = self._cache.peek(wid)
+        if not isinstance(cached, Watch):
+            return None
+        if cached.pending:
+            return None if self._drained_cached(cached) else cached
+        return None if pending_only else cached
 
     def quiet(self, watch_id: UUID) -> None:
         """A notice this save reopens on an ambient cursor: it publishes no wake (R-W7)."""

@@ -48,7 +48,7 @@ _CURSOR = (
     "ON m.session_id = c.target_id WHERE "
 )
 _PENDING_TO_DRAIN = (
-    f"SELECT c.watch_id, {DERIVED_MATERIAL} FROM {{s}}session_watch_cursors c "  # noqa: S608 -- fixed fragments; values are bound
+    f"SELECT c.watch_id, {DERIVED_MATERIAL} FROM {{s}}session_watch_cursors c "
     "LEFT JOIN {s}session_material m ON m.session_id = c.target_id "
     "WHERE c.watcher_key = ? AND c.notified > c.acknowledged "
     "ORDER BY c.notice_order, c.target_key"

@@ -151,3 +151,25 @@ def test_an_ambient_notice_publishes_no_wake_to_another_service(pg_url: str, wat
         a.record_goal_changed(CHILD, summary="goal created")
         assert wait_until(lambda: MANAGER in there.woken)
         assert there.woken.count(MANAGER) == 1  # the spawn cursor's notice, not the ambient one
+
+
+def test_a_drain_that_reopens_an_ambient_notice_publishes_no_wake(pg_url: str) -> None:
+    """R-W7, R-N7, ADR 024: the drain's one event reopens main's ambient notice on a group;
+    no NOTIFY goes out for it. A later explicit notice of main's does, once: had the reopen
+    been sent, it would have arrived first."""
+    team = "agent:main:team"
+    there = RecordingWaker()
+    quick = {"wake_coalesce_seconds": 0}  # every wake counted
+    with (
+        open_service(pg_url, waker=RecordingWaker(), **quick) as a,
+        open_service(pg_url, waker=there, **quick) as b,
+    ):
+        a.open_session(team, kind="group")
+        a.record_human_direct_message(team, channel="slack")  # 1: the ambient notice
+        a.record_human_direct_message(team, channel="slack")  # 2
+        assert a.drain_notices(MANAGER) == [notice(team, 0)]  # reopened for 2
+        assert b.pending_notices(MANAGER) == [notice(team, 1)]
+        spawn(a)
+        a.record_goal_changed(CHILD, summary="goal created")
+        assert wait_until(lambda: MANAGER in there.woken)
+        assert there.woken.count(MANAGER) == 1
