@@ -164,6 +164,25 @@ def _no_bulk_inline() -> None:
     bulk.BULK_INLINE = pg_round_trips.BULK_INLINE = postgres.BULK_INLINE = threshold
 
 
+# -- cost probes: a check that correctness needs, switched off to measure what it costs -------
+# Never correct while active: `bench.ab` alternates it with the real path to price it.
+
+
+def _no_drains_peek() -> None:
+    """The fan-out's look at each pending cursor's `Drains` (ADR 024), skipped: a cursor a
+    drain synced would be read as pending. `bench.ab no-drains-peek --only fanout` prices it."""
+    from session_awareness.application.unit_of_work import UnitOfWork  # noqa: PLC0415
+
+    ours = UnitOfWork._drained_cached
+
+    def _drained_cached(self: Any, watch: Any) -> bool:
+        if active("no-drains-peek"):
+            return False
+        return ours(self, watch)
+
+    UnitOfWork._drained_cached = _drained_cached  # type: ignore[method-assign]
+
+
 #: Each proposal and the installer of its (switchable) replacement.
 #: P1, P5, P6 and P7 are in the product now (P1 and P6-P7 in another form: ADRs 012, 013),
 #: and P2 no longer applies (the write path is the service's own); their patches are gone.
@@ -175,6 +194,7 @@ PATCHES: dict[str, Callable[[], None]] = {
     "no-pg-write-path": _no_pg_write_path,
     "no-bulk-inline": _no_bulk_inline,
     "no-group-commit": _no_group_commit,
+    "no-drains-peek": _no_drains_peek,
 }
 #: Run when a proposal is switched on / off (for devices fixed when a connection opens).
 ON_APPLY: dict[str, Callable[[], None]] = {}
