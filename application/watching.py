@@ -113,22 +113,22 @@ class Watching:
         material (R-N3). Returns the texts drained, oldest first."""
 
         def attempt(uow: UnitOfWork) -> list[str]:
-            rows = self.store.read_model.pending_to_drain(watcher)
-            now, texts, drained, loud = self.store.clock(), [], [], False
-            for wid, material in rows:
+            now, pending = self.store.clock(), []
+            for wid, material in self.store.read_model.pending_to_drain(watcher):  # ADR 023
                 watch = uow.cursor_to_read(wid)
-                if watch is None or not watch.pending:
-                    continue
-                texts.append(cast(str, watch.notice))
-                acknowledged = watch.acknowledgement(material=material, at=now)  # ADR 023
-                drained.append(acknowledged)
+                if watch is not None and watch.pending:
+                    pending.append((watch, material))
+            drains, drained = notices.drain(uow.drains(watcher), watcher, pending, at=now)
+            loud = False
+            for (watch, _), acknowledged in zip(pending, drained, strict=True):
                 if acknowledged.reopened:
                     if watch.ambient:  # a reopened ambient notice never wakes (R-W7)
                         uow.quiet(watch.id)
                     else:
                         loud = True
+            texts = [cast(str, watch.notice) for watch, _ in pending]
             if drained:  # one event for the whole drain (ADR 024)
-                uow.add(Drains.record(uow.drains(watcher), watcher, drained, at=now))
+                uow.add(cast(Drains, drains))
                 reopened = sum(acknowledged.reopened for acknowledged in drained)
                 log.info("notice_drained", watcher=watcher, drained=len(texts), reopened=reopened)
             if loud:  # a reopened notice wakes its watcher, once, after commit (R-N5)

@@ -110,8 +110,8 @@ class Batch:
             if watch is None or not watch.pending:
                 return False
             held = notices.material(watch, cast(Session, uow.session(watch.target_id)))
-            acknowledged = watch.acknowledgement(material=held, at=now)
-            uow.add(Drains.record(uow.drains(watcher), watcher, [acknowledged], at=now))
+            drains, _ = notices.drain(uow.drains(watcher), watcher, [(watch, held)], at=now)
+            uow.add(cast(Drains, drains))
             return True
 
         return bool(self._then(drained))

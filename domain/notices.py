@@ -21,10 +21,11 @@ commit, the watchers of the notices this module says opened.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from session_awareness.domain.drains import Acknowledgement, Drains
 from session_awareness.domain.keys import (
     AGENT_PREFIX,
     InvalidKeyError,
@@ -126,6 +127,19 @@ def acknowledge(watch: Watch, session: Session | None, *, at: datetime) -> bool:
     target is gone); True when a fresh notice opens for the remainder (R-N3)."""
     held = watch.material if session is None else material(watch, session)
     return watch.acknowledge(material=held, at=at)
+
+
+def drain(
+    drains: Drains | None, watcher: str, pending: Iterable[tuple[Watch, int]], *, at: datetime
+) -> tuple[Drains | None, list[Acknowledgement]]:
+    """Acknowledge each of the watcher's pending cursors, given with its target's M for the
+    watcher (R-N3), in ONE event on the watcher's `Drains` (created by its first drain, ADR
+    024). Returns the `Drains` to save (None when nothing was pending) and each cursor's
+    acknowledgement, in the order given."""
+    drained = [watch.acknowledgement(material=held, at=at) for watch, held in pending]
+    if not drained:
+        return drains, drained
+    return Drains.record(drains, watcher, drained, at=at), drained
 
 
 def last_moved(watch: Watch, session: Session | None) -> datetime:

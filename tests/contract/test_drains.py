@@ -14,7 +14,7 @@ from session_awareness.application import SessionAwareness
 from session_awareness.application import watching as watching_module
 from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import SessionRef, drains_id, watch_id
-from tests.conftest import ServiceFactory
+from tests.conftest import RecordingWaker, ServiceFactory
 from tests.contract.helpers import CHILD, MANAGER, OTHER, PEER, cursor, notice, spawn
 
 CHILDREN = [f"agent:main:subagent:c{n}" for n in range(20)]
@@ -77,8 +77,8 @@ class TestOneEventPerDrain:
     def test_a_drained_cursor_opens_its_next_notice_after_a_restart(
         self, open_svc: ServiceFactory
     ) -> None:
-        """R-N2, R-N3: a restarted service loads the cursor from its own events and the
-        watcher's drain: synced, so the next record opens one notice, at the drained L."""
+        """R-N2, R-N3, R-N6: a restarted service loads the cursor from its own events and
+        the watcher's drain: synced, so the next record opens one notice, at the drained L."""
         svc = open_svc()
         spawn(svc)
         svc.record_human_direct_message(CHILD, channel="telegram")  # 2
@@ -116,8 +116,8 @@ class TestOneEventPerDrain:
     def test_the_history_shows_each_drained_pair_as_acknowledged(
         self, svc: SessionAwareness
     ) -> None:
-        """R-N3: a drain's one event reads, in each target's history, as the acknowledged
-        step of the pair on it, reopened or not."""
+        """R-N3, R-R2: a drain's one event reads, in each target's history, as the
+        acknowledged step of the pair on it, reopened or not."""
         spawn(svc)
         spawn(svc, child=OTHER, run="run-2")
         svc.record_human_direct_message(CHILD, channel="telegram")  # 2
@@ -139,6 +139,22 @@ class TestOneEventPerDrain:
         assert [(e["watcher"], *e["cursor"].values(), e["reopened"]) for e in other] == [
             (MANAGER, 2, 2, 2, False)
         ]
+
+
+    def test_a_notice_the_drain_reopens_wakes_its_watcher_once(
+        self, open_svc: ServiceFactory, waker: RecordingWaker
+    ) -> None:
+        """R-N3, R-N5: the reopened notice wakes the watcher after the drain commits; a
+        drain that reopens nothing wakes nobody."""
+        svc = open_svc(wake_coalesce_seconds=0)
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 2: opens, a wake
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 3: pending, none
+        assert waker.woken == [MANAGER]
+        assert svc.drain_notices(MANAGER) == [notice(CHILD, 1)]  # reopened at 3
+        assert waker.woken == [MANAGER, MANAGER]
+        assert svc.drain_notices(MANAGER) == [notice(CHILD, 2)]  # synced
+        assert waker.woken == [MANAGER, MANAGER]
 
 
 class TestADrainThatRacesAnotherCommand:

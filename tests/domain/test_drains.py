@@ -82,6 +82,8 @@ class TestADrainGivesTheCursorItsPositions:
         assert drains.latest_for(watch.id, watch.version) is None
 
     def test_a_second_drain_of_one_version_replaces_the_first(self) -> None:
+        """R-N3: a drain of a reopened notice, the cursor's own events unchanged, is the
+        entry that counts."""
         watch, _ = pending()
         first = watch.acknowledgement(material=3, at=at(10))  # L = 2, reopened at 3
         drains = Drains.record(None, WATCHER, [first], at=at(10))
@@ -93,6 +95,8 @@ class TestADrainGivesTheCursorItsPositions:
         assert [type(e).__name__ for e in drains.collect_events()] == ["Started", "Drained"]
 
     def test_only_a_pending_cursor_is_drained_and_only_at_its_version(self) -> None:
+        """R-N3: nothing to acknowledge on a synced cursor; an entry of another version is
+        refused."""
         watch, _ = pending()
         drained = watch.acknowledgement(material=2, at=at(10))
         watch.overlay(drained)
@@ -134,6 +138,7 @@ class TestADrainGivesTheCursorItsPositions:
         assert restored.positions == (1, 2, 2) and restored.drained is None
 
     def test_the_drains_come_back_from_their_snapshot(self) -> None:
+        """ADR 022, R-N3: the snapshot restores every latest acknowledgement."""
         watch, _ = pending()
         other, _ = pending(GROUP, Via.AMBIENT)
         drained = [watch.acknowledgement(material=3, at=at(10)),
