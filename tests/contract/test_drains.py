@@ -140,7 +140,6 @@ class TestOneEventPerDrain:
             (MANAGER, 2, 2, 2, False)
         ]
 
-
     def test_a_notice_the_drain_reopens_wakes_its_watcher_once(
         self, open_svc: ServiceFactory, waker: RecordingWaker
     ) -> None:
