@@ -112,8 +112,12 @@ def summary(rounds: dict[str, list[list[dict[str, Any]]]]) -> list[dict[str, Any
     return list(rows.values())
 
 
+def _figure(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 def _span(values: list[float]) -> str:
-    return f"{min(values):.3g}-{max(values):.3g}" if values else "–"
+    return f"{_figure(min(values))}-{_figure(max(values))}" if values else "–"
 
 
 def render(rows: list[dict[str, Any]], names: tuple[str, str]) -> str:
@@ -128,7 +132,7 @@ def render(rows: list[dict[str, Any]], names: tuple[str, str]) -> str:
             for tree in names:
                 side = row.get(tree) or {}
                 med = side.get(f"{field}_median")
-                cells.append("–" if med is None else f"{med:.3g} ({_span(side[field])})")
+                cells.append("–" if med is None else f"{_figure(med)} ({_span(side[field])})")
         lines.append(
             f"| {row['metric']} | {row['backend']} | {' | '.join(cells)} | {row['unit']} "
             f"| {row['target']} |"

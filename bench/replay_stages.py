@@ -1,0 +1,174 @@
+"""`python -m bench.replay_stages STORE [--tree REV] [--rounds N] [--stages]`: an audit
+rebuild of one SQLite event store, timed alone, by this tree's code and (with `--tree`)
+another commit's, alternately, each on a fresh copy of the store.
+
+Plain, it times `svc.audit(rebuild=True)`. With `--stages` it runs the audit's replay loop
+itself, stage by stage (read a page, decode, check the invariants, project, write the scratch
+tables), and counts the row changes the projection makes, by class: the figures that tell
+whether a tree replays the same work slower or does more work (ADR 021, "Comparing trees").
+A store written by an older tree is read by a newer one as any old store is.
+
+Each run is a child process (this file run as a script by the tree's interpreter, see
+`bench.trees.interpreter_for`), so nothing of one tree's modules is loaded in the other's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _quiet() -> None:
+    import logging  # noqa: PLC0415
+
+    import structlog  # noqa: PLC0415
+
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        cache_logger_on_first_use=True,
+    )
+
+
+def _staged(svc: Any) -> dict[str, Any]:
+    """The replay of `Audit.audit` into a scratch store, each stage timed on its own."""
+    from session_awareness.application import audit  # noqa: PLC0415
+    from session_awareness.application.projection import project  # noqa: PLC0415
+
+    store = getattr(svc, "store", svc)  # older trees: the service is its own store
+    audit_store = store.audit_store() if hasattr(store, "audit_store") else store._audit_store()
+    replay = audit._Replay(store, audit.AUDIT_PAGE_SIZE, None)
+    seconds = dict.fromkeys(("read", "decode", "check", "project", "write"), 0.0)
+    classes: collections.Counter[str] = collections.Counter()
+    clock = time.perf_counter
+    with audit_store.scratch() as scratch:
+        began = clock()
+        position = events = 0
+        while True:
+            at = clock()
+            page = scratch.notifications(position, audit.AUDIT_PAGE_SIZE)
+            seconds["read"] += clock() - at
+            if not page:
+                break
+            changes: list[Any] = []
+            for start in range(0, len(page), audit.REPLAY_CHUNK):
+                at = clock()
+                recorded = [
+                    (n.id, replay.decode(n)) for n in page[start : start + audit.REPLAY_CHUNK]
+                ]
+                decoded = clock()
+                for number, event in recorded:
+                    replay.invariants.check(number, event)
+                checked = clock()
+                changes.extend(project(recorded))
+                seconds["decode"] += decoded - at
+                seconds["check"] += checked - decoded
+                seconds["project"] += clock() - checked
+            at = clock()
+            scratch.apply(changes)
+            seconds["write"] += clock() - at
+            classes.update(type(change).__name__ for change in changes)
+            position, events = page[-1].id, events + len(page)
+        total = clock() - began
+    return {"events": events, "seconds": total, "stages": seconds, "changes": dict(classes)}
+
+
+def child(path: str, stages: bool) -> None:
+    _quiet()
+    from session_awareness.application import open_service  # noqa: PLC0415
+
+    svc = open_service(f"sqlite:///{path}")
+    try:
+        if stages:
+            report = _staged(svc)
+        else:
+            began = time.perf_counter()
+            events = svc.audit(rebuild=True).events
+            report = {"events": events, "seconds": time.perf_counter() - began}
+    finally:
+        svc.close()
+    print(json.dumps(report))
+
+
+def _run(python: Path, cwd: Path, store: Path, folder: Path, stages: bool) -> dict[str, Any]:
+    copy = folder / "copy.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{copy}{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(store, copy)
+    done = subprocess.run(  # noqa: S603 -- a tree's interpreter running this file
+        [str(python), str(Path(__file__).resolve()), "--child", str(copy),
+         *(["--stages"] if stages else [])],
+        cwd=cwd, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"the replay failed:\n{done.stderr[-3000:]}")
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
+def _line(name: str, report: dict[str, Any]) -> str:
+    events, seconds = report["events"], report["seconds"]
+    line = f"{name}: {events:,} events in {seconds:.2f} s, {events / seconds:,.0f} events/s"
+    if "stages" in report:
+        changes = sum(report["changes"].values())
+        parts = [f"{stage} {t / events * 1e6:.1f}" for stage, t in report["stages"].items()]
+        line += f"; µs per event: {', '.join(parts)}; {changes:,} row changes"
+    return line
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.replay_stages", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("store", type=Path, help="a SQLite event store (it is copied, not changed)")
+    parser.add_argument("--tree", help="also replay with this commit's code, alternately")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--stages", action="store_true", help="time each stage; count changes")
+    args = parser.parse_args(argv)
+    if not args.store.is_file():
+        parser.error(f"no such store: {args.store}")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    from bench.trees import _git, interpreter_for  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory(prefix="bench-replay-") as scratch:
+        folder = Path(scratch)
+        sides: list[tuple[str, Path, Path]] = []
+        if args.tree:
+            commit = _git("rev-parse", "--short", f"{args.tree}^{{commit}}")
+            tree = folder / "tree"
+            _git("worktree", "add", "--detach", "--quiet", str(tree), commit)
+            sides.append((commit, interpreter_for(tree, folder), tree))
+        sides.append(("this tree", Path(sys.executable), REPO))
+        reports: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in sides}
+        try:
+            for _ in range(args.rounds):
+                for name, python, cwd in sides:
+                    report = _run(python, cwd, args.store, folder, args.stages)
+                    reports[name].append(report)
+                    print(_line(name, report), flush=True)
+        finally:
+            if args.tree:
+                _git("worktree", "remove", "--force", str(folder / "tree"))
+    if args.stages:
+        for name, runs in reports.items():
+            print(f"\nrow changes by class, {name}:")
+            for cls, count in sorted(runs[-1]["changes"].items(), key=lambda kv: -kv[1]):
+                print(f"  {cls:22} {count:9,}")
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        child(sys.argv[2], "--stages" in sys.argv[3:])
+    else:
+        raise SystemExit(main())
