@@ -13,14 +13,20 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
 import psycopg
 from eventsourcing.persistence import InterfaceError, OperationalError
-from eventsourcing.postgres import BasePostgresFactory, PostgresDatastore, PostgresFactory
+from eventsourcing.postgres import (
+    BasePostgresFactory,
+    PostgresAggregateRecorder,
+    PostgresDatastore,
+    PostgresFactory,
+)
 from psycopg.rows import dict_row
+from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
@@ -54,6 +60,35 @@ def bounded(seconds: float | None) -> Iterator[None]:
         yield
     finally:
         _BUDGET.reset(token)
+
+
+#: The advisory lock that serialises concurrent first-use schema creation (every recorder's).
+SCHEMA_LOCK = 0x5E5510A5
+#: Creating the schema may wait for another process's creation: this many connect timeouts.
+OPEN_BUDGET_FACTOR = 10
+
+
+def create_in_turn(datastore: PostgresDatastore, create: Callable[[], None]) -> None:
+    """Create the schema, then run a recorder's `create`, holding an advisory lock, so that
+    concurrent first uses of one store (several processes starting at once) take turns.
+    Without it they race on `CREATE SCHEMA IF NOT EXISTS` and `CREATE TABLE IF NOT EXISTS`
+    themselves: the loser of a table's race fails on the catalogue's unique index."""
+    budget = OPEN_BUDGET_FACTOR * getattr(datastore, "connect_timeout", 3)
+    with bounded(budget), datastore.get_connection() as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+        try:
+            conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(datastore.schema)))
+            create()
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+
+
+class ServiceAggregateRecorder(PostgresAggregateRecorder):
+    """The library's aggregate recorder (the snapshot store's, ADR 022), its tables created
+    in turn with the event store's (`create_in_turn`)."""
+
+    def create_table(self) -> None:
+        create_in_turn(self.datastore, super().create_table)
 
 
 class Deadlines:
@@ -249,6 +284,8 @@ class ServiceDatastore(PostgresDatastore):
 
 class ServicePostgresFactory(PostgresFactory):
     """The library's PostgreSQL factory on `POSTGRES_URL`, read by libpq's rules."""
+
+    aggregate_recorder_class = ServiceAggregateRecorder
 
     def __init__(self, env: Any) -> None:
         super(BasePostgresFactory, self).__init__(env)  # the library's env keys are not used

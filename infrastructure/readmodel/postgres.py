@@ -31,7 +31,7 @@ from psycopg.sql import SQL, Identifier
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.pg_config import wake_channel_for
 from session_awareness.infrastructure.pg_listener import WakeListener
-from session_awareness.infrastructure.postgres import bounded
+from session_awareness.infrastructure.postgres import bounded, create_in_turn
 from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
 from session_awareness.infrastructure.readmodel.dialect import Dialect
 from session_awareness.infrastructure.readmodel.postgres_audit import PostgresAudit
@@ -40,12 +40,8 @@ from session_awareness.infrastructure.readmodel.store import ReadModelStore
 
 #: How long a backend pid that published a wake counts as ours (its notifications are skipped).
 OWN_BACKEND_MEMORY = 60.0
-_SCHEMA_LOCK = 0x5E5510A5  # advisory lock serialising concurrent first-use schema creation
 #: A large save may take longer than one round trip: this much more time per stored event.
 SECONDS_PER_EVENT = 0.001
-#: Opening waits for the schema lock (another process creating the tables) this many times
-#: the connect timeout.
-OPEN_BUDGET_FACTOR = 10
 
 
 @dataclass(frozen=True)
@@ -104,18 +100,7 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
 
     def create_table(self) -> None:
         """Create the schema and tables on first use; concurrent first uses take turns."""
-        budget = OPEN_BUDGET_FACTOR * getattr(self.datastore, "connect_timeout", 3)
-        with bounded(budget), self.datastore.get_connection() as conn:
-            # The lock first: two processes creating one schema at once would otherwise
-            # race on `CREATE SCHEMA IF NOT EXISTS` itself (a unique violation).
-            conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
-            try:
-                conn.execute(
-                    SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(self.datastore.schema))
-                )
-                super().create_table()
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
+        create_in_turn(self.datastore, super().create_table)
 
     # The library retries connection errors ten times; we fail fast and let the service's
     # bounded retry and its signal backlog decide (SPEC R-L8).

@@ -1,0 +1,72 @@
+"""Several processes opening one fresh store at once take turns creating its tables: the
+event store's and the snapshot store's alike. The snapshot store's recorder is the library's
+aggregate recorder; left to itself it runs `CREATE TABLE IF NOT EXISTS` while another
+process runs the same statement, and the loser fails on the catalogue's unique index
+(`pg_type_typname_nsp_index`), so `open_service` raised a `ConfigurationError` in about one
+start of four processes in fifteen."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import psycopg
+
+from session_awareness.infrastructure.pg_config import parse_postgres_url
+from session_awareness.infrastructure.postgres import (
+    SCHEMA_LOCK,
+    ServiceAggregateRecorder,
+    ServiceDatastore,
+    ServicePostgresFactory,
+)
+from session_awareness.testing.pgcluster import PostgresCluster
+from tests.conftest import wait_until
+
+
+def _waiting_on_the_schema_lock(conn: psycopg.Connection) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = %s",
+        (SCHEMA_LOCK & 0xFFFFFFFF,),
+    ).fetchone()
+    return row is not None and row[0] > 0
+
+
+def _table_exists(conn: psycopg.Connection, schema: str, table: str) -> bool:
+    row = conn.execute("SELECT to_regclass(%s)", (f"{schema}.{table}",)).fetchone()
+    return row is not None and row[0] is not None
+
+
+def test_the_snapshot_store_is_created_in_turn(postgres: PostgresCluster) -> None:
+    """While another process holds the schema lock, the snapshot store's recorder waits for
+    it before creating its table, and creates it once the lock is released."""
+    schema = f"p_{uuid.uuid4().hex[:12]}"
+    datastore = ServiceDatastore(parse_postgres_url(f"{postgres.url}?schema={schema}"))
+    recorder = ServiceAggregateRecorder(datastore=datastore, events_table_name="x_snapshots")
+    failures: list[BaseException] = []
+
+    def create() -> None:
+        try:
+            recorder.create_table()
+        except BaseException as error:  # noqa: BLE001 -- reported by the assertion below
+            failures.append(error)
+
+    with psycopg.connect(postgres.url, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+        creating = threading.Thread(target=create)
+        try:
+            creating.start()
+            assert wait_until(lambda: _waiting_on_the_schema_lock(other))
+            assert not _table_exists(other, schema, "x_snapshots")
+        finally:
+            other.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+            creating.join(timeout=60)
+        try:
+            assert not creating.is_alive()
+            assert failures == []
+            assert _table_exists(other, schema, "x_snapshots")
+        finally:
+            datastore.close()
+
+
+def test_the_service_factory_builds_the_snapshot_store_with_that_recorder() -> None:
+    assert ServicePostgresFactory.aggregate_recorder_class is ServiceAggregateRecorder
