@@ -183,6 +183,23 @@ def _no_drains_peek() -> None:
     UnitOfWork._drained_cached = _drained_cached  # type: ignore[method-assign]
 
 
+def _no_behind_check() -> None:
+    """The save's check that no cursor it touched is synced below its target's derived M
+    (ADR 023), skipped: a record racing a drain could leave a notice lost. `python -m bench
+    --only record4 --backend postgresql --proposals no-behind-check` prices it where the
+    table lock makes every statement inside it count."""
+    from session_awareness.infrastructure.readmodel.bulk import BulkWrites  # noqa: PLC0415
+
+    ours = BulkWrites.check_no_cursor_behind
+
+    def check_no_cursor_behind(self: Any, c: Any, changes: Any) -> None:
+        if active("no-behind-check"):
+            return
+        ours(self, c, changes)
+
+    BulkWrites.check_no_cursor_behind = check_no_cursor_behind  # type: ignore[method-assign]
+
+
 #: Each proposal and the installer of its (switchable) replacement.
 #: P1, P5, P6 and P7 are in the product now (P1 and P6-P7 in another form: ADRs 012, 013),
 #: and P2 no longer applies (the write path is the service's own); their patches are gone.
@@ -195,6 +212,7 @@ PATCHES: dict[str, Callable[[], None]] = {
     "no-bulk-inline": _no_bulk_inline,
     "no-group-commit": _no_group_commit,
     "no-drains-peek": _no_drains_peek,
+    "no-behind-check": _no_behind_check,
 }
 #: Run when a proposal is switched on / off (for devices fixed when a connection opens).
 ON_APPLY: dict[str, Callable[[], None]] = {}
