@@ -74,17 +74,25 @@ class Writers:
                 target=worker, args=(there, url, raw_url, number, proposals), daemon=True
             )
             process.start()
+            there.close()  # the child's end is the child's alone: its exit ends our `recv`
             self.pipes.append(here)
             self.processes.append(process)
         for pipe in self.pipes:
-            if pipe.recv() != "ready":
+            if self._receive(pipe) != "ready":
                 raise RuntimeError("a writer failed to start")
+
+    @staticmethod
+    def _receive(pipe: Connection) -> Any:
+        try:
+            return pipe.recv()
+        except EOFError:
+            raise RuntimeError("a writer process ended (its traceback is above)") from None
 
     def round(self, side: str, count: int) -> float:
         """Aggregate operations per second of one round of all writers."""
         for pipe in self.pipes:
             pipe.send((side, count))
-        spans = [pipe.recv() for pipe in self.pipes]
+        spans = [self._receive(pipe) for pipe in self.pipes]
         first, last = min(s for s, _ in spans), max(e for _, e in spans)
         return float(WRITERS * count / (last - first))
 
