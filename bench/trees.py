@@ -19,6 +19,7 @@ goes to `bench/results/trees.json` (ignored).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,19 @@ def interpreter_for(tree: Path, folder: Path) -> Path:
     ours = sysconfig.get_paths()["purelib"]
     Path(site, "bench_trees.pth").write_text(f"{package.parent}\n{ours}\n")
     return python
+
+
+@contextlib.contextmanager
+def other_tree(rev: str, folder: Path) -> Iterator[tuple[str, Path, Path]]:
+    """`(short commit, its interpreter, its worktree)` for `rev`, in `folder`; the worktree
+    is removed afterwards."""
+    commit = _git("rev-parse", "--short", f"{rev}^{{commit}}")
+    tree = folder / "tree"
+    _git("worktree", "add", "--detach", "--quiet", str(tree), commit)
+    try:
+        yield commit, interpreter_for(tree, folder), tree
+    finally:
+        _git("worktree", "remove", "--force", str(tree))
 
 
 def run_bench(python: Path, tree: Path, args: list[str]) -> list[dict[str, Any]]:
@@ -157,24 +172,19 @@ def main(argv: list[str] | None = None) -> int:
         bench_args += ["--backend", args.backend]
     if args.quick:
         bench_args.append("--quick")
-    commit = _git("rev-parse", "--short", f"{args.rev}^{{commit}}")
-    names = (commit, "this tree")
-    with tempfile.TemporaryDirectory(prefix="bench-trees-") as scratch:
-        folder = Path(scratch)
-        other = folder / "tree"
-        _git("worktree", "add", "--detach", "--quiet", str(other), commit)
-        try:
-            python = interpreter_for(other, folder)
-            rounds: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in names}
-            for number in range(1, args.rounds + 1):
-                for name, tree, interpreter in (
-                    (names[0], other, python),
-                    (names[1], REPO, Path(sys.executable)),
-                ):
-                    print(f"[trees] round {number}/{args.rounds}: {name}", file=sys.stderr)
-                    rounds[name].append(run_bench(interpreter, tree, bench_args))
-        finally:
-            _git("worktree", "remove", "--force", str(other))
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-trees-") as scratch,
+        other_tree(args.rev, Path(scratch)) as (commit, python, other),
+    ):
+        names = (commit, "this tree")
+        rounds: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in names}
+        for number in range(1, args.rounds + 1):
+            for name, tree, interpreter in (
+                (names[0], other, python),
+                (names[1], REPO, Path(sys.executable)),
+            ):
+                print(f"[trees] round {number}/{args.rounds}: {name}", file=sys.stderr)
+                rounds[name].append(run_bench(interpreter, tree, bench_args))
     rows = summary(rounds)
     RESULTS_DIR.mkdir(exist_ok=True)
     (RESULTS_DIR / "trees.json").write_text(
