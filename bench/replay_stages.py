@@ -4,8 +4,9 @@ another commit's, alternately, each on a fresh copy of the store.
 
 Plain, it times `svc.audit(rebuild=True)`. With `--stages` it runs the tree's own replay loop
 (`_Replay.into`) with each stage it calls timed (read a page, decode, check the invariants,
-project, write the scratch tables), and counts the row changes the projection makes, by class: the figures that tell
-whether a tree replays the same work slower or does more work (ADR 021, "Comparing trees").
+project, write the scratch tables), and counts the row changes the projection makes, by
+class: the figures that tell whether a tree replays the same work slower or does more work
+(ADR 021, "Comparing trees").
 A store written by an older tree is read by a newer one as any old store is.
 
 Each run is a child process (this file run as a script by the tree's interpreter, see
