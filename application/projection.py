@@ -273,9 +273,7 @@ RowChange = (
 
 
 def project(recorded: Iterable[tuple[int, Any]]) -> list[RowChange]:
-    """The row changes of `(notification_id, domain_event)` pairs, in recording order. The
-    ids are only carried into the rows, never compared or computed with, so a store may
-    pass a stand-in for an id its transaction has yet to assign and bind it as that id."""
+    """The row changes of `(notification_id, domain_event)` pairs, in recording order."""
     changes: list[RowChange] = []
     by_class = _BY_CLASS
     for position, event in recorded:

@@ -5,12 +5,9 @@ wakes, all or nothing — without the library's per-insert `NOTIFY` on its event
 D4) and without psycopg's pipeline handling of ~11 statements.
 
 A save of a few events sends two simple-protocol queries with values bound client-side
-(psycopg's `mogrify`): `BEGIN; SET LOCAL lock_timeout; LOCK; INSERT … RETURNING` and the
-rows, then `COMMIT`. The rows are made before the lock is waited for: a notification id a
-row needs is bound as a lookup of the row the `INSERT` before it inserts (`Inserted`). Saves
-other threads make meanwhile join it (group commit, ADR 025), each in a savepoint: one round
-trip more each, one lock, one commit. A drain's save, whose check binds positions as
-arrays, has its rows made once the ids are back, as before. A large save
+(psycopg's `mogrify`): `BEGIN; SET LOCAL lock_timeout; LOCK; INSERT … RETURNING`, then the
+rows and `COMMIT`. Saves other threads make meanwhile join it (group commit, ADR 025), each
+in a savepoint: two round trips more each, one lock, one commit. A large save
 (`BULK_INLINE` events or more: a drain, a wide fan-out) keeps a transaction of its own and
 binds its values server-side as arrays, in two pipelined round trips (client-side binding
 costs ~20 us per row of a drain), a cursor move for many keys as one `UPDATE … FROM unnest`.
@@ -23,15 +20,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresDatastore
-from psycopg.abc import Buffer
-from psycopg.adapt import Dumper
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
@@ -52,7 +46,6 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         super().__init__(datastore, events_table_name=events_table_name)
         #: The queue of this recorder's small saves (ADR 025).
         self.group = GroupCommit(self._write_batch)
-        self._inserted_dumper = _inserted_dumper(self._events_table.as_string(None))
 
     def insert_events(
         self,
@@ -78,94 +71,61 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
 
     def _write_batch(self, saves: list[Save]) -> None:
         """A batch of small saves in one transaction: the table lock once, then per save
-        one query (`SAVEPOINT; INSERT … RETURNING`, its rows, `RELEASE SAVEPOINT`), then
-        `COMMIT`. Each save's rows are made before the batch starts waiting on the lock
-        (`_query`), so no Python runs between the lock and the commit. The `COMMIT` goes
-        only once the saves' answers are back: a call that fails before it (a deadline, a
-        connection lost) leaves nothing to commit later. A refused save is rolled back to
-        its savepoint, or never sent when its rows could not be made; a store error (a lock
-        timeout, the connection lost) ends the batch, which rolls back. A save alone is its
-        transaction, without a savepoint, in two round trips, as before (ADR 013)."""
+        `SAVEPOINT; INSERT … RETURNING` and its rows with `RELEASE SAVEPOINT`, the last
+        save's followed by `COMMIT`: two round trips per save. A refused save is rolled back
+        to its savepoint; a store error (a lock timeout, the connection lost) ends the
+        batch, which rolls back. A save alone is its transaction, without a savepoint: ADR
+        013's two round trips, statement for statement."""
         many = len(saves) > 1
         with self.datastore.get_connection() as conn:
-            binder = psycopg.ClientCursor(conn)
-            binder.adapters.register_dumper(Inserted, self._inserted_dumper)
-            bind = binder.mogrify
-            queries: list[tuple[Save, _Query]] = []
-            for save in saves:
-                try:
-                    queries.append((save, self._query(conn, bind, save, savepoint=many)))
-                except Exception as error:
-                    if not many:
-                        raise
-                    save.refused(as_library_error(error, psycopg))  # nothing of it sent
-            if not queries:
-                return
-            queries[0][1].head.insert(0, self._begin())
+            bind = psycopg.ClientCursor(conn).mogrify
             try:
                 with conn.cursor(row_factory=tuple_row) as curs:
+                    begin = self._begin()
                     committed = False
-                    for save, query in queries:
-                        last = save is queries[-1][0]
+                    for save in saves:
+                        last = save is saves[-1]
                         try:
-                            committed = self._send(curs, bind, query, save, last=last)
+                            self._write_save(curs, bind, begin, save, savepoint=many, last=last)
+                            committed = last
                         except Exception as error:
                             if not many or not _refused(conn, error):
                                 raise
                             curs.execute("ROLLBACK TO SAVEPOINT save; RELEASE SAVEPOINT save")
                             save.refused(as_library_error(error, psycopg))
+                        begin = None
                     if not committed:
                         curs.execute("COMMIT")
             except BaseException:
                 _roll_back(conn)
                 raise
 
-    def _query(
-        self, conn: psycopg.Connection[Any], bind: Callable[..., str], save: Save, *,
-        savepoint: bool,
-    ) -> _Query:  # fmt: skip
-        """A save's statements, inside its `savepoint` unless it is alone: the `INSERT`,
-        then the rows, which read their notification ids from the rows inserted
-        (`Inserted`). A save with a drain's check (`CursorsHeld`, which binds positions as
-        arrays) gets its rows once the `INSERT`'s ids are back (`rows_after_ids`)."""
-        head = ["SAVEPOINT save"] if savepoint else []
-        tail = ["RELEASE SAVEPOINT save"] if savepoint else []
-        query = _Query(head, self._insert(bind, save.events), [], tail)
-        projected = save.kwargs.get("projected_events")
-        if projected:
-            inserted = [Inserted(e.originator_id, e.originator_version) for e in save.events]
-            changes = p.project(list(zip(inserted, projected, strict=True)))
-            if any(type(change) is p.CursorsHeld for change in changes):
-                query.rows_after_ids = True
-            else:
-                rows = _Statements(conn, bind)
-                self.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()))
-                query.rows = rows.sql
-        return query
-
-    def _send(
-        self, curs: psycopg.Cursor[Any], bind: Callable[..., str], query: _Query, save: Save,
-        *, last: bool,
-    ) -> bool:  # fmt: skip
-        """Send a save's query and keep its ids. A save whose rows need the ids first takes
-        a second query, which commits too when the save is the `last` (its rows wait on
-        nothing, the lock being held): True when it did."""
-        if not query.rows_after_ids:
-            curs.execute("; ".join((*query.head, query.insert, *query.rows, *query.tail)))
-            while curs.description is None and curs.nextset():
-                pass  # to the INSERT's result, the first with rows
-            save.ids = _ids(curs, save)
-            return False
-        curs.execute("; ".join((*query.head, query.insert)))
+    def _write_save(
+        self, curs: psycopg.Cursor[Any], bind: Callable[..., str], begin: str | None,
+        save: Save, *, savepoint: bool, last: bool,
+    ) -> None:  # fmt: skip
+        """One save of a batch (after `begin`, the first), inside its `savepoint` unless it
+        is alone, and the commit when it is the `last`."""
+        head = [begin] if begin is not None else []
+        if savepoint:
+            head.append("SAVEPOINT save")
+        curs.execute("; ".join((*head, self._insert(bind, save.events))))
         while curs.nextset():
             pass  # to the INSERT's result, the last one
-        ids = _ids(curs, save)
+        ids = [row[0] for row in curs.fetchall()]
+        if len(ids) != len(save.events):
+            raise RuntimeError("the event store returned no notification ids")
         rows = _Statements(curs.connection, bind)
-        changes = p.project(list(zip(ids, save.kwargs["projected_events"], strict=True)))
-        self.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()))
-        curs.execute("; ".join((*rows.sql, *query.tail, *(["COMMIT"] if last else []))))
+        projected = save.kwargs.get("projected_events")
+        if projected:
+            changes = p.project(list(zip(ids, projected, strict=True)))
+            self.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()))
+        if savepoint:
+            rows.sql.append("RELEASE SAVEPOINT save")
+        if last:
+            rows.sql.append("COMMIT")
+        curs.execute("; ".join(rows.sql))
         save.ids = ids
-        return last
 
     def _insert_many(
         self,
@@ -228,60 +188,10 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
             super().write_batches(c, batches)
             return
         for write, rows in batches.items():
-            if write.unnest is None or len(rows) < 2 or _reads_inserted(rows):
+            if write.unnest is None or len(rows) < 2:
                 c.executemany(self.sql(write.template), rows)
             else:
                 c.execute(self.sql(write.unnest), [list(col) for col in zip(*rows, strict=True)])
-
-
-@dataclass(slots=True)
-class _Query:
-    """A small save's statements: the transaction's start and savepoint, the `INSERT`, the
-    rows (or none yet: `rows_after_ids`), the savepoint's release and the commit."""
-
-    head: list[str]
-    insert: str
-    rows: list[str]
-    tail: list[str]
-    rows_after_ids: bool = False
-
-
-def _ids(curs: psycopg.Cursor[Any], save: Save) -> list[int]:
-    """The notification ids of the `INSERT` result `curs` is on."""
-    ids = [row[0] for row in curs.fetchall()]
-    if len(ids) != len(save.events):
-        raise RuntimeError("the event store returned no notification ids")
-    return ids
-
-
-@dataclass(frozen=True, slots=True)
-class Inserted:
-    """The notification id an event of the save being written will have, before the save's
-    query has inserted it: bound client-side as a lookup of the inserted row."""
-
-    originator_id: UUID
-    originator_version: int
-
-
-def _inserted_dumper(events_table: str) -> type[Dumper]:
-    """The client-side binding of `Inserted` for the events table `events_table`."""
-
-    class InsertedDumper(Dumper):
-        def dump(self, obj: Any) -> Buffer:
-            raise TypeError("a notification id to come is bound as a lookup, not a value")
-
-        def quote(self, obj: Any) -> Buffer:
-            return (
-                f"(SELECT notification_id FROM {events_table} "  # noqa: S608 -- a quoted identifier, a UUID and an int
-                f"WHERE originator_id = '{UUID(str(obj.originator_id))}'::uuid "
-                f"AND originator_version = {int(obj.originator_version)})"
-            ).encode()
-
-    return InsertedDumper
-
-
-def _reads_inserted(rows: list[Row]) -> bool:
-    return any(type(value) is Inserted for row in rows for value in row)
 
 
 class _Pipelined:

@@ -33,27 +33,13 @@ class HeldAppend:
     def __init__(self, svc: SessionAwareness, backend: str) -> None:
         self.recorder: Any = svc.store.recorder
         self.backend = backend
+        self.original = self.recorder.apply_changes
         self.held, self.released = threading.Event(), threading.Event()
         self.roll_back = False
-        # SQLite applies the rows inside its transaction; PostgreSQL makes them before it
-        # locks, and the transaction is open once a save's query has answered (ADR 013).
-        if backend == "postgresql":
-            self.original = self.recorder._send
-            self.recorder._send = self._sent
-        else:
-            self.original = self.recorder.apply_changes
-            self.recorder.apply_changes = self._apply
+        self.recorder.apply_changes = self._apply
 
     def _apply(self, c: Any, changes: Any, *rest: Any) -> None:
         self.original(c, changes, *rest)
-        self._hold(c)
-
-    def _sent(self, curs: Any, *rest: Any, **options: Any) -> bool:
-        committed: bool = self.original(curs, *rest, **options)
-        self._hold(curs)
-        return committed
-
-    def _hold(self, c: Any) -> None:
         if self.held.is_set():
             return
         self.held.set()
