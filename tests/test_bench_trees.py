@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from bench.lock_span import LockSpans
 from bench.trees import REPO, interpreter_for, render, summary
 
 
@@ -50,3 +51,17 @@ def test_a_metric_without_a_ratio_shows_its_figures_alone() -> None:
     [row] = summary(rounds)
     assert row["abc1234"]["ratios_median"] is None
     assert "| – | – | 1.2 (1.2-1.2) | 1.1 (1.1-1.1) |" in render([row], ("abc1234", "this tree"))
+
+
+def test_a_lock_span_runs_from_the_lock_to_the_commits_answer() -> None:
+    """`python -m bench.lock_span` times from sending the query that takes the lock to the
+    answer of the one ending in `COMMIT`, whichever queries come between."""
+    spans = LockSpans()
+    spans.seen(
+        "BEGIN; SET LOCAL lock_timeout = '5s'; LOCK TABLE t IN EXCLUSIVE MODE; INSERT", 1.0, 1.5
+    )
+    spans.seen("UPDATE heads SET v = 2", 1.6, 1.7)
+    spans.seen("COMMIT", 1.8, 2.25)
+    spans.seen("SELECT 1", 3.0, 3.1)  # a read: no lock, no span
+    spans.seen("BEGIN; LOCK TABLE t IN EXCLUSIVE MODE; INSERT; UPDATE; COMMIT", 4.0, 4.5)
+    assert spans.spans == [1.25, 0.5]
