@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -77,17 +76,6 @@ def measure(records: int) -> dict[str, float]:
     return {"lock_span_us": statistics.median(spans.spans) * 1e6, "record_us": whole * 1e6}
 
 
-def _round(python: Path, cwd: Path, records: int) -> dict[str, float]:
-    done = subprocess.run(  # noqa: S603 -- this script, on a tree's interpreter
-        [str(python), str(HERE), "--measure", "--records", str(records)],
-        cwd=cwd, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"a round failed on {cwd}:\n{done.stderr[-3000:]}")
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.lock_span", description=__doc__)
     parser.add_argument("rev", nargs="?", help="the commit to compare with")
@@ -101,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.rev is None:
         parser.error("a commit to compare with is needed")
     sys.path.insert(0, str(REPO))
-    from bench.trees import other_tree  # noqa: PLC0415
+    from bench.trees import other_tree, run_script  # noqa: PLC0415
 
     rounds: dict[str, list[dict[str, float]]] = {}
     with (
@@ -112,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         for number in range(1, options.rounds + 1):
             for name, interpreter, cwd in sides:
                 print(f"[lock_span] round {number}/{options.rounds}: {name}", file=sys.stderr)
-                rounds.setdefault(name, []).append(_round(interpreter, cwd, options.records))
+                args = ["--measure", "--records", str(options.records)]
+                rounds.setdefault(name, []).append(run_script(interpreter, HERE, args, cwd))
     print("| tree | lock span, µs (median, range) | record, µs (median, range) |")
     print("|---|---:|---:|")
     for name, results in rounds.items():

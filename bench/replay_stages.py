@@ -20,7 +20,6 @@ import collections
 import contextlib
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -109,15 +108,10 @@ def _run(python: Path, cwd: Path, store: Path, folder: Path, stages: bool) -> di
     for suffix in ("", "-wal", "-shm"):
         Path(f"{copy}{suffix}").unlink(missing_ok=True)
     shutil.copyfile(store, copy)
-    done = subprocess.run(  # noqa: S603 -- a tree's interpreter running this file
-        [str(python), str(Path(__file__).resolve()), "--child", str(copy),
-         *(["--stages"] if stages else [])],
-        cwd=cwd, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"the replay failed:\n{done.stderr[-3000:]}")
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return report
+    from bench.trees import run_script  # noqa: PLC0415 -- the parent's, beside `other_tree`
+
+    args = ["--child", str(copy), *(["--stages"] if stages else [])]
+    return run_script(python, Path(__file__).resolve(), args, cwd)
 
 
 def _line(name: str, report: dict[str, Any]) -> str:

@@ -86,6 +86,18 @@ def other_tree(rev: str, folder: Path) -> Iterator[tuple[str, Path, Path]]:
         _git("worktree", "remove", "--force", str(tree))
 
 
+def run_script(python: Path, script: Path, args: list[str], cwd: Path) -> dict[str, Any]:
+    """Run `script` (a file of this checkout's bench) on a tree's interpreter, in `cwd`; the
+    JSON object it prints last."""
+    done = subprocess.run(  # noqa: S603 -- a tree's interpreter running one of our files
+        [str(python), str(script), *args], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{script.name} failed on {cwd}:\n{done.stderr[-3000:]}")
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
 def run_bench(python: Path, tree: Path, args: list[str]) -> list[dict[str, Any]]:
     """One `python -m bench …` on `tree`; its results (partial.json)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
