@@ -1,6 +1,6 @@
 """`python -m bench.lock_span REV [--rounds N] [--records N]`: how long one writer's save
 holds the events table's lock on PostgreSQL, by this tree and by commit `REV`, alternately,
-each in a process of its own on a throwaway server.
+each in a process of its own, on a fresh database of one throwaway server.
 
 The span is seen from the client: from sending the query that takes the lock (`LOCK TABLE`)
 to the answer of the query that ends in `COMMIT`. It is what several writer processes queue
@@ -38,14 +38,14 @@ class LockSpans:
             self._locked_at = None
 
 
-def measure(records: int) -> dict[str, float]:
-    """One round, on the code this interpreter imports: medians in microseconds."""
+def measure(url: str, records: int) -> dict[str, float]:
+    """One round on the database `url`, by the code this interpreter imports: medians in
+    microseconds."""
     import logging  # noqa: PLC0415 -- the child's imports, from the tree it measures
 
     import psycopg  # noqa: PLC0415
 
     from session_awareness.application import open_service  # noqa: PLC0415
-    from session_awareness.testing.pgcluster import PostgresCluster  # noqa: PLC0415
 
     logging.disable(logging.CRITICAL)
     spans = LockSpans()
@@ -59,20 +59,19 @@ def measure(records: int) -> dict[str, float]:
 
     psycopg.Cursor.execute = timed  # type: ignore[method-assign]
     parent, child = "agent:w:main", "agent:w:subagent:worker"
-    with PostgresCluster(dbname="bench") as pg:
-        svc = open_service(pg.url)
-        try:
-            svc.open_session(parent)
-            svc.record_child_spawned(child, parent=parent, run_id="run-1")
-            for _ in range(100):  # warm: caches, the server's buffers
-                svc.record_human_direct_message(child, channel="bench")
-            spans.spans.clear()
-            started = time.perf_counter()
-            for _ in range(records):
-                svc.record_human_direct_message(child, channel="bench")
-            whole = (time.perf_counter() - started) / records
-        finally:
-            svc.close()
+    svc = open_service(url)
+    try:
+        svc.open_session(parent)
+        svc.record_child_spawned(child, parent=parent, run_id="run-1")
+        for _ in range(100):  # warm: caches, the server's buffers
+            svc.record_human_direct_message(child, channel="bench")
+        spans.spans.clear()
+        started = time.perf_counter()
+        for _ in range(records):
+            svc.record_human_direct_message(child, channel="bench")
+        whole = (time.perf_counter() - started) / records
+    finally:
+        svc.close()
     return {"lock_span_us": statistics.median(spans.spans) * 1e6, "record_us": whole * 1e6}
 
 
@@ -81,26 +80,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("rev", nargs="?", help="the commit to compare with")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--records", type=int, default=600)
-    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--measure", metavar="URL", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.measure:
-        print(json.dumps(measure(options.records)))
+        print(json.dumps(measure(options.measure, options.records)))
         return 0
     if options.rev is None:
         parser.error("a commit to compare with is needed")
     sys.path.insert(0, str(REPO))
     from bench.trees import other_tree, run_script  # noqa: PLC0415
+    from session_awareness.testing.pgcluster import PostgresCluster  # noqa: PLC0415
 
     rounds: dict[str, list[dict[str, float]]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="sa-lock-span-") as folder,
         other_tree(options.rev, Path(folder)) as (commit, python, tree),
+        PostgresCluster(dbname="bench") as pg,
     ):
         sides = ((commit, python, tree), ("this tree", Path(sys.executable), REPO))
         for number in range(1, options.rounds + 1):
-            for name, interpreter, cwd in sides:
+            for side, (name, interpreter, cwd) in enumerate(sides):
                 print(f"[lock_span] round {number}/{options.rounds}: {name}", file=sys.stderr)
-                args = ["--measure", "--records", str(options.records)]
+                url = pg.create_database(f"round_{number}_{side}")
+                args = ["--measure", url, "--records", str(options.records)]
                 rounds.setdefault(name, []).append(run_script(interpreter, HERE, args, cwd))
     print("| tree | lock span, µs (median, range) | record, µs (median, range) |")
     print("|---|---:|---:|")
