@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -21,6 +20,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parent.parent
+#: What a round reports, in microseconds.
+KEYS = ("lock_span_us", "record_us")
 
 
 class LockSpans:
@@ -41,13 +42,14 @@ class LockSpans:
 def measure(url: str, records: int) -> dict[str, float]:
     """One round on the database `url`, by the code this interpreter imports: medians in
     microseconds."""
-    import logging  # noqa: PLC0415 -- the child's imports, from the tree it measures
+    import psycopg  # noqa: PLC0415 -- the child's imports: the service from the tree measured
 
-    import psycopg  # noqa: PLC0415
+    sys.path.insert(0, str(REPO))  # this tree's bench, whichever tree's service is measured
+    from bench.harness import median, quiet_logs  # noqa: PLC0415
 
+    quiet_logs()
     from session_awareness.application import open_service  # noqa: PLC0415
 
-    logging.disable(logging.CRITICAL)
     spans = LockSpans()
     execute = psycopg.Cursor.execute
 
@@ -72,7 +74,7 @@ def measure(url: str, records: int) -> dict[str, float]:
         whole = (time.perf_counter() - started) / records
     finally:
         svc.close()
-    return {"lock_span_us": statistics.median(spans.spans) * 1e6, "record_us": whole * 1e6}
+    return {"lock_span_us": median(spans.spans) * 1e6, "record_us": whole * 1e6}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,18 +90,17 @@ def main(argv: list[str] | None = None) -> int:
     if options.rev is None:
         parser.error("a commit to compare with is needed")
     sys.path.insert(0, str(REPO))
-    from bench.trees import other_tree, run_script  # noqa: PLC0415
+    from bench.trees import median_and_range, run_script, sides  # noqa: PLC0415
     from session_awareness.testing.pgcluster import PostgresCluster  # noqa: PLC0415
 
     rounds: dict[str, list[dict[str, float]]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="sa-lock-span-") as folder,
-        other_tree(options.rev, Path(folder)) as (commit, python, tree),
+        sides(options.rev, Path(folder)) as both,
         PostgresCluster(dbname="bench") as pg,
     ):
-        sides = ((commit, python, tree), ("this tree", Path(sys.executable), REPO))
         for number in range(1, options.rounds + 1):
-            for side, (name, interpreter, cwd) in enumerate(sides):
+            for side, (name, interpreter, cwd) in enumerate(both):
                 print(f"[lock_span] round {number}/{options.rounds}: {name}", file=sys.stderr)
                 url = pg.create_database(f"round_{number}_{side}")
                 args = ["--measure", url, "--records", str(options.records)]
@@ -107,11 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| tree | lock span, µs (median, range) | record, µs (median, range) |")
     print("|---|---:|---:|")
     for name, results in rounds.items():
-        cells = []
-        for key in ("lock_span_us", "record_us"):
-            values = [r[key] for r in results]
-            cells.append(f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})")
-        print(f"| {name} | {cells[0]} | {cells[1]} |")
+        span, record = (median_and_range([r[key] for r in results]) for key in KEYS)
+        print(f"| {name} | {span} | {record} |")
     return 0
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import json
 import shutil
 import sys
@@ -137,19 +136,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such store: {args.store}")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    from bench.trees import other_tree  # noqa: PLC0415
+    from bench.trees import sides  # noqa: PLC0415
 
-    with contextlib.ExitStack() as stack:
-        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-replay-")))
-        sides: list[tuple[str, Path, Path]] = []
-        if args.tree:
-            commit, python, tree = stack.enter_context(other_tree(args.tree, folder))
-            sides.append((commit, python, tree))
-        sides.append(("this tree", Path(sys.executable), REPO))
-        reports: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in sides}
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-replay-") as scratch,
+        sides(args.tree, Path(scratch)) as both,
+    ):
+        reports: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in both}
         for _ in range(args.rounds):
-            for name, python, cwd in sides:
-                report = _run(python, cwd, args.store, folder, args.stages)
+            for name, python, cwd in both:
+                report = _run(python, cwd, args.store, Path(scratch), args.stages)
                 reports[name].append(report)
                 print(_line(name, report), flush=True)
     if args.stages:

@@ -86,12 +86,28 @@ def other_tree(rev: str, folder: Path) -> Iterator[tuple[str, Path, Path]]:
         _git("worktree", "remove", "--force", str(tree))
 
 
+@contextlib.contextmanager
+def sides(rev: str | None, folder: Path) -> Iterator[list[tuple[str, Path, Path]]]:
+    """`(name, interpreter, tree)` of each side an A/B alternates: `rev`'s (when given),
+    then this tree's."""
+    with contextlib.ExitStack() as stack:
+        found = [stack.enter_context(other_tree(rev, folder))] if rev else []
+        yield [*found, ("this tree", Path(sys.executable), REPO)]
+
+
+def _child_env() -> dict[str, str]:
+    """The environment of a tree's interpreter: without `PYTHONPATH`, which would put
+    another tree's sources before its own."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def run_script(python: Path, script: Path, args: list[str], cwd: Path) -> dict[str, Any]:
     """Run `script` (a file of this checkout's bench) on a tree's interpreter, in `cwd`; the
     JSON object it prints last."""
     done = subprocess.run(  # noqa: S603 -- a tree's interpreter running one of our files
-        [str(python), str(script), *args], cwd=cwd, capture_output=True, text=True, check=False
-    )
+        [str(python), str(script), *args], cwd=cwd, env=_child_env(),
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"{script.name} failed on {cwd}:\n{done.stderr[-3000:]}")
     report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -100,9 +116,8 @@ def run_script(python: Path, script: Path, args: list[str], cwd: Path) -> dict[s
 
 def run_bench(python: Path, tree: Path, args: list[str]) -> list[dict[str, Any]]:
     """One `python -m bench …` on `tree`; its results (partial.json)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(  # noqa: S603 -- a tree's own bench, arguments from our parser
-        [str(python), "-m", "bench", *args], cwd=tree, env=env,
+        [str(python), "-m", "bench", *args], cwd=tree, env=_child_env(),
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if done.returncode != 0:
@@ -147,6 +162,11 @@ def _span(values: list[float]) -> str:
     return f"{_figure(min(values))}-{_figure(max(values))}" if values else "–"
 
 
+def median_and_range(values: list[float]) -> str:
+    """`median (min-max)`, as every A/B table shows a side's rounds."""
+    return f"{_figure(median(values))} ({_span(values)})"
+
+
 def render(rows: list[dict[str, Any]], names: tuple[str, str]) -> str:
     lines = [
         f"| metric | backend | ratio, {names[0]} | ratio, {names[1]} | ours, {names[0]} "
@@ -158,8 +178,8 @@ def render(rows: list[dict[str, Any]], names: tuple[str, str]) -> str:
         for field in ("ratios", "ours"):
             for tree in names:
                 side = row.get(tree) or {}
-                med = side.get(f"{field}_median")
-                cells.append("–" if med is None else f"{_figure(med)} ({_span(side[field])})")
+                values = side.get(field)
+                cells.append(median_and_range(values) if values else "–")
         lines.append(
             f"| {row['metric']} | {row['backend']} | {' | '.join(cells)} | {row['unit']} "
             f"| {row['target']} |"
@@ -186,21 +206,18 @@ def main(argv: list[str] | None = None) -> int:
         bench_args.append("--quick")
     with (
         tempfile.TemporaryDirectory(prefix="bench-trees-") as scratch,
-        other_tree(args.rev, Path(scratch)) as (commit, python, other),
+        sides(args.rev, Path(scratch)) as both,
     ):
-        names = (commit, "this tree")
+        names = (both[0][0], both[1][0])
         rounds: dict[str, list[list[dict[str, Any]]]] = {name: [] for name in names}
         for number in range(1, args.rounds + 1):
-            for name, tree, interpreter in (
-                (names[0], other, python),
-                (names[1], REPO, Path(sys.executable)),
-            ):
+            for name, interpreter, tree in both:
                 print(f"[trees] round {number}/{args.rounds}: {name}", file=sys.stderr)
                 rounds[name].append(run_bench(interpreter, tree, bench_args))
     rows = summary(rounds)
     RESULTS_DIR.mkdir(exist_ok=True)
     (RESULTS_DIR / "trees.json").write_text(
-        json.dumps({"rev": commit, "args": bench_args, "rounds": rounds, "summary": rows},
+        json.dumps({"rev": names[0], "args": bench_args, "rounds": rounds, "summary": rows},
                    indent=2, default=str)
     )  # fmt: skip
     print(f"{args.rounds} rounds each, alternating, medians (range):\n")
