@@ -200,6 +200,22 @@ def _no_behind_check() -> None:
     BulkWrites.check_no_cursor_behind = check_no_cursor_behind  # type: ignore[method-assign]
 
 
+def _no_prepared_statements() -> None:
+    """Each PostgreSQL connection prepares the statements it has seen (ADR 029); off: every
+    statement of a save and of a read is bound plain, so the server parses and plans it each
+    time (psycopg still prepares nothing)."""
+    from session_awareness.infrastructure.readmodel.pg_prepared import Prepared  # noqa: PLC0415
+
+    ours = Prepared.bound
+
+    def bound(self: Any, bind: Any, query: str, params: Any = ()) -> str:
+        if active("no-prepared-statements"):
+            return str(bind(query, params))
+        return ours(self, bind, query, params)
+
+    Prepared.bound = bound  # type: ignore[method-assign]
+
+
 #: Each proposal and the installer of its (switchable) replacement.
 #: P1, P5, P6 and P7 are in the product now (P1 and P6-P7 in another form: ADRs 012, 013),
 #: and P2 no longer applies (the write path is the service's own); their patches are gone.
@@ -213,6 +229,7 @@ PATCHES: dict[str, Callable[[], None]] = {
     "no-group-commit": _no_group_commit,
     "no-drains-peek": _no_drains_peek,
     "no-behind-check": _no_behind_check,
+    "no-prepared-statements": _no_prepared_statements,
 }
 #: Run when a proposal is switched on / off (for devices fixed when a connection opens).
 ON_APPLY: dict[str, Callable[[], None]] = {}

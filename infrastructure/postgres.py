@@ -232,7 +232,9 @@ class ServiceDatastore(PostgresDatastore):
         self.pool = ServicePool(
             config.conninfo,
             connection_class=psycopg.Connection,
-            kwargs={"row_factory": dict_row},
+            # psycopg prepares nothing: it would send `DEALLOCATE ALL` after each rollback,
+            # removing the statements the saves keep prepared (ADR 029).
+            kwargs={"row_factory": dict_row, "prepare_threshold": None},
             min_size=config.pool_size,
             max_size=config.pool_size + config.max_overflow,
             open=False,

@@ -24,6 +24,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+import psycopg.errors
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresDatastore
 from psycopg.pq import TransactionStatus
@@ -37,6 +38,7 @@ from session_awareness.infrastructure.readmodel.group_commit import (
     as_library_error,
     ends_the_batch,
 )
+from session_awareness.infrastructure.readmodel.pg_prepared import Prepared
 from session_awareness.infrastructure.readmodel.postgres import PostgresReadModelRecorder
 from session_awareness.infrastructure.readmodel.writes import Row, Write
 
@@ -79,14 +81,18 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         many = len(saves) > 1
         with self.datastore.get_connection() as conn:
             bind = psycopg.ClientCursor(conn).mogrify
+            prepared = self.prepared.on(conn)
             try:
+                prepared.prepare_wanted(conn)  # before the lock: the statements seen last time
                 with conn.cursor(row_factory=tuple_row) as curs:
                     begin = self._begin()
                     committed = False
                     for save in saves:
                         last = save is saves[-1]
                         try:
-                            self._write_save(curs, bind, begin, save, savepoint=many, last=last)
+                            self._write_save(
+                                curs, _Bound(bind, prepared), begin, save, savepoint=many, last=last
+                            )
                             committed = last
                         except Exception as error:
                             if not many or not _refused(conn, error):
@@ -96,12 +102,14 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                         begin = None
                     if not committed:
                         curs.execute("COMMIT")
-            except BaseException:
+            except BaseException as error:
+                if isinstance(error, psycopg.errors.InvalidSqlStatementName):
+                    self.prepared.forget(conn)  # someone deallocated them: prepare again
                 _roll_back(conn)
                 raise
 
     def _write_save(
-        self, curs: psycopg.Cursor[Any], bind: Callable[..., str], begin: str | None,
+        self, curs: psycopg.Cursor[Any], bind: _Bound, begin: str | None,
         save: Save, *, savepoint: bool, last: bool,
     ) -> None:  # fmt: skip
         """One save of a batch (after `begin`, the first), inside its `savepoint` unless it
@@ -171,14 +179,13 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         timeout = int(self.datastore.lock_timeout)
         return f"BEGIN; SET LOCAL lock_timeout = '{timeout}s'; LOCK TABLE {table} IN EXCLUSIVE MODE"
 
-    def _insert(self, bind: Callable[..., str], stored_events: Sequence[StoredEvent]) -> str:
+    def _insert(self, bind: _Bound, stored_events: Sequence[StoredEvent]) -> str:
         table = self._events_table.as_string(None)
-        values = ", ".join(
-            bind("(%s, %s, %s, %s)", (e.originator_id, e.originator_version, e.topic, e.state))
-            for e in stored_events
-        )
+        values = ", ".join(["(%s, %s, %s, %s)"] * len(stored_events))
         insert = f"INSERT INTO {table} (originator_id, originator_version, topic, state) VALUES "  # noqa: S608 -- a quoted identifier
-        return f"{insert}{values} RETURNING notification_id"
+        params = [v for e in stored_events
+                  for v in (e.originator_id, e.originator_version, e.topic, e.state)]  # fmt: skip
+        return bind(f"{insert}{values} RETURNING notification_id", params)
 
     def write_batches(self, c: Any, batches: dict[Write, list[Row]]) -> None:
         """In a save's statements, a write for many keys with an array form is one
@@ -209,11 +216,23 @@ class _Pipelined:
         self.cursor.executemany(query, params_seq)
 
 
+class _Bound:
+    """Binds a save's statements client-side, each as an `EXECUTE` of the statement its
+    connection prepared, or plain while it has not (`pg_prepared`, ADR 029)."""
+
+    def __init__(self, bind: Callable[..., str], prepared: Prepared) -> None:
+        self._bind = bind
+        self._prepared = prepared
+
+    def __call__(self, query: str, params: Sequence[Any] = ()) -> str:
+        return self._prepared.bound(self._bind, query, params)
+
+
 class _Statements:
     """Collects the projection's statements, bound client-side, to send in one query; it
     stands in for the cursor `apply_changes` and `notice_opened` write through."""
 
-    def __init__(self, connection: psycopg.Connection[Any], bind: Callable[..., str]) -> None:
+    def __init__(self, connection: psycopg.Connection[Any], bind: _Bound) -> None:
         self.connection = connection
         self._bind = bind
         self.sql: list[str] = []
@@ -230,8 +249,10 @@ def _refused(conn: psycopg.Connection[Any], error: Exception) -> bool:
     """Whether a save's error refused that save alone: the error is not the store's own and
     the batch's transaction is still open, so the save's savepoint can be rolled back to. A
     connection lost, a lock timed out, or a transaction that ended (a failed `COMMIT`) ends
-    the batch."""
+    the batch, and so do prepared statements someone removed (ADR 029)."""
     if conn.broken or ends_the_batch(error, psycopg):
+        return False
+    if isinstance(error, psycopg.errors.InvalidSqlStatementName):
         return False
     return conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 

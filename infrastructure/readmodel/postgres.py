@@ -19,6 +19,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+import psycopg.errors
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import (
     PostgresAggregateRecorder,
@@ -34,6 +35,7 @@ from session_awareness.infrastructure.pg_listener import WakeListener
 from session_awareness.infrastructure.postgres import bounded, create_in_turn
 from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
 from session_awareness.infrastructure.readmodel.dialect import Dialect
+from session_awareness.infrastructure.readmodel.pg_prepared import PreparedStatements
 from session_awareness.infrastructure.readmodel.postgres_audit import PostgresAudit
 from session_awareness.infrastructure.readmodel.session_state import StackedSessionState
 from session_awareness.infrastructure.readmodel.store import ReadModelStore
@@ -103,12 +105,21 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
         self.sql_create_statements.append(refuse_function_ddl(schema))  # type: ignore[arg-type]
         self._own_backends: dict[int, float] = {}
         self._events_table = Identifier(schema, self.events_table_name)
+        #: The statements each connection keeps prepared for the saves (ADR 029).
+        self.prepared = PreparedStatements()
 
     def fetch_tuples(self, template: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         # The pool's connections are in autocommit mode: one statement, one round trip,
-        # prepared on each connection at its first use.
+        # prepared on each connection after its first use there (ADR 029).
         with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as c:
-            c.execute(self.sql(template), params, prepare=True)
+            bind, query = psycopg.ClientCursor(conn).mogrify, self.sql(template)
+            prepared = self.prepared.on(conn)
+            prepared.prepare_wanted(conn)
+            try:
+                c.execute(prepared.bound(bind, query, params))
+            except psycopg.errors.InvalidSqlStatementName:  # someone deallocated them
+                self.prepared.forget(conn)
+                c.execute(bind(query, params))
             return c.fetchall()
 
     def create_table(self) -> None:

@@ -1,0 +1,113 @@
+"""Statements each PostgreSQL connection keeps prepared (ADR 029).
+
+The save of ADR 013 binds its values client-side into one simple-protocol query, so the
+server parsed and planned every statement of every save, inside the events table's lock. A
+statement seen once on a connection is `PREPARE`d there before that connection's next save
+or read (outside any transaction: a statement the server cannot prepare stays plain), and is
+sent as `EXECUTE name(values)` from then on.
+
+This is safe because psycopg holds no prepared statements of its own on the pool's
+connections (`prepare_threshold=None`, `infrastructure/postgres.py`): psycopg sends
+`DEALLOCATE ALL` after a rollback or a `DROP` only when it holds some, which removed ours too.
+A `PREPARE` is not transactional, so a save rolled back keeps them. Names are a digest of the
+text: two stores on one connection name one statement alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+import psycopg.errors
+from psycopg.pq import TransactionStatus
+
+from session_awareness.logs import get_logger
+
+log = get_logger()
+
+_PLACEHOLDER = re.compile(r"%%|%s")
+
+
+def _numbered(query: str) -> str:
+    """`query` with psycopg's `%s` placeholders as `$1`, `$2`, … (and `%%` as `%`)."""
+    count = 0
+
+    def number(match: re.Match[str]) -> str:
+        nonlocal count
+        if match.group() == "%%":
+            return "%"
+        count += 1
+        return f"${count}"
+
+    return _PLACEHOLDER.sub(number, query)
+
+
+def _name(query: str) -> str:
+    return "sa_" + hashlib.blake2b(query.encode(), digest_size=10).hexdigest()
+
+
+class Prepared:
+    """What one connection has prepared, and what it saw and will prepare."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.wanted: dict[str, None] = {}
+        self.plain: set[str] = set()
+
+    def bound(self, bind: Callable[..., str], query: str, params: Sequence[Any] = ()) -> str:
+        """`query` with `params`, bound client-side by `bind` (psycopg's `mogrify`): as an
+        `EXECUTE` of the prepared statement, or plain while it is not prepared yet."""
+        name = self.names.get(query)
+        if name is None:
+            if query not in self.plain:
+                self.wanted[query] = None
+            return bind(query, params)
+        if not params:
+            return "EXECUTE " + name
+        return f"EXECUTE {name}({bind(', '.join(['%s'] * len(params)), params)})"
+
+    def prepare_wanted(self, conn: psycopg.Connection[Any]) -> None:
+        """Prepare the statements seen since the last call; `conn` is idle (autocommit,
+        outside any transaction), so a statement that fails to prepare fails alone."""
+        if not self.wanted or conn.info.transaction_status != TransactionStatus.IDLE:
+            return
+        wanted, self.wanted = list(self.wanted), {}
+        for query in wanted:
+            name = _name(query)
+            try:
+                conn.execute(f"PREPARE {name} AS {_numbered(query)}")
+            except psycopg.errors.DuplicatePreparedStatement:
+                pass  # another store on this connection prepared the same text
+            except psycopg.errors.Error as error:
+                if conn.broken:
+                    raise
+                self.plain.add(query)
+                log.debug("pg_statement_stays_plain", error=str(error), statement=query[:80])
+                continue
+            self.names[query] = name
+
+
+class PreparedStatements:
+    """The `Prepared` of each connection, kept as long as the connection lives."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_connection: weakref.WeakKeyDictionary[Any, Prepared] = weakref.WeakKeyDictionary()
+
+    def on(self, conn: psycopg.Connection[Any]) -> Prepared:
+        """The statements of `conn` (a connection is used by one thread at a time)."""
+        with self._lock:
+            prepared = self._by_connection.get(conn)
+            if prepared is None:
+                prepared = self._by_connection[conn] = Prepared()
+            return prepared
+
+    def forget(self, conn: psycopg.Connection[Any]) -> None:
+        """`conn` lost its prepared statements (someone ran `DEALLOCATE`): start again."""
+        with self._lock:
+            self._by_connection.pop(conn, None)
