@@ -71,13 +71,16 @@ class Prepared:
             return "EXECUTE " + name
         return f"EXECUTE {name}({bind(', '.join(['%s'] * len(params)), params)})"
 
-    def prepare_wanted(self, conn: psycopg.Connection[Any]) -> None:
+    def prepare_wanted(self, conn: psycopg.Connection[Any], *, writes: bool) -> None:
         """Prepare the statements seen since the last call; `conn` is idle (autocommit,
-        outside any transaction), so a statement that fails to prepare fails alone."""
+        outside any transaction), so a statement that fails to prepare fails alone. A
+        statement that writes is prepared only before a save (`writes`): preparing takes its
+        tables' locks, and an insert's waits for the writer holding the events table's."""
         if not self.wanted or conn.info.transaction_status != TransactionStatus.IDLE:
             return
-        wanted, self.wanted = list(self.wanted), {}
+        wanted = [query for query in self.wanted if writes or query.startswith("SELECT")]
         for query in wanted:
+            del self.wanted[query]
             name = _name(query)
             try:
                 conn.execute(f"PREPARE {name} AS {_numbered(query)}")

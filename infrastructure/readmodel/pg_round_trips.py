@@ -83,7 +83,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
             bind = psycopg.ClientCursor(conn).mogrify
             prepared = self.prepared.on(conn)
             try:
-                prepared.prepare_wanted(conn)  # before the lock: the statements seen last time
+                prepared.prepare_wanted(conn, writes=True)  # before the lock: those seen
                 with conn.cursor(row_factory=tuple_row) as curs:
                     begin = self._begin()
                     committed = False

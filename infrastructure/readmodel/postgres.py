@@ -114,7 +114,7 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
         with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as c:
             bind, query = psycopg.ClientCursor(conn).mogrify, self.sql(template)
             prepared = self.prepared.on(conn)
-            prepared.prepare_wanted(conn)
+            prepared.prepare_wanted(conn, writes=False)
             try:
                 c.execute(prepared.bound(bind, query, params))
             except psycopg.errors.InvalidSqlStatementName:  # someone deallocated them
