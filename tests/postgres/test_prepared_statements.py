@@ -10,10 +10,13 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 
 from session_awareness.application import SessionAwareness, open_service
+from session_awareness.infrastructure.readmodel.pg_prepared import Prepared
 from session_awareness.testing.pgcluster import PostgresCluster
+from tests.contract.test_group_commit import write_lock_held
 
 PARENT, CHILD = "agent:p:main", "agent:p:subagent:worker"
 
@@ -85,3 +88,25 @@ def test_statements_removed_behind_its_back_are_prepared_again(svc: SessionAware
     assert svc.flush_signals()  # a save the removal failed is kept and recorded later
     assert _prepared(svc)
     assert svc.session_status(CHILD)["stateVersion"] == version + 2
+
+
+def test_a_read_prepares_no_write_so_it_never_waits_for_a_writer(svc: SessionAwareness) -> None:
+    """Preparing an insert takes the events table's lock: only a save prepares it, before
+    its own wait for that lock; a read on the same connection prepares its SELECTs alone."""
+    recorder: Any = svc.store.recorder
+    table = f'"{recorder.datastore.schema}"."{recorder.events_table_name}"'
+    columns = "(originator_id, originator_version, topic, state)"
+    insert = f"INSERT INTO {table} {columns} VALUES (%s, %s, %s, %s)"  # noqa: S608 -- a quoted name
+    select = f"SELECT max(notification_id) FROM {table} WHERE originator_id = %s"  # noqa: S608
+    with psycopg.connect(recorder.datastore.pool.conninfo, autocommit=True) as conn:
+        conn.execute("SET lock_timeout = '2s'")  # a wait for the lock fails instead of hanging
+        bind = psycopg.ClientCursor(conn).mogrify
+        prepared = Prepared()
+        prepared.bound(bind, insert, [uuid.uuid4(), 1, "t", b""])
+        prepared.bound(bind, select, [uuid.uuid4()])
+        with write_lock_held(svc):
+            prepared.prepare_wanted(conn, writes=False)
+        assert prepared.bound(bind, select, [uuid.uuid4()]).startswith("EXECUTE ")
+        assert prepared.bound(bind, insert, [uuid.uuid4(), 1, "t", b""]).startswith("INSERT")
+        prepared.prepare_wanted(conn, writes=True)
+        assert prepared.bound(bind, insert, [uuid.uuid4(), 1, "t", b""]).startswith("EXECUTE ")
