@@ -15,6 +15,7 @@ text: two stores on one connection name one statement alike.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import threading
@@ -109,6 +110,13 @@ class PreparedStatements:
             if prepared is None:
                 prepared = self._by_connection[conn] = Prepared()
             return prepared
+
+    def binder(self, conn: psycopg.Connection[Any], *, writes: bool) -> Callable[..., str]:
+        """How `conn` binds a statement and its values, once it has prepared the statements
+        it has seen (`Prepared.prepare_wanted`; `writes`: before a save)."""
+        prepared = self.on(conn)
+        prepared.prepare_wanted(conn, writes=writes)
+        return functools.partial(prepared.bound, psycopg.ClientCursor(conn).mogrify)
 
     def forget(self, conn: psycopg.Connection[Any]) -> None:
         """`conn` lost its prepared statements (someone ran `DEALLOCATE`): start again."""

@@ -38,7 +38,6 @@ from session_awareness.infrastructure.readmodel.group_commit import (
     as_library_error,
     ends_the_batch,
 )
-from session_awareness.infrastructure.readmodel.pg_prepared import Prepared
 from session_awareness.infrastructure.readmodel.postgres import PostgresReadModelRecorder
 from session_awareness.infrastructure.readmodel.writes import Row, Write
 
@@ -80,19 +79,15 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         013's two round trips, statement for statement."""
         many = len(saves) > 1
         with self.datastore.get_connection() as conn:
-            bind = psycopg.ClientCursor(conn).mogrify
-            prepared = self.prepared.on(conn)
             try:
-                prepared.prepare_wanted(conn, writes=True)  # before the lock: those seen
+                bind = self.prepared.binder(conn, writes=True)  # prepares before the lock
                 with conn.cursor(row_factory=tuple_row) as curs:
                     begin = self._begin()
                     committed = False
                     for save in saves:
                         last = save is saves[-1]
                         try:
-                            self._write_save(
-                                curs, _Bound(bind, prepared), begin, save, savepoint=many, last=last
-                            )
+                            self._write_save(curs, bind, begin, save, savepoint=many, last=last)
                             committed = last
                         except Exception as error:
                             if not many or not _refused(conn, error):
@@ -109,7 +104,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                 raise
 
     def _write_save(
-        self, curs: psycopg.Cursor[Any], bind: _Bound, begin: str | None,
+        self, curs: psycopg.Cursor[Any], bind: Callable[..., str], begin: str | None,
         save: Save, *, savepoint: bool, last: bool,
     ) -> None:  # fmt: skip
         """One save of a batch (after `begin`, the first), inside its `savepoint` unless it
@@ -179,7 +174,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         timeout = int(self.datastore.lock_timeout)
         return f"BEGIN; SET LOCAL lock_timeout = '{timeout}s'; LOCK TABLE {table} IN EXCLUSIVE MODE"
 
-    def _insert(self, bind: _Bound, stored_events: Sequence[StoredEvent]) -> str:
+    def _insert(self, bind: Callable[..., str], stored_events: Sequence[StoredEvent]) -> str:
         table = self._events_table.as_string(None)
         values = ", ".join(["(%s, %s, %s, %s)"] * len(stored_events))
         insert = f"INSERT INTO {table} (originator_id, originator_version, topic, state) VALUES "  # noqa: S608 -- a quoted identifier
@@ -216,23 +211,11 @@ class _Pipelined:
         self.cursor.executemany(query, params_seq)
 
 
-class _Bound:
-    """Binds a save's statements client-side, each as an `EXECUTE` of the statement its
-    connection prepared, or plain while it has not (`pg_prepared`, ADR 029)."""
-
-    def __init__(self, bind: Callable[..., str], prepared: Prepared) -> None:
-        self._bind = bind
-        self._prepared = prepared
-
-    def __call__(self, query: str, params: Sequence[Any] = ()) -> str:
-        return self._prepared.bound(self._bind, query, params)
-
-
 class _Statements:
     """Collects the projection's statements, bound client-side, to send in one query; it
     stands in for the cursor `apply_changes` and `notice_opened` write through."""
 
-    def __init__(self, connection: psycopg.Connection[Any], bind: _Bound) -> None:
+    def __init__(self, connection: psycopg.Connection[Any], bind: Callable[..., str]) -> None:
         self.connection = connection
         self._bind = bind
         self.sql: list[str] = []

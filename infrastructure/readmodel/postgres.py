@@ -112,14 +112,12 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
         # The pool's connections are in autocommit mode: one statement, one round trip,
         # prepared on each connection after its first use there (ADR 029).
         with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as c:
-            bind, query = psycopg.ClientCursor(conn).mogrify, self.sql(template)
-            prepared = self.prepared.on(conn)
-            prepared.prepare_wanted(conn, writes=False)
+            query = self.sql(template)
             try:
-                c.execute(prepared.bound(bind, query, params))
+                c.execute(self.prepared.binder(conn, writes=False)(query, params))
             except psycopg.errors.InvalidSqlStatementName:  # someone deallocated them
                 self.prepared.forget(conn)
-                c.execute(bind(query, params))
+                c.execute(psycopg.ClientCursor(conn).mogrify(query, params))
             return c.fetchall()
 
     def create_table(self) -> None:

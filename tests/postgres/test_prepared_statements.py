@@ -79,6 +79,8 @@ def test_the_library_s_reads_that_roll_back_leave_them_prepared(svc: SessionAwar
 
 
 def test_statements_removed_behind_its_back_are_prepared_again(svc: SessionAwareness) -> None:
+    """R-L8: a save that finds its statements gone fails as a store error; its signal is kept
+    and recorded later, and the reads and saves after it prepare them again."""
     _record(svc, 3)
     version = svc.session_status(CHILD)["stateVersion"]
     with _every_connection(svc) as connections:
