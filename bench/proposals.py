@@ -213,7 +213,15 @@ def _no_prepared_statements() -> None:
             return str(bind(query, params))
         return ours(self, bind, query, params)
 
+    ours_rows = Prepared.rows
+
+    def rows(self: Any, conn: Any, query: str, params: Any = ()) -> Any:
+        if active("no-prepared-statements"):
+            return None  # the caller sends it plain
+        return ours_rows(self, conn, query, params)
+
     Prepared.bound = bound  # type: ignore[method-assign]
+    Prepared.rows = rows  # type: ignore[method-assign]
 
 
 #: Each proposal and the installer of its (switchable) replacement.

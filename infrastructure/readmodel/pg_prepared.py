@@ -4,7 +4,8 @@ The save of ADR 013 binds its values client-side into one simple-protocol query,
 server parsed and planned every statement of every save, inside the events table's lock. A
 statement seen once on a connection is `PREPARE`d there before that connection's next save
 or read (outside any transaction: a statement the server cannot prepare stays plain), and is
-sent as `EXECUTE name(values)` from then on.
+sent as `EXECUTE name(values)` from then on. A read sends it as the extended protocol's execution
+of the named statement instead (`Prepared.rows`), its values bound server-side.
 
 This is safe because psycopg holds no prepared statements of its own on the pool's
 connections (`prepare_threshold=None`, `infrastructure/postgres.py`): psycopg sends
@@ -25,7 +26,8 @@ from typing import Any
 
 import psycopg
 import psycopg.errors
-from psycopg.pq import TransactionStatus
+from psycopg.adapt import PyFormat, Transformer
+from psycopg.pq import DiagnosticField, ExecStatus, Format, TransactionStatus
 
 from session_awareness.logs import get_logger
 
@@ -59,6 +61,30 @@ class Prepared:
         self.names: dict[str, str] = {}
         self.wanted: dict[str, None] = {}
         self.plain: set[str] = set()
+        self._adapt: Transformer | None = None
+
+    def rows(
+        self, conn: psycopg.Connection[Any], query: str, params: Sequence[Any] = ()
+    ) -> list[tuple[Any, ...]] | None:
+        """The rows of `query`, a read, run as the extended protocol's execution of its
+        prepared statement on `conn` (idle, autocommit): the values go as text, bound and
+        typed by the server as `PREPARE` inferred them, and the rows are loaded as a
+        cursor's would be. None while `query` is not prepared here (it is then wanted).
+        A failed statement raises the error class of its SQLSTATE."""
+        name = self.names.get(query)
+        if name is None:
+            if query not in self.plain:
+                self.wanted[query] = None
+            return None
+        adapt = self._adapt
+        if adapt is None:
+            adapt = self._adapt = Transformer(conn)
+        values = adapt.dump_sequence(params, [PyFormat.TEXT] * len(params))
+        result = conn.pgconn.exec_prepared(name.encode(), values, result_format=Format.TEXT)
+        if result.status != ExecStatus.TUPLES_OK:
+            raise _error(conn, result)
+        adapt.set_pgresult(result)
+        return adapt.load_rows(0, result.ntuples, tuple)
 
     def bound(self, bind: Callable[..., str], query: str, params: Sequence[Any] = ()) -> str:
         """`query` with `params`, bound client-side by `bind` (psycopg's `mogrify`): as an
@@ -96,6 +122,19 @@ class Prepared:
             self.names[query] = name
 
 
+def _error(conn: psycopg.Connection[Any], result: Any) -> psycopg.Error:
+    """The psycopg error for a failed `result` (its SQLSTATE's class; a lost connection's
+    is an `OperationalError`)."""
+    message = (result.error_message or conn.pgconn.error_message).decode(errors="replace").strip()
+    sqlstate = result.error_field(DiagnosticField.SQLSTATE)
+    if not sqlstate:
+        return psycopg.OperationalError(message or "the server sent no answer")
+    try:
+        return psycopg.errors.lookup(sqlstate.decode())(message)
+    except KeyError:
+        return psycopg.DatabaseError(message)
+
+
 class PreparedStatements:
     """The `Prepared` of each connection, kept as long as the connection lives."""
 
@@ -111,12 +150,23 @@ class PreparedStatements:
                 prepared = self._by_connection[conn] = Prepared()
             return prepared
 
-    def binder(self, conn: psycopg.Connection[Any], *, writes: bool) -> Callable[..., str]:
-        """How `conn` binds a statement and its values, once it has prepared the statements
-        it has seen (`Prepared.prepare_wanted`; `writes`: before a save)."""
+    def ready(self, conn: psycopg.Connection[Any], *, writes: bool) -> Prepared:
+        """The statements of `conn`, once it has prepared those it has seen
+        (`Prepared.prepare_wanted`; `writes`: before a save)."""
         prepared = self.on(conn)
         prepared.prepare_wanted(conn, writes=writes)
+        return prepared
+
+    def binder(self, conn: psycopg.Connection[Any], *, writes: bool) -> Callable[..., str]:
+        """How `conn` binds a statement and its values client-side (`Prepared.bound`), once
+        it has prepared the statements it has seen."""
+        prepared = self.ready(conn, writes=writes)
         return functools.partial(prepared.bound, psycopg.ClientCursor(conn).mogrify)
+
+    def texts(self) -> set[str]:
+        """The statements prepared on the connections alive, by their text."""
+        with self._lock:
+            return {query for prepared in self._by_connection.values() for query in prepared.names}
 
     def forget(self, conn: psycopg.Connection[Any]) -> None:
         """`conn` lost its prepared statements (someone ran `DEALLOCATE`): start again."""

@@ -110,15 +110,20 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
 
     def fetch_tuples(self, template: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         # The pool's connections are in autocommit mode: one statement, one round trip,
-        # prepared on each connection after its first use there (ADR 029).
-        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as c:
+        # prepared on each connection after its first use there and then executed by name,
+        # its values bound server-side (ADR 029).
+        with self.datastore.get_connection() as conn:
             query = self.sql(template)
             try:
-                c.execute(self.prepared.binder(conn, writes=False)(query, params))
+                rows = self.prepared.ready(conn, writes=False).rows(conn, query, params)
             except psycopg.errors.InvalidSqlStatementName:  # someone deallocated them
                 self.prepared.forget(conn)
-                c.execute(psycopg.ClientCursor(conn).mogrify(query, params))
-            return c.fetchall()
+                rows = None
+            if rows is None:
+                with psycopg.ClientCursor(conn, row_factory=tuple_row) as c:
+                    c.execute(query, params)
+                    rows = c.fetchall()
+            return rows
 
     def create_table(self) -> None:
         """Create the schema and tables on first use; concurrent first uses take turns."""

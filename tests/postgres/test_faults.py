@@ -112,6 +112,28 @@ class TestHungServer:
             assert wait_until(lambda: svc.health()["store"] == "ok", timeout=20)
             assert svc.drain_notices(MANAGER) == []
 
+    def test_a_read_executed_by_name_on_a_hung_server_raises_within_the_bound(
+        self, own_cluster: PostgresCluster
+    ) -> None:
+        """ADR 029: a read whose statement is prepared goes by name, and stays bounded."""
+        url = f"{own_cluster.url}?schema=hungread&connect_timeout=1"
+        with open_service(url) as svc:
+            spawn(svc)
+            for _ in range(6):  # prepared on each of the pool's connections after a use there
+                svc.session_status(CHILD, changes_since=0)
+            by_name = svc.store.recorder.prepared.texts()  # type: ignore[attr-defined]
+            assert any("session_state_events" in query for query in by_name)
+            own_cluster.freeze()
+            try:
+                read, took = timed(lambda: svc.session_status(CHILD, changes_since=0))
+            finally:
+                own_cluster.thaw()
+            assert isinstance(read, StoreUnavailableError)
+            assert "no answer from the server within 1 s" in str(read)
+            assert took < BOUND
+            assert wait_until(lambda: svc.health()["store"] == "ok", timeout=20)
+            assert svc.session_status(CHILD, changes_since=0)["stateChanges"]["events"]
+
 
 class TestRestarts:
     @pytest.mark.parametrize("mode", ["fast", "immediate"])

@@ -1,17 +1,20 @@
 """The PostgreSQL save's statements are prepared on each connection after their first use
-there and sent as `EXECUTE` from then on (ADR 029). They stay prepared through the library's
+there and sent as `EXECUTE` from then on; a read is executed by name, its values bound
+server-side (ADR 029). They stay prepared through the library's
 reads, which roll back; statements removed behind the store's back are prepared again and
 no signal is lost (R-L8)."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.infrastructure.readmodel.pg_prepared import Prepared
@@ -112,3 +115,56 @@ def test_a_read_prepares_no_write_so_it_never_waits_for_a_writer(svc: SessionAwa
         assert prepared.bound(bind, insert, [uuid.uuid4(), 1, "t", b""]).startswith("INSERT")
         prepared.prepare_wanted(conn, writes=True)
         assert prepared.bound(bind, insert, [uuid.uuid4(), 1, "t", b""]).startswith("EXECUTE ")
+
+
+_TYPED = (
+    "SELECT %s::uuid AS u, %s::bigint + 1 AS n, %s::text || '!' AS t, %s::bytea AS b,"
+    " %s::timestamptz AS at, %s::boolean AS yes, %s::text[] AS many, %s::text IS NULL AS gone,"
+    " %s::jsonb AS doc, NULL::int AS nothing"
+)
+
+
+def _values() -> list[Any]:
+    return [
+        uuid.uuid4(),
+        2**40,
+        "quote ' and \\ and ünïcode",
+        b"\x00\xffbytes",
+        datetime.datetime(2026, 12, 2, 14, 0, 0, 123456, tzinfo=datetime.UTC),
+        True,
+        ["a", "b,c", 'd"e', ""],
+        None,
+        Jsonb({"k": [1, "two", None]}),
+    ]
+
+
+def test_a_read_by_name_returns_what_the_plain_read_returns(postgres: PostgresCluster) -> None:
+    """Executed by name with its values bound server-side, a read gives the rows a cursor
+    gives for the same statement and values, value for value and type for type."""
+    with psycopg.connect(postgres.url, autocommit=True, prepare_threshold=None) as conn:
+        prepared = Prepared()
+        values = _values()
+        assert prepared.rows(conn, _TYPED, values) is None  # seen once: not prepared yet
+        prepared.prepare_wanted(conn, writes=False)
+        by_name = prepared.rows(conn, _TYPED, values)
+        plain = psycopg.ClientCursor(conn).execute(_TYPED, values).fetchall()
+        assert by_name == plain
+        assert [type(value) for value in by_name[0]] == [type(value) for value in plain[0]]
+        assert by_name[0][1] == 2**40 + 1 and by_name[0][7] is True and by_name[0][9] is None
+
+
+def test_a_read_by_name_that_fails_raises_the_error_of_its_sqlstate(
+    postgres: PostgresCluster,
+) -> None:
+    query = "SELECT 1 / %s::int"
+    with psycopg.connect(postgres.url, autocommit=True, prepare_threshold=None) as conn:
+        prepared = Prepared()
+        prepared.rows(conn, query, [1])
+        prepared.prepare_wanted(conn, writes=False)
+        assert prepared.rows(conn, query, [1]) == [(1,)]
+        with pytest.raises(psycopg.errors.DivisionByZero, match="division by zero"):
+            prepared.rows(conn, query, [0])
+        conn.execute("DEALLOCATE ALL")
+        with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+            prepared.rows(conn, query, [1])
+        assert conn.execute("SELECT 2").fetchone() == (2,)  # the connection is still usable
