@@ -63,6 +63,14 @@ class Prepared:
         self.plain: set[str] = set()
         self._adapt: Transformer | None = None
 
+    def _name_of(self, query: str) -> str | None:
+        """The name `query` is prepared under here; None while it is not (it is then
+        wanted, unless the server refused to prepare it)."""
+        name = self.names.get(query)
+        if name is None and query not in self.plain:
+            self.wanted[query] = None
+        return name
+
     def rows(
         self, conn: psycopg.Connection[Any], query: str, params: Sequence[Any] = ()
     ) -> list[tuple[Any, ...]] | None:
@@ -71,10 +79,8 @@ class Prepared:
         typed by the server as `PREPARE` inferred them, and the rows are loaded as a
         cursor's would be. None while `query` is not prepared here (it is then wanted).
         A failed statement raises the error class of its SQLSTATE."""
-        name = self.names.get(query)
+        name = self._name_of(query)
         if name is None:
-            if query not in self.plain:
-                self.wanted[query] = None
             return None
         adapt = self._adapt
         if adapt is None:
@@ -84,15 +90,15 @@ class Prepared:
         if result.status != ExecStatus.TUPLES_OK:
             raise _error(conn, result)
         adapt.set_pgresult(result)
-        return adapt.load_rows(0, result.ntuples, tuple)
+        rows = adapt.load_rows(0, result.ntuples, tuple)
+        adapt.set_pgresult(None)  # the connection keeps no page between reads
+        return rows
 
     def bound(self, bind: Callable[..., str], query: str, params: Sequence[Any] = ()) -> str:
         """`query` with `params`, bound client-side by `bind` (psycopg's `mogrify`): as an
         `EXECUTE` of the prepared statement, or plain while it is not prepared yet."""
-        name = self.names.get(query)
+        name = self._name_of(query)
         if name is None:
-            if query not in self.plain:
-                self.wanted[query] = None
             return bind(query, params)
         if not params:
             return "EXECUTE " + name
