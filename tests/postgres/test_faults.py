@@ -6,6 +6,7 @@ kernel acknowledges every packet, but nothing answers, as with a frozen host or 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -15,7 +16,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from session_awareness.application import StoreUnavailableError, open_service
+from session_awareness.application import SessionAwareness, StoreUnavailableError, open_service
 from session_awareness.domain.keys import SessionRef
 from session_awareness.testing.pgcluster import PostgresCluster, StopMode
 from tests.conftest import RecordingWaker, wait_until
@@ -45,6 +46,23 @@ def timed(call: object) -> tuple[object, float]:
     except StoreUnavailableError as error:
         result = error
     return result, time.monotonic() - started
+
+
+@contextlib.contextmanager
+def spawned(cluster: PostgresCluster, schema: str) -> Iterator[SessionAwareness]:
+    """A service on `schema` (calls bounded by a one-second deadline) with the child spawned."""
+    with open_service(f"{cluster.url}?schema={schema}&connect_timeout=1") as svc:
+        spawn(svc)
+        yield svc
+
+
+def timed_frozen(cluster: PostgresCluster, call: object) -> tuple[object, float]:
+    """`timed(call)` with the cluster frozen, thawed after."""
+    cluster.freeze()
+    try:
+        return timed(call)
+    finally:
+        cluster.thaw()
 
 
 class TestHungServer:
@@ -99,14 +117,8 @@ class TestHungServer:
         self, own_cluster: PostgresCluster
     ) -> None:
         """Commands (watch, drain, reset) raise StoreUnavailableError within the bound."""
-        url = f"{own_cluster.url}?schema=hungcmd&connect_timeout=1"
-        with open_service(url) as svc:
-            spawn(svc)
-            own_cluster.freeze()
-            try:
-                drained, took = timed(lambda: svc.drain_notices(MANAGER))
-            finally:
-                own_cluster.thaw()
+        with spawned(own_cluster, "hungcmd") as svc:
+            drained, took = timed_frozen(own_cluster, lambda: svc.drain_notices(MANAGER))
             assert isinstance(drained, StoreUnavailableError)
             assert took < 2 * BOUND  # the log look and the load, each bounded
             assert wait_until(lambda: svc.health()["store"] == "ok", timeout=20)
@@ -116,18 +128,14 @@ class TestHungServer:
         self, own_cluster: PostgresCluster
     ) -> None:
         """ADR 029: a read whose statement is prepared goes by name, and stays bounded."""
-        url = f"{own_cluster.url}?schema=hungread&connect_timeout=1"
-        with open_service(url) as svc:
-            spawn(svc)
+        with spawned(own_cluster, "hungread") as svc:
             for _ in range(6):  # prepared on each of the pool's connections after a use there
                 svc.session_status(CHILD, changes_since=0)
             by_name = svc.store.recorder.prepared.texts()  # type: ignore[attr-defined]
             assert any("session_state_events" in query for query in by_name)
-            own_cluster.freeze()
-            try:
-                read, took = timed(lambda: svc.session_status(CHILD, changes_since=0))
-            finally:
-                own_cluster.thaw()
+            read, took = timed_frozen(
+                own_cluster, lambda: svc.session_status(CHILD, changes_since=0)
+            )
             assert isinstance(read, StoreUnavailableError)
             assert "no answer from the server within 1 s" in str(read)
             assert took < BOUND
