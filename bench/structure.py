@@ -176,7 +176,7 @@ def _traced(call: Any, project: str) -> dict[str, Any]:
     return {"files": sorted(set(files)), "file_count": len(set(files)), "hops": hops}
 
 
-def _paths() -> dict[str, dict[str, Any]]:
+def paths() -> dict[str, dict[str, Any]]:
     """The record, drain and `changesSince` paths, each measured warm on SQLite."""
     import session_awareness  # noqa: PLC0415
     from session_awareness.application import open_service  # noqa: PLC0415
@@ -215,7 +215,7 @@ def measure() -> dict[str, Any]:
         "application_modules": len(application),
         "application_floors": _floors(graph, f"{PACKAGE}.application"),
         "circles": import_circles(graph),
-        "paths": _paths(),
+        "paths": paths(),
     }
 
 

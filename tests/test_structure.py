@@ -3,8 +3,9 @@
 
 import re
 from pathlib import Path
+from typing import Any
 
-from bench.structure import PACKAGE, import_circles, import_graph
+from bench.structure import PACKAGE, import_circles, import_graph, paths
 from session_awareness.application import SessionAwareness
 
 
@@ -38,3 +39,28 @@ def test_the_facade_shows_only_the_documented_api() -> None:
         for name in vars(cls)
     }
     assert public & library == set()
+
+
+def test_the_architecture_page_shows_the_paths_as_measured() -> None:
+    """`docs/architecture.md`'s table of the record, drain and `changesSince` paths gives the
+    files and hops `python -m bench.structure` measures, so the page cannot go stale."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text()
+    shown = {
+        name: (int(files), int(hops))
+        for name, files, hops in re.findall(
+            r"^\| one `(record_human_direct_message|drain_notices|session_status)\b[^|]*\|"
+            r" (\d+) \| (\d+) \|",
+            page,
+            flags=re.MULTILINE,
+        )
+    }
+    measured = paths()
+    assert shown == {
+        "record_human_direct_message": _counted(measured["record"]),
+        "drain_notices": _counted(measured["drain"]),
+        "session_status": _counted(measured["changes_since"]),
+    }
+
+
+def _counted(path: dict[str, Any]) -> tuple[int, int]:
+    return path["file_count"], path["hops"]
