@@ -129,16 +129,13 @@ class Prepared:
 
 
 def _error(conn: psycopg.Connection[Any], result: Any) -> psycopg.Error:
-    """The psycopg error for a failed `result` (its SQLSTATE's class; a lost connection's
-    is an `OperationalError`)."""
-    message = (result.error_message or conn.pgconn.error_message).decode(errors="replace").strip()
-    sqlstate = result.error_field(DiagnosticField.SQLSTATE)
-    if not sqlstate:
-        return psycopg.OperationalError(message or "the server sent no answer")
-    try:
-        return psycopg.errors.lookup(sqlstate.decode())(message)
-    except KeyError:
-        return psycopg.DatabaseError(message)
+    """psycopg's error for a failed `result` (`error_from_result`: its SQLSTATE's class).
+    A result without a SQLSTATE is libpq's own, the connection lost (the deadline of ADR 017
+    shuts its socket): an `OperationalError`, as psycopg's cursors raise for it."""
+    if not result.error_field(DiagnosticField.SQLSTATE):
+        message = (result.error_message or conn.pgconn.error_message).decode(errors="replace")
+        return psycopg.OperationalError(message.strip() or "the server sent no answer")
+    return psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
 
 
 class PreparedStatements:
