@@ -127,7 +127,8 @@ class TestHungServer:
     def test_a_read_executed_by_name_on_a_hung_server_raises_within_the_bound(
         self, own_cluster: PostgresCluster
     ) -> None:
-        """ADR 029: a read whose statement is prepared goes by name, and stays bounded."""
+        """ADR 029: a read whose statement is prepared goes by name, and stays bounded
+        (ADR 017); thawed, the same `changesSince` (R-S1) answers again."""
         with spawned(own_cluster, "hungread") as svc:
             for _ in range(6):  # prepared on each of the pool's connections after a use there
                 svc.session_status(CHILD, changes_since=0)

@@ -140,7 +140,8 @@ def _values() -> list[Any]:
 
 def test_a_read_by_name_returns_what_the_plain_read_returns(postgres: PostgresCluster) -> None:
     """Executed by name with its values bound server-side, a read gives the rows a cursor
-    gives for the same statement and values, value for value and type for type."""
+    gives for the same statement and values, value for value and type for type: the exact
+    delta of R-S1 reads through it."""
     with psycopg.connect(postgres.url, autocommit=True, prepare_threshold=None) as conn:
         prepared = Prepared()
         values = _values()
