@@ -9,11 +9,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -25,8 +26,8 @@ from eventsourcing.postgres import (
     PostgresDatastore,
     PostgresFactory,
 )
-from psycopg.rows import dict_row
-from psycopg.sql import SQL, Identifier
+from psycopg.rows import dict_row, tuple_row
+from psycopg.sql import SQL, Composable, Identifier
 from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
@@ -68,19 +69,112 @@ SCHEMA_LOCK = 0x5E5510A5
 OPEN_BUDGET_FACTOR = 10
 
 
-def create_in_turn(datastore: PostgresDatastore, create: Callable[[], None]) -> None:
+def create_in_turn(
+    datastore: PostgresDatastore,
+    create: Callable[[], None],
+    statements: Sequence[Composable],
+) -> None:
     """Create the schema, then run a recorder's `create`, holding an advisory lock, so that
     concurrent first uses of one store (several processes starting at once) take turns.
     Without it they race on `CREATE SCHEMA IF NOT EXISTS` and `CREATE TABLE IF NOT EXISTS`
-    themselves: the loser of a table's race fails on the catalogue's unique index."""
+    themselves: the loser of a table's race fails on the catalogue's unique index.
+
+    A role that may not create them (an application role to which the store's owner granted
+    only reads and writes) goes on without creating anything when everything `statements`
+    (the recorder's DDL) would create is already in place as they would create it; otherwise
+    it fails, naming what is missing (`in_place`)."""
     budget = OPEN_BUDGET_FACTOR * getattr(datastore, "connect_timeout", 3)
     with bounded(budget), datastore.get_connection() as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
         try:
-            conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(datastore.schema)))
-            create()
+            try:
+                # Even `IF NOT EXISTS` needs the database's CREATE privilege: ask first.
+                if conn.execute(_SCHEMA_EXISTS, (datastore.schema,)).fetchone() is None:
+                    conn.execute(
+                        SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(datastore.schema))
+                    )
+                create()
+            except Exception as error:
+                if not insufficient_privilege(error):
+                    raise
+                found = in_place(conn, datastore.schema, statements)
+                missing = [name for name, present in found if not present]
+                if missing:
+                    raise ConfigurationError(
+                        f"the role {conn.info.user!r} may not create the store's tables, and "
+                        "the store lacks these, or holds an older version of them: "
+                        f"{', '.join(missing)}. Open the store once as a role that may create "
+                        f"them (its owner), then as {conn.info.user!r} again"
+                    ) from error
+                datastore.register_type_adapters()  # what the library does after creating
+                log.info("store_schema_in_place", role=conn.info.user, schema=datastore.schema)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+
+
+#: The SQLSTATE of a statement the role may not run (insufficient_privilege).
+INSUFFICIENT_PRIVILEGE = "42501"
+_SCHEMA_EXISTS = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+_NAME = r'(?:"(?:[^"]|"")+"|\w+)'
+#: The head of each statement a recorder's DDL holds, and what it creates.
+_CREATES = re.compile(
+    rf"CREATE (?:UNIQUE )?(?P<kind>TABLE|INDEX|TYPE|OR REPLACE FUNCTION) (?:IF NOT EXISTS )?"
+    rf"(?P<name>{_NAME}(?:\.{_NAME})?)"
+)
+_BODY = re.compile(r"\bAS \$(?P<tag>\w*)\$(?P<body>.*)\$(?P=tag)\$", re.DOTALL)
+_PRESENT = {
+    "TABLE": "SELECT to_regclass(%s) IS NOT NULL",
+    "INDEX": "SELECT to_regclass(%s) IS NOT NULL",
+    "TYPE": "SELECT to_regtype(%s) IS NOT NULL",
+    # A function is in place when its body is this version's: `OR REPLACE` would change it.
+    "OR REPLACE FUNCTION": "SELECT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n "
+    "ON n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname = %s AND p.prosrc = %s)",
+}
+
+
+def in_place(
+    conn: psycopg.Connection[Any], schema: str, statements: Sequence[Composable]
+) -> list[tuple[str, bool]]:
+    """What each of `statements` (`CREATE` statements) creates, and whether it is already
+    there: a table, an index or a type by its name, a function by its name and its body."""
+    found, cursor = [], conn.cursor(row_factory=tuple_row)
+    for statement in statements:
+        text = statement.as_string(conn)
+        head = _CREATES.match(text.strip())
+        if head is None:
+            raise ValueError(f"cannot tell what this statement creates: {text[:80]}")
+        kind, name = head["kind"], head["name"]
+        parts = [_unquote(part) for part in re.findall(_NAME, name)]
+        if kind == "INDEX":  # named without its schema, created in its table's
+            name = f"{Identifier(schema).as_string(conn)}.{name}"
+        if kind == "OR REPLACE FUNCTION":
+            body = _BODY.search(text)
+            if body is None:
+                raise ValueError(f"cannot find the body of this function: {text[:80]}")
+            namespace = parts[0] if len(parts) == 2 else schema
+            params: tuple[str, ...] = (namespace, parts[-1], body["body"])
+        else:
+            params = (name,)
+        row = cursor.execute(_PRESENT[kind], params).fetchone()
+        found.append((f"{name} ({kind.rpartition(' ')[2].lower()})", bool(row and row[0])))
+    return found
+
+
+def _unquote(identifier: str) -> str:
+    """An identifier as PostgreSQL stores it: a quoted one as written, a bare one folded."""
+    if identifier.startswith('"'):
+        return identifier[1:-1].replace('""', '"')
+    return identifier.lower()
+
+
+def insufficient_privilege(error: BaseException | None) -> bool:
+    """Whether `error`, or an error it was raised from, is the server's refusal of a
+    statement the role may not run (the library re-raises psycopg's errors as its own)."""
+    while error is not None:
+        if getattr(error, "sqlstate", None) == INSUFFICIENT_PRIVILEGE:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 class ServiceAggregateRecorder(PostgresAggregateRecorder):
@@ -88,7 +182,7 @@ class ServiceAggregateRecorder(PostgresAggregateRecorder):
     in turn with the event store's (`create_in_turn`)."""
 
     def create_table(self) -> None:
-        create_in_turn(self.datastore, super().create_table)
+        create_in_turn(self.datastore, super().create_table, self.sql_create_statements)
 
 
 class Deadlines:

@@ -127,7 +127,7 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
 
     def create_table(self) -> None:
         """Create the schema and tables on first use; concurrent first uses take turns."""
-        create_in_turn(self.datastore, super().create_table)
+        create_in_turn(self.datastore, super().create_table, self.sql_create_statements)
 
     # The library retries connection errors ten times; we fail fast and let the service's
     # bounded retry and its signal backlog decide (SPEC R-L8).

@@ -16,6 +16,8 @@ from eventsourcing.persistence import Notification
 from psycopg.rows import tuple_row
 
 from session_awareness.application import projection as p
+from session_awareness.application.errors import ConfigurationError
+from session_awareness.infrastructure.postgres import insufficient_privilege
 from session_awareness.infrastructure.readmodel.audit import (
     Audit,
     EventLog,
@@ -29,6 +31,11 @@ from session_awareness.logs import get_logger
 
 log = get_logger()
 SCRATCH_SCHEMA_PREFIX = "session_awareness_audit_"
+SCRATCH_REFUSED = (
+    "the audit replays the events into a scratch schema of its own, which this role may not "
+    "create (it needs the CREATE privilege on the database): run the audit as a role that "
+    "may, such as the store's owner"
+)
 
 
 class PostgresEventLog(EventLog):
@@ -76,15 +83,20 @@ class PostgresAudit(Audit):
         schema = SCRATCH_SCHEMA_PREFIX + uuid.uuid4().hex[:12]
         prefix = q(schema) + "."
         live_prefix = self.live.dialect.schema_prefix
-        with self.live.datastore.transaction(commit=True) as c:
-            c.execute(f"CREATE SCHEMA {q(schema)}")
-            for table, keys in READ_MODEL_TABLES.items():
-                # Columns, defaults and constraints; of the indexes only the key: the scratch
-                # copy is only written and read by key.
-                c.execute(
-                    f"CREATE TABLE {prefix}{q(table)} (LIKE {live_prefix}{q(table)} "
-                    f"INCLUDING DEFAULTS INCLUDING CONSTRAINTS, PRIMARY KEY ({keys}))"
-                )
+        try:
+            with self.live.datastore.transaction(commit=True) as c:
+                c.execute(f"CREATE SCHEMA {q(schema)}")
+                for table, keys in READ_MODEL_TABLES.items():
+                    # Columns, defaults and constraints; of the indexes only the key: the
+                    # scratch copy is only written and read by key.
+                    c.execute(
+                        f"CREATE TABLE {prefix}{q(table)} (LIKE {live_prefix}{q(table)} "
+                        f"INCLUDING DEFAULTS INCLUDING CONSTRAINTS, PRIMARY KEY ({keys}))"
+                    )
+        except Exception as error:
+            if insufficient_privilege(error):
+                raise ConfigurationError(SCRATCH_REFUSED) from error
+            raise
         try:
             yield PostgresScratch(self, prefix)
         finally:
