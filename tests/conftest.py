@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,10 +10,10 @@ import pytest
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.replay import replayed_changes
-from session_awareness.testing import START, FakeClock, RecordingWaker
+from session_awareness.testing import START, FakeClock, RecordingWaker, wait_until
 from session_awareness.testing.pgcluster import PostgresCluster
 
-__all__ = ["START", "FakeClock", "RecordingWaker"]  # the suite imports them from here
+__all__ = ["START", "FakeClock", "RecordingWaker", "wait_until"]  # the suite imports them here
 pytest_plugins = ["pytester"]  # the shipped plugin is tested by running pytest on examples
 
 
@@ -90,13 +89,3 @@ def assert_rebuild_matches(service: SessionAwareness) -> None:
 @pytest.fixture
 def svc(open_svc: ServiceFactory) -> SessionAwareness:
     return open_svc()
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30) -> bool:
-    """Poll `condition` until it holds or the deadline passes; the one wait the suite uses."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from session_awareness.testing import START, FakeClock, RecordingWaker
+from session_awareness.testing import START, FakeClock, RecordingWaker, wait_until
 
 HOST_TESTS = """
 from datetime import timedelta
@@ -70,6 +72,34 @@ class TestDoubles:
         for key in ("a", "b", "a"):
             waker(key)
         assert waker.woken == ["a", "b", "a"]
+
+    def test_wait_until_answers_once_the_condition_holds(self) -> None:
+        """Asked until it holds (here on the third asking, another thread's work), and no
+        more after that."""
+        asked: list[int] = []
+
+        def third_time() -> bool:
+            asked.append(len(asked))
+            return len(asked) == 3
+
+        assert wait_until(third_time, timeout=30, interval=0)
+        assert asked == [0, 1, 2]
+        done = threading.Event()
+        threading.Timer(0.01, done.set).start()
+        assert wait_until(done.is_set, timeout=30)
+
+    def test_wait_until_gives_up_at_the_deadline(self) -> None:
+        """False once the deadline has passed and one last asking still says no."""
+        asked: list[float] = []
+
+        def never() -> bool:
+            asked.append(time.monotonic())
+            return False
+
+        started = time.monotonic()
+        assert not wait_until(never, timeout=0.05, interval=0.01)
+        assert asked[-1] - started >= 0.05
+        assert len(asked) >= 2
 
 
 class TestPlugin:

@@ -18,12 +18,12 @@ import re
 import signal
 import sys
 import threading
-import time
 from typing import Any
 
 import structlog
 
 from session_awareness.application import SessionAwareness, StoreUnavailableError, open_service
+from session_awareness.testing import wait_until
 
 SINCE = re.compile(r'sessionKey "(?P<target>[^"]+)" changesSince (?P<since>\d+)\.$')
 WATCHERS = ["agent:main:main", "agent:ops:main"]
@@ -42,12 +42,7 @@ def stdin_closed() -> threading.Event:
 def flushed(svc: SessionAwareness, timeout: float = 60) -> bool:
     """Record the kept signals, asking again until the store takes them or the deadline
     passes (the test reads the backlog this worker reports last)."""
-    deadline = time.monotonic() + timeout
-    while not svc.flush_signals():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)  # the backlog rests between attempts: ask again shortly
-    return True
+    return wait_until(svc.flush_signals, timeout, interval=0.05)
 
 
 def write(svc: SessionAwareness, name: str, count: int, keys: list[str]) -> None:
@@ -95,15 +90,22 @@ def mix(svc: SessionAwareness, name: str, count: int, seed: int, keys: list[str]
 
 
 def reconcile(svc: SessionAwareness, target: str, since: int) -> list[dict[str, Any]]:
-    """`changesSince`, retried while the store is away (it comes back within the test)."""
-    deadline = time.monotonic() + 60
-    while True:
+    """`changesSince`, asked again while the store is away (it comes back within the test);
+    past the deadline, the store's error."""
+
+    def changes() -> list[dict[str, Any]]:
+        return list(svc.session_status(target, changes_since=since)["stateChanges"]["events"])
+
+    answer: list[list[dict[str, Any]]] = []
+
+    def answered() -> bool:
         try:
-            return list(svc.session_status(target, changes_since=since)["stateChanges"]["events"])
+            answer.append(changes())
         except StoreUnavailableError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+            return False
+        return True
+
+    return answer[0] if wait_until(answered, 60, interval=0.05) else changes()
 
 
 def drain(url: str, watcher: str) -> None:

@@ -2,6 +2,8 @@
 
 - `FakeClock`: the service clock, moved only by the test (`clock.advance(seconds=20)`).
 - `RecordingWaker`: the host's waker port; `woken` lists the watchers it woke, in order.
+- `wait_until(condition, timeout=30)`: ask `condition` until it holds or the deadline passes,
+  for what another thread or process does (a wake, a second gateway's record).
 - The pytest plugin `session_awareness.testing.plugin`, loaded automatically when the package
   is installed: fixtures `awareness_clock`, `awareness_waker`, `awareness_service` (a service on
   a temporary SQLite file) and `awareness_postgres_service` (a service in a schema of its own
@@ -13,5 +15,6 @@
 from __future__ import annotations
 
 from session_awareness.testing.doubles import START, FakeClock, RecordingWaker
+from session_awareness.testing.waiting import wait_until
 
-__all__ = ["START", "FakeClock", "RecordingWaker"]
+__all__ = ["START", "FakeClock", "RecordingWaker", "wait_until"]
