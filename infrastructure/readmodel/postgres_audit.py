@@ -32,9 +32,10 @@ from session_awareness.logs import get_logger
 log = get_logger()
 SCRATCH_SCHEMA_PREFIX = "session_awareness_audit_"
 SCRATCH_REFUSED = (
-    "the audit replays the events into a scratch schema of its own, which this role may not "
-    "create (it needs the CREATE privilege on the database): run the audit as a role that "
-    "may, such as the store's owner"
+    "replaying the events (an audit, or the rebuild of read models an earlier version wrote, "
+    "which the first open after an upgrade runs) needs a scratch schema of its own, which "
+    "this role may not create (it needs the CREATE privilege on the database): run it as a "
+    "role that may, such as the store's owner"
 )
 
 
