@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class SessionAwarenessError(Exception):
     """Base of every error the service raises on purpose."""
@@ -52,3 +54,13 @@ class StoreUnavailableError(SessionAwarenessError):
         self.reason = reason
         #: The first event of a save whose commit could not be confirmed either way.
         self.unconfirmed = unconfirmed
+
+
+def raised_from(error: BaseException | None, test: Callable[[BaseException], bool]) -> bool:
+    """Whether `error`, or an error it was raised from or while handling, passes `test` (the
+    library re-raises psycopg's and the driver's errors as its own)."""
+    while error is not None:
+        if test(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False

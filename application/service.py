@@ -17,7 +17,11 @@ from uuid import UUID
 from session_awareness.application.audit import AUDIT_PAGE_SIZE, KEEP_DIFFERENCES, Audit, Progress
 from session_awareness.application.audit_report import AuditReport
 from session_awareness.application.backlog import SignalBacklog
-from session_awareness.application.errors import ConfigurationError, StoreUnavailableError
+from session_awareness.application.errors import (
+    ConfigurationError,
+    StoreUnavailableError,
+    raised_from,
+)
 from session_awareness.application.intake import Intake
 from session_awareness.application.lifecycle import Lifecycle
 from session_awareness.application.marks import Marks
@@ -716,11 +720,9 @@ def _transcript_sources(given: object) -> tuple[TranscriptSource, ...]:
 
 def _lacks_postgres(error: BaseException | None) -> bool:
     """Whether the error comes from a module of the `postgres` extra not being installed."""
-    while error is not None:
-        if isinstance(error, ModuleNotFoundError) and error.name in _POSTGRES_EXTRA:
-            return True
-        error = error.__cause__ or error.__context__
-    return False
+    return raised_from(
+        error, lambda e: isinstance(e, ModuleNotFoundError) and e.name in _POSTGRES_EXTRA
+    )
 
 
 def environment_for(url: str) -> dict[str, str]:

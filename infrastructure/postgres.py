@@ -31,7 +31,7 @@ from psycopg.sql import SQL, Composable, Identifier
 from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
-from session_awareness.application.errors import ConfigurationError
+from session_awareness.application.errors import ConfigurationError, raised_from
 from session_awareness.infrastructure.pg_config import (
     PostgresConfig,
     connection_failure,
@@ -170,11 +170,7 @@ def _unquote(identifier: str) -> str:
 def insufficient_privilege(error: BaseException | None) -> bool:
     """Whether `error`, or an error it was raised from, is the server's refusal of a
     statement the role may not run (the library re-raises psycopg's errors as its own)."""
-    while error is not None:
-        if getattr(error, "sqlstate", None) == INSUFFICIENT_PRIVILEGE:
-            return True
-        error = error.__cause__ or error.__context__
-    return False
+    return raised_from(error, lambda e: getattr(e, "sqlstate", None) == INSUFFICIENT_PRIVILEGE)
 
 
 class ServiceAggregateRecorder(PostgresAggregateRecorder):

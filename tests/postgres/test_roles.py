@@ -93,8 +93,8 @@ def test_a_role_granted_only_reads_and_writes_uses_the_store_its_owner_created(
     postgres: PostgresCluster, schema: str, owner_url: str, role_url: RoleUrl
 ) -> None:
     """R-W4, R-N3 and R-S1 work the same for the application role, beside the owner's own
-    processes; the role creates and replaces nothing, and says once that it used the schema
-    in place."""
+    process on the same database (R-N7); the role creates and replaces nothing, and says
+    once per recorder that it used the schema in place."""
     _created_by_owner(owner_url)
     before = _objects_and_owners(postgres, schema)
     url = role_url()
