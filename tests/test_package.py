@@ -133,7 +133,10 @@ class TestSilentUnlessAsked:
         handler = logging.Handler()
         handler.emit = records.append  # type: ignore[method-assign]
         stdlib = logging.getLogger(LOGGER_NAME)
-        monkeypatch.setattr(stdlib, "level", logging.INFO)
+        # `setLevel`, not the attribute: the logger caches its `isEnabledFor` answers and only
+        # `setLevel` clears them; an earlier test may have asked at the level it had then.
+        level = stdlib.level
+        stdlib.setLevel(logging.INFO)
         stdlib.addHandler(handler)
         logger = LibraryLogger()
         logger._stdlib_route()  # built with the real structlog
@@ -142,6 +145,7 @@ class TestSilentUnlessAsked:
             logger.info("half_imported", field=1)
         finally:
             stdlib.removeHandler(handler)
+            stdlib.setLevel(level)
         assert [r.getMessage() for r in records] == ["half_imported field=1"]
 
 
