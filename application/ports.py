@@ -185,8 +185,10 @@ class ReadModel(Protocol):
         """Whether the session ever recorded this idempotency key (R-L5): exact for every
         key, read from the key index its signals wrote."""
 
-    def children_of(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
-        """The live sessions whose parent is each of `parent_keys`, keys sorted."""
+    def children_of(self, parent_keys: Collection[str]) -> dict[str, list[tuple[str, str]]]:
+        """The live sessions whose parent key is each of `parent_keys`, as (agent id, key)
+        pairs sorted by key: every agent's, so a bare parent key's children of other agents
+        are among them (`application.queries.children_by_pair` keeps a parent's own)."""
 
     def cursors_of_watcher(self, watcher_key: str, *, pending_only: bool) -> list[CursorRow]:
         """A watcher's cursors; pending ones come oldest notice first."""

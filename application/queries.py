@@ -10,7 +10,7 @@ from uuid import UUID
 from session_awareness.application.errors import InvalidArgumentError, UnknownSessionError
 from session_awareness.application.ports import Clock, ReadModel, SessionRow
 from session_awareness.application.status import PAGE_SIZE, parse_changes_since, status_json
-from session_awareness.domain.keys import SessionRef
+from session_awareness.domain.keys import SessionRef, agent_of
 from session_awareness.domain.session import SESSION_KINDS
 from session_awareness.domain.signals import MAX_SAFE_INTEGER, has_control, to_ms
 
@@ -65,8 +65,8 @@ class Queries:
             limit=limit,
             archived=archived,
         )
-        children = self.children([row.key for row in rows])
-        return [list_row(row, children.get(row.key, [])) for row in rows]
+        children = children_by_pair(self.read_model, [(row.agent_id, row.key) for row in rows])
+        return [list_row(row, [key for _, key in children[row.agent_id, row.key]]) for row in rows]
 
     def session_rows(
         self,
@@ -130,21 +130,68 @@ class Queries:
             archived=archived,
         )
 
-    def children(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
-        """The live child session keys of each parent key (spawn edges or `parent=`)."""
-        return self.read_model.children_of(parent_keys)
+    def children(
+        self, parent_keys: Collection[str], *, agent_id: str | None = None
+    ) -> dict[str, list[str]]:
+        """The live child session keys of each parent key (spawn edges or `parent=`), sorted.
+        A bare parent key names the session of `agent_id`, whose children are of that agent;
+        without `agent_id`, the children of every agent's session of that key."""
+        found = self.read_model.children_of(parent_keys)
+        if agent_id is not None:
+            parents = {key: (agent_of(key) or agent_id, key) for key in found}
+            mine = children_by_pair(self.read_model, parents.values(), found)
+            return {key: [kid for _, kid in mine[parents[key]]] for key in found}
+        return {key: sorted({kid for _, kid in kids}) for key, kids in found.items()}
 
-    def descendants(self, key: str) -> set[str]:
-        """Every live session spawned by `key`, transitively (visibility `tree`, R-T2)."""
-        found: set[str] = set()
-        frontier = [key]
-        while frontier:
-            children = self.children(frontier)
-            frontier = [
-                c for kids in children.values() for c in kids if c not in found and c != key
-            ]
-            found.update(frontier)
-        return found
+    def descendants(self, key: str, *, agent_id: str | None = None) -> set[str]:
+        """Every live session spawned by `key`, transitively (visibility `tree`, R-T2); a bare
+        key names the session of `agent_id`, else of every agent that has one."""
+        agent = agent_of(key) or agent_id
+        if agent is not None:
+            roots = {(agent, key)}
+        else:  # a parent never opened still has its children (R-T3)
+            roots = {parent_of(kid, key) for kid, _ in self.read_model.children_of([key])[key]}
+        return {kid for _, kid in subtree(self.read_model, roots) - roots}
+
+
+#: An (agent id, key) pair: what names one session.
+Pair = tuple[str, str]
+
+
+def parent_of(child_agent: str, parent_key: str) -> Pair:
+    """The session a child's parent key names: a qualified key its own agent, a bare key the
+    child's agent (a spawn never reaches across agents by a bare key, R-T3)."""
+    return (agent_of(parent_key) or child_agent, parent_key)
+
+
+def children_by_pair(
+    read_model: ReadModel,
+    parents: Collection[Pair],
+    found: dict[str, list[Pair]] | None = None,
+) -> dict[Pair, list[Pair]]:
+    """The live children of each parent session, as (agent id, key) pairs sorted by key:
+    matched by (agent, key), never by key alone, so another agent's session of the same bare
+    key neither adds children nor hides any (R-T2). `found`: the read model's answer for
+    these parents' keys, when already asked."""
+    out: dict[Pair, list[Pair]] = {parent: [] for parent in parents}
+    if found is None:
+        found = read_model.children_of({key for _, key in out}) if out else {}
+    for parent_key, kids in found.items():
+        for kid in kids:
+            parent = parent_of(kid[0], parent_key)
+            if parent in out:
+                out[parent].append(kid)
+    return out
+
+
+def subtree(read_model: ReadModel, roots: Collection[Pair]) -> set[Pair]:
+    """`roots` and every live session they spawned, transitively, matched by (agent, key)."""
+    found, frontier = set(roots), set(roots)
+    while frontier:
+        children = children_by_pair(read_model, frontier)
+        frontier = {kid for kids in children.values() for kid in kids} - found
+        found |= frontier
+    return found
 
 
 def check_kinds(kinds: object) -> None:

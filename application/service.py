@@ -333,13 +333,18 @@ class SessionAwareness:
             archived=archived,
         )
 
-    def children(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
-        """The live child session keys of each parent key (spawn edges or `parent=`)."""
-        return self._queries.children(parent_keys)
+    def children(
+        self, parent_keys: Collection[str], *, agent_id: str | None = None
+    ) -> dict[str, list[str]]:
+        """The live child session keys of each parent key (spawn edges or `parent=`), sorted.
+        A bare parent key names the session of `agent_id`, whose children are of that agent;
+        without `agent_id`, the children of every agent's session of that key."""
+        return self._queries.children(parent_keys, agent_id=agent_id)
 
-    def descendants(self, key: str) -> set[str]:
-        """Every live session spawned by `key`, transitively (visibility `tree`, R-T2)."""
-        return self._queries.descendants(key)
+    def descendants(self, key: str, *, agent_id: str | None = None) -> set[str]:
+        """Every live session spawned by `key`, transitively (visibility `tree`, R-T2); a bare
+        key names the session of `agent_id`, else of every agent that has one."""
+        return self._queries.descendants(key, agent_id=agent_id)
 
     def set_session_label(
         self, key: str, label: str | None, *, agent_id: str | None = None

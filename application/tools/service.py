@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from session_awareness.application.errors import SessionAwarenessError
-from session_awareness.application.queries import list_row
+from session_awareness.application.queries import children_by_pair, list_row
 from session_awareness.application.tools.catalog import TOOLS
 from session_awareness.application.tools.errors import (
     INTERNAL_ERROR,
@@ -125,11 +125,12 @@ class SessionTools:
                 limit=given.limit,
                 archived=bool(given.archived),
             )
-            children = self.svc.children([row.key for row in rows])
-            visible = view.visible_keys(self.svc, {c for kids in children.values() for c in kids})
+            pairs = [(row.agent_id, row.key) for row in rows]
+            children = children_by_pair(self.svc.read_model, pairs)
+            visible = view.visible_pairs(self.svc, {c for kids in children.values() for c in kids})
         sessions = [
             SessionRow.model_validate(
-                list_row(row, [c for c in children.get(row.key, []) if c in visible])
+                list_row(row, [k for a, k in children[row.agent_id, row.key] if (a, k) in visible])
             )
             for row in rows
         ]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.application.ports import SessionRow
+from session_awareness.application.queries import Pair, subtree
 from session_awareness.application.tools.errors import (
     AMBIGUOUS_TARGET,
     UNKNOWN_SESSION,
@@ -31,8 +32,6 @@ from session_awareness.domain.keys import DEFAULT_AGENT_ID, agent_of
 if TYPE_CHECKING:
     from session_awareness.application.tools.host import ToolHost
 
-#: An (agent id, key) pair: what names one session.
-Pair = tuple[str, str]
 #: The documents' warning on a restricted `sessions_list` (R-T2), per effective mode.
 WARNINGS = {
     "self": "Results may be scope-limited: visibility is self, so only the current session "
@@ -177,55 +176,17 @@ class Visibility:
         visible = [row for row in rows if self.admits(row)]
         return visible[:limit] if limit is not None else visible
 
-    def visible_keys(self, svc: ToolHost, keys: Collection[str]) -> set[str]:
-        """Those of `keys` that name a visible live session."""
-        if not keys:
+    def visible_pairs(self, svc: ToolHost, pairs: Collection[Pair]) -> set[Pair]:
+        """Those of `pairs` that name a visible live session."""
+        if not pairs:
             return set()
-        return {row.key for row in svc.session_rows(keys=list(keys)) if self.admits(row)}
+        rows = svc.session_rows(keys=list({key for _, key in pairs}))
+        return {(row.agent_id, row.key) for row in rows if self.admits(row)} & set(pairs)
 
 
 def tree_of(svc: ToolHost, root: Pair) -> set[Pair]:
-    """`root` and every live session it spawned, transitively. A child belongs to a parent
-    by key; under a bare parent key, only the children of the parent's own agent. A qualified
-    child under a qualified parent names its own agent, so the registry is asked for rows only
-    where a bare key is involved."""
-    found = {root}
-    frontier = {root}
-    while frontier:
-        agents_of: dict[str, set[str]] = {}
-        for agent, key in frontier:
-            agents_of.setdefault(key, set()).add(agent)
-        by_parent = svc.children(list(agents_of))
-        frontier, unsure = set(), False
-        for parent, kids in by_parent.items():
-            qualified_parent = agent_of(parent) is not None
-            for kid in kids:
-                kid_agent = agent_of(kid)
-                if kid_agent is not None and qualified_parent:
-                    frontier.add((kid_agent, kid))
-                else:
-                    unsure = True
-        if unsure:
-            frontier.update(_child_pairs(svc, by_parent, agents_of))
-        frontier -= found
-        found |= frontier
-    return found
-
-
-def _child_pairs(
-    svc: ToolHost, by_parent: dict[str, list[str]], agents_of: dict[str, set[str]]
-) -> set[Pair]:
-    """The (agent, key) of each child, read from the registry."""
-    keys = {kid for kids in by_parent.values() for kid in kids}
-    pairs = set()
-    for row in svc.session_rows(keys=list(keys)):
-        parent = row.parent_key
-        if parent is None or parent not in agents_of:
-            continue
-        if agent_of(parent) is None and row.agent_id not in agents_of[parent]:
-            continue
-        pairs.add((row.agent_id, row.key))
-    return pairs
+    """`root` and every live session it spawned, transitively, matched by (agent, key)."""
+    return subtree(svc.read_model, {root})
 
 
 def _watched_groups(svc: ToolHost, caller: str, agent: str) -> frozenset[Pair]:

@@ -135,18 +135,17 @@ class ReadModelQueries(Rendered):
             ][:limit]  # fmt: skip
         return rows
 
-    def children_of(self, parent_keys: Collection[str]) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {key: [] for key in parent_keys}
+    def children_of(self, parent_keys: Collection[str]) -> dict[str, list[tuple[str, str]]]:
+        out: dict[str, list[tuple[str, str]]] = {key: [] for key in parent_keys}
         if out:
             clause, param = self.dialect.one_of("parent_key", list(out))
             rows = self.fetch(
-                "SELECT parent_key, session_key FROM {s}session_registry WHERE deleted = 0 AND "
-                + clause
-                + " ORDER BY session_key",
+                "SELECT parent_key, agent_id, session_key FROM {s}session_registry "
+                "WHERE deleted = 0 AND " + clause + " ORDER BY session_key, agent_id",
                 [param],
             )
             for row in rows:
-                out[row["parent_key"]].append(row["session_key"])
+                out[row["parent_key"]].append((row["agent_id"], row["session_key"]))
         return out
 
     def read_models_outdated(self) -> bool:

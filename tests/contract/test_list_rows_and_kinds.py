@@ -38,6 +38,30 @@ class TestListRows:
         tool = svc.tools.call("sessions_list", {}, caller=MANAGER)
         assert tool["sessions"] == svc.sessions_list()
 
+    def test_a_bare_keys_children_are_its_own_agents(self, svc: SessionAwareness) -> None:
+        """R-T1, R-T3: a bare parent key names its agent's session, so `worker` of agent
+        `main` and `helper` and `worker` of agent `ops`, each under their own `global`, are
+        listed each under its own parent; `children` and `descendants` answer per agent
+        with `agent_id`, and for every agent's session of the key without it."""
+        for agent in ("main", "ops"):
+            svc.open_session("global", agent_id=agent)
+            svc.open_session("worker", agent_id=agent, kind="other", parent="global")
+        svc.open_session("helper", agent_id="ops", kind="other", parent="global")
+        svc.open_session("helper", agent_id="main", kind="other")
+        svc.open_session("deep", agent_id="ops", kind="other", parent="helper")
+        rows = {(r["agentId"], r["sessionKey"]): r for r in svc.sessions_list()}
+        assert rows["main", "global"]["childSessionKeys"] == ["worker"]
+        assert rows["ops", "global"]["childSessionKeys"] == ["helper", "worker"]
+        assert rows["main", "helper"]["childSessionKeys"] == []
+        assert rows["ops", "helper"]["childSessionKeys"] == ["deep"]
+        assert svc.children(["global"], agent_id="main") == {"global": ["worker"]}
+        assert svc.children(["global"], agent_id="ops") == {"global": ["helper", "worker"]}
+        assert svc.children(["global"]) == {"global": ["helper", "worker"]}
+        assert svc.descendants("global", agent_id="main") == {"worker"}
+        assert svc.descendants("global", agent_id="ops") == {"helper", "worker", "deep"}
+        assert svc.descendants("helper", agent_id="main") == set()
+        assert svc.descendants("global") == {"helper", "worker", "deep"}
+
     def test_search_matches_the_key_or_the_label(self, svc: SessionAwareness) -> None:
         """R-T1: `search` is a substring of the key or of the label, as in the tool."""
         spawn(svc)

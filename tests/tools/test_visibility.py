@@ -250,6 +250,31 @@ class TestBareKeysInTools:
             ("ops", "global")
         ]
 
+    @pytest.mark.parametrize("mode", ["tree", "agent"])
+    def test_another_agents_sessions_of_the_same_bare_keys_leave_a_row_unchanged(
+        self, open_world: WorldFactory, mode: str
+    ) -> None:
+        """R-T2: a row's children are its own session's, matched by (agent, key): ops's
+        `global`, `worker` and `helper`, invisible to MAIN, neither add a child (`helper`,
+        whose `main` namesake has no parent), nor repeat one (`worker`), so the row reads as
+        if they did not exist."""
+
+        svc = open_world(visibility=mode)
+        svc.open_session("global", agent_id="main", kind="other", parent=MAIN)
+        svc.open_session("worker", agent_id="main", kind="other", parent="global")
+        svc.open_session("helper", agent_id="main", kind="other", parent=MAIN)
+
+        def global_rows() -> list[dict[str, object]]:
+            answer = svc.tools.call("sessions_list", {"search": "global"}, caller=MAIN)
+            return [row for row in answer["sessions"] if row["sessionKey"] == "global"]
+
+        alone = global_rows()
+        assert [row["childSessionKeys"] for row in alone] == [["worker"]]
+        svc.open_session("global", agent_id="ops", kind="main")
+        svc.open_session("worker", agent_id="ops", kind="other", parent="global")
+        svc.open_session("helper", agent_id="ops", kind="other", parent="global")
+        assert global_rows() == alone
+
 
 class TestAmbientGroupsInTheTree:
     def test_a_group_main_is_made_aware_of_is_readable_under_tree(
