@@ -15,6 +15,9 @@ from session_awareness.application.errors import (
 )
 from session_awareness.application.tools.inputs import RULES, THREAD_SCOPED, THREAD_SCOPED_RULE
 from session_awareness.domain.signals import CONTROL_CHARACTERS
+from session_awareness.logs import get_logger
+
+log = get_logger()
 
 INVALID_INPUT = "invalid_input"
 UNKNOWN_SESSION = "unknown_session"
@@ -29,6 +32,8 @@ SPAWN_FAILED = "spawn_failed"
 CANCEL_FAILED = "cancel_failed"
 UNKNOWN_RUN = "unknown_run"
 
+#: What an agent is told when the service cannot answer: the reason is logged, never shown.
+SERVICE_UNAVAILABLE = "the session service is unavailable; try again later"
 #: How much of a name an agent made up (an unknown field or tool) is echoed or logged.
 MAX_ECHO = 64
 _UNPRINTABLE = re.compile(f"[{CONTROL_CHARACTERS}]")
@@ -96,4 +101,7 @@ def from_service(error: SessionAwarenessError, field: str = "sessionKey") -> Too
         return ToolError(INVALID_INPUT, RULES.get(error.field, str(error)), error.field)
     if isinstance(error, ValueError):
         return ToolError(INVALID_INPUT, str(error), field)
-    return ToolError(SERVICE_ERROR, str(error))  # e.g. the store is unreachable
+    # The store is unreachable (or another failure of the service's own): the reason names
+    # the database's host, port or file, which are the host's business, not the agent's.
+    log.warning("tool_service_error", error_type=type(error).__name__, reason=str(error))
+    return ToolError(SERVICE_ERROR, SERVICE_UNAVAILABLE)

@@ -15,6 +15,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from session_awareness.application.errors import SessionAwarenessError
 from session_awareness.application.ports import SessionRow
 from session_awareness.application.tools.errors import (
     DISPATCH_FAILED,
@@ -69,20 +70,37 @@ def send(
                     got_type=type(received).__name__)  # fmt: skip
         received = row.key
     log.info("tool_dispatched", caller=caller, target=row.key, received=shown(received))
-    receiver = _visible_receiver(svc, view, row, received)
+    # The message is delivered: from here on a failure of the store's is not the send's. An
+    # error would make the agent send it again, so the send is reported, watched or not.
+    try:
+        receiver = _visible_receiver(svc, view, row, received)
+    except SessionAwarenessError as error:  # unreadable: told as hidden, never as visible
+        log.warning("tool_receiver_unknown", caller=caller, target=row.key,
+                    error_type=type(error).__name__)  # fmt: skip
+        receiver = None
     shown_key, watched = row.key, False
     if receiver is None:  # routed outside the caller's view: nothing about it is told (R-T2)
         log.info("tool_receiver_hidden", caller=caller, target=row.key)
     else:
         shown_key = receiver.key
         if given.watch:
-            watched = svc.watch(caller, receiver.key, target_agent_id=receiver.agent_id)
+            watched = _watched(svc, caller, receiver)
     return SessionsSendOutput(
         status=status,
         sessionKey=shown_key,
         reply=reply,
         watched=None if given.watch is None else watched,
     )
+
+
+def _watched(svc: ToolHost, caller: str, receiver: SessionRow) -> bool:
+    """Watch the receiver (R-W2); False, logged, when the store refuses or cannot answer."""
+    try:
+        return svc.watch(caller, receiver.key, target_agent_id=receiver.agent_id)
+    except SessionAwarenessError as error:
+        log.warning("tool_watch_failed", caller=caller, target=receiver.key,
+                    error_type=type(error).__name__, reason=str(error))  # fmt: skip
+        return False
 
 
 def accepts_timeout(dispatcher: Callable[..., Any]) -> bool:

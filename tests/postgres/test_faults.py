@@ -17,6 +17,7 @@ import pytest
 from psycopg import sql
 
 from session_awareness.application import SessionAwareness, StoreUnavailableError, open_service
+from session_awareness.application.tools.errors import SERVICE_UNAVAILABLE
 from session_awareness.domain.keys import SessionRef
 from session_awareness.testing.pgcluster import PostgresCluster, StopMode
 from tests.conftest import RecordingWaker, wait_until
@@ -101,6 +102,7 @@ class TestHungServer:
             assert health_took < BOUND
             assert isinstance(tool, dict)
             assert tool["error"]["code"] == "service_error"
+            assert tool["error"]["message"] == SERVICE_UNAVAILABLE  # no host nor port (R-T1)
             assert tool_took < 2 * BOUND  # the view, then the status: two bounded reads at most
 
             assert wait_until(lambda: svc.health()["signals"]["buffered"] == 0, timeout=20)

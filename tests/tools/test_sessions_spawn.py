@@ -3,15 +3,17 @@ and the service records the spawn edge (SPEC R-T1, R-T3, R-L5, R-W1)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from session_awareness.application import SessionAwareness
+from session_awareness.application import SessionAwareness, open_service
+from tests.conftest import FakeClock
 from tests.contract.helpers import cursor
 from tests.tools.conftest import RecordingSpawner, WorldFactory
-from tests.tools.helpers import HELPER, MAIN, PEER, WORKER, error, ms
+from tests.tools.helpers import HELPER, MAIN, PEER, WORKER, build_world, error, ms
 
 CHILD = "agent:main:subagent:child-1"
 FAILED = error("spawn_failed", "the child session could not be spawned")
@@ -215,3 +217,27 @@ class TestSandboxedSpawns:
         """R-T2: without a sandbox anywhere, the child is not marked."""
         spawn(world)
         assert not world.is_sandboxed(CHILD)
+
+
+class TestAnUnreachableStore:
+    def test_the_agent_is_told_the_store_is_unavailable_and_never_why(
+        self, tmp_path: Path, clock: FakeClock
+    ) -> None:
+        """R-T1: `service_error` carries a fixed message; the store's own reason (here SQLite's
+        "readonly database", on PostgreSQL the server's host and port) is logged for the
+        host as `tool_service_error` and never reaches the agent."""
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        with open_service(url, clock=clock) as svc:
+            build_world(svc, clock)
+        spawner = RecordingSpawner()
+        with (
+            open_service(f"{url}?mode=ro", clock=clock, spawner=spawner) as svc,
+            capture_logs() as logs,
+        ):
+            answer = spawn(svc)
+        assert answer == error(
+            "service_error", "the session service is unavailable; try again later"
+        )
+        reasons = [e["reason"] for e in logs if e["event"] == "tool_service_error"]
+        assert len(reasons) == 1
+        assert "readonly database" in reasons[0]
