@@ -66,38 +66,56 @@ class AggregateCache:
         self._passed_from: int | None = None
         self._lock = threading.Lock()
         self.position: int | None = None  # None: not looked yet (the cache is empty)
+        #: How many looks failed, and the latest failure: what the looks that waited for it
+        #: raise, as a future's waiters do, rather than each waiting out its own deadline.
+        self._failures = 0
+        self._failure: Exception | None = None
 
     def look(self) -> int:
         """Read the log since the last look, mark what others changed as stale, and return
-        the new position (what a later `loaded` must still see)."""
+        the new position (what a later `loaded` must still see). One look reads at a time; a
+        look that failed fails the looks that were waiting for it with the same error: a
+        hung store makes threads that look at once wait out one deadline, not one each."""
+        arrived = self._failures
         with self._lock:
-            if self.position is None:
-                self.position = self._log.max_notification_id() or 0
-                self._passed_from = self.position
-                return self.position
-            passed = self._passed
-            for _ in range(LOOK_PAGES):
-                if len(passed) >= PASSED_BOUND:
-                    passed.clear()
-                    self._passed_from = self.position
-                found = self._log.originators_after(self.position, LOOK_LIMIT)
-                for _, originator_id, version in found:
-                    if passed.get(originator_id, 0) < version:
-                        passed[originator_id] = version
-                    cached = self._items.get(originator_id)
-                    if cached is not None and cached.version < version:
-                        self._stale.add(originator_id)
-                if found:
-                    self.position = found[-1][0]
-                if len(found) < LOOK_LIMIT:
-                    return self.position
-            # A long gap: forgetting everything is cheaper than reading all of it.
-            self._items.clear()
-            self._stale.clear()
-            self.position = self._log.max_notification_id() or self.position
-            passed.clear()
+            if self._failures != arrived and self._failure is not None:
+                raise self._failure
+            try:
+                return self._look()
+            except Exception as error:
+                self._failures += 1
+                self._failure = error
+                raise
+
+    def _look(self) -> int:
+        """The look itself, under the lock."""
+        if self.position is None:
+            self.position = self._log.max_notification_id() or 0
             self._passed_from = self.position
             return self.position
+        passed = self._passed
+        for _ in range(LOOK_PAGES):
+            if len(passed) >= PASSED_BOUND:
+                passed.clear()
+                self._passed_from = self.position
+            found = self._log.originators_after(self.position, LOOK_LIMIT)
+            for _, originator_id, version in found:
+                if passed.get(originator_id, 0) < version:
+                    passed[originator_id] = version
+                cached = self._items.get(originator_id)
+                if cached is not None and cached.version < version:
+                    self._stale.add(originator_id)
+            if found:
+                self.position = found[-1][0]
+            if len(found) < LOOK_LIMIT:
+                return self.position
+        # A long gap: forgetting everything is cheaper than reading all of it.
+        self._items.clear()
+        self._stale.clear()
+        self.position = self._log.max_notification_id() or self.position
+        passed.clear()
+        self._passed_from = self.position
+        return self.position
 
     def get(
         self, aggregate_id: UUID, fast_forward: Callable[[Any], Any]

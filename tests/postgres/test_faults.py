@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
@@ -125,6 +126,37 @@ class TestHungServer:
             assert took < 2 * BOUND  # the log look and the load, each bounded
             assert wait_until(lambda: svc.health()["store"] == "ok", timeout=20)
             assert svc.drain_notices(MANAGER) == []
+
+    def test_producers_recording_at_once_on_a_hung_server_wait_out_one_deadline(
+        self, own_cluster: PostgresCluster
+    ) -> None:
+        """R-L8, ADR 010: producers that record at the same moment on a frozen server all
+        return None within the bound of one call, not one deadline after another (each
+        waited for the look at the log before it, then read again itself); thawed, every
+        signal is recorded once."""
+        producers = 6
+        with spawned(own_cluster, "hungmany") as svc:
+            svc.record_human_direct_message(CHILD, channel="warm")
+            start = threading.Barrier(producers)
+
+            def record(number: int) -> tuple[object, float]:
+                start.wait()
+                return timed(
+                    lambda: svc.record_human_direct_message(CHILD, channel=f"channel {number}")
+                )
+
+            own_cluster.freeze()
+            try:
+                with ThreadPoolExecutor(producers) as pool:
+                    answers = list(pool.map(record, range(producers)))
+            finally:
+                own_cluster.thaw()
+            assert [result for result, _ in answers] == [None] * producers
+            assert max(took for _, took in answers) < BOUND
+            assert wait_until(lambda: svc.health()["signals"]["buffered"] == 0, timeout=20)
+            events = svc.session_status(CHILD, changes_since=2)["stateChanges"]["events"]
+            assert [e["sequence"] for e in events] == list(range(3, 3 + producers))
+            assert {e["kind"] for e in events} == {"human_direct_message"}
 
     def test_a_read_executed_by_name_on_a_hung_server_raises_within_the_bound(
         self, own_cluster: PostgresCluster
