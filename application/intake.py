@@ -230,7 +230,7 @@ class Intake:
         the store answers (producers never wait for it)."""
         self.backlog.keep(item)
         with self._flusher_lock:
-            if self._flusher is None and not self.store.closed:
+            if self._flusher is None and not self.store.closing.is_set():
                 self._flusher = threading.Thread(
                     target=self._flush_in_background, name="session-awareness-backlog", daemon=True
                 )
@@ -239,7 +239,9 @@ class Intake:
     def _flush_in_background(self) -> None:
         while True:
             with self._flusher_lock:
-                if self.store.closed or not self.backlog.items:
+                # Closing is set before the flusher is joined and the store closed: it ends
+                # the loop, or the wait below would return at once, again and again.
+                if self.store.closing.is_set() or not self.backlog.items:
                     self._flusher = None
                     return
             if self.store.closing.wait(self.backlog.rest_left()):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -9,6 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from session_awareness.application import StoreUnavailableError, open_service
+from session_awareness.application.intake import FLUSHER_JOIN
 from session_awareness.testing.pgcluster import PostgresCluster
 from tests.conftest import RecordingWaker, wait_until
 from tests.contract.helpers import CHILD, MANAGER, notice, spawn
@@ -64,6 +66,24 @@ class TestOutage:
             signals = svc.health()["signals"]
             assert (signals["buffered"], signals["flushed"], signals["dropped"]) == (0, 2, 0)
             assert svc.health()["store"] == "ok"
+
+    def test_closing_with_kept_signals_ends_the_flusher_at_once(
+        self, own_cluster: PostgresCluster
+    ) -> None:
+        """ADR 010: close() ends the backlog's flusher through the store's `closing` event:
+        it returns without waiting out the flusher's join (its wait on `closing` used to
+        return at once, again and again, until the join gave up), and no flusher is left."""
+        url = own_cluster.url + "?schema=closing&connect_timeout=1"
+        svc = open_service(url)
+        spawn(svc)
+        own_cluster.stop(mode="immediate")
+        assert svc.record_human_direct_message(CHILD, channel="telegram") is None
+        assert svc.health()["signals"]["buffered"] == 1
+        started = time.monotonic()
+        svc.close()
+        assert time.monotonic() - started < FLUSHER_JOIN
+        names = {thread.name for thread in threading.enumerate()}
+        assert "session-awareness-backlog" not in names
 
     def test_a_full_backlog_drops_the_oldest_signal_and_says_so(
         self, own_cluster: PostgresCluster
