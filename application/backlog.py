@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from session_awareness.domain.intake import SignalRequest
@@ -27,13 +27,21 @@ class Delivery:
     agent_id: str | None
     request: SignalRequest
     spawn: SessionRef | None = None  # the child's ref, for a spawn edge
-    #: The first event of an earlier attempt whose commit could not be confirmed: if it is in
-    #: the store, the signal was recorded and is not recorded again.
-    unconfirmed: Any = None
+    #: The first event of each earlier attempt whose commit could not be confirmed: if one is
+    #: in the store, the signal was recorded and is not recorded again. Every one is kept,
+    #: since an attempt cut off before its commit was sent never lands, while one cut off
+    #: after may land late, after later attempts were cut off too.
+    unconfirmed: tuple[Any, ...] = ()
 
     @property
     def kind(self) -> str:
         return self.request.kind.value
+
+    def unconfirmed_too(self, event: Any) -> Delivery:
+        """This delivery, also remembering `event` (None: nothing to remember)."""
+        if event is None:
+            return self
+        return replace(self, unconfirmed=(*self.unconfirmed, event))
 
 
 class SignalBacklog:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from typing import cast
@@ -36,6 +35,14 @@ from session_awareness.domain.watch import Via
 
 #: How long closing waits for the backlog's flusher to finish its attempt.
 FLUSHER_JOIN = 5.0
+
+
+class LandedAlready(Exception):
+    """A kept signal's earlier attempt is in the store after all: it is not recorded again."""
+
+    def __init__(self, sequence: int | None) -> None:
+        super().__init__(sequence)
+        self.sequence = sequence
 
 
 class Intake:
@@ -198,7 +205,7 @@ class Intake:
                 "signal_record_failed", session_key=item.key, kind=item.kind, error=str(error)
             )
             self.backlog.rest()
-            self._keep(replace(item, unconfirmed=error.unconfirmed))
+            self._keep(item.unconfirmed_too(error.unconfirmed))
             return None
         except (UnknownSessionError, AmbiguousSessionError) as error:
             log.info("signal_skipped", session_key=item.key, kind=item.kind, reason=str(error))
@@ -257,11 +264,34 @@ class Intake:
         now = self.store.clock()
         if item.spawn is not None:
             ref = item.spawn
-            return self.store.run(
-                lambda uow: self.spawn_once(uow, ref, item.request, now), kept=True
-            )
-        ref, _ = self.store.resolve_id(item.key, item.agent_id)
-        return self.store.run(lambda uow: self.record_once(uow, ref, item.request, now), kept=True)
+            record = partial(self.spawn_once, ref=ref, request=item.request, now=now)
+        else:
+            ref, _ = self.store.resolve_id(item.key, item.agent_id)
+            record = partial(self.record_once, ref=ref, request=item.request, now=now)
+        if item.unconfirmed:
+            return self.store.run(partial(self._unless_landed, record, ref, item), kept=True)
+        return self.store.run(record, kept=True)
+
+    def _unless_landed(
+        self,
+        record: Callable[[UnitOfWork], int | None],
+        ref: SessionRef,
+        item: Delivery,
+        uow: UnitOfWork,
+    ) -> int | None:
+        """Record a kept signal unless one of its earlier attempts, cut off before its commit
+        was confirmed, has landed since (ADR 010: recorded once, never twice). Asked in every
+        attempt, after the session is loaded: an earlier save that commits after this load
+        holds the same version of the session as this attempt's, so this attempt's save loses
+        the race, and the next attempt finds it."""
+        uow.session(ref)
+        for event in item.unconfirmed:
+            landed = event_landed(self.store, event)
+            if landed is None:
+                raise StoreUnavailableError("whether an earlier attempt landed is unknown")
+            if landed:
+                raise LandedAlready(getattr(event, "sequence", None))
+        return record(uow)
 
     def flush_signals(self, *, wait: bool = True) -> bool:
         """Record the signals kept while the store was unreachable, oldest first; False
@@ -274,18 +304,14 @@ class Intake:
             if self.backlog.resting():
                 return len(self.backlog) == 0
             while (item := self.backlog.first()) is not None:
-                landed = event_landed(self.store, item.unconfirmed)
-                if landed is None:
-                    self.backlog.rest()
-                    return False
-                if landed:  # its commit had landed after all: recorded once, not twice
-                    self.backlog.flushed_first(getattr(item.unconfirmed, "sequence", None))
-                    continue
                 try:
                     sequence = self._record_delivery(item)
+                except LandedAlready as landed:  # an earlier attempt's commit landed after all
+                    self.backlog.flushed_first(landed.sequence)
+                    continue
                 except StoreUnavailableError as error:
                     if error.unconfirmed is not None:
-                        self.backlog.replace_first(replace(item, unconfirmed=error.unconfirmed))
+                        self.backlog.replace_first(item.unconfirmed_too(error.unconfirmed))
                     self.backlog.rest()
                     return False
                 except (UnknownSessionError, AmbiguousSessionError, ValueError) as error:

@@ -158,6 +158,42 @@ class TestHungServer:
             assert [e["sequence"] for e in events] == list(range(3, 3 + producers))
             assert {e["kind"] for e in events} == {"human_direct_message"}
 
+    def test_a_save_cut_off_after_its_commit_was_sent_is_recorded_once(
+        self, own_cluster: PostgresCluster
+    ) -> None:
+        """ADR 010, ADR 017: a record whose second round trip (the rows and COMMIT) waits on a
+        lock past the deadline returns None and is kept; the server still commits it once the
+        lock is let go. The flusher's attempts meanwhile (each cut off while waiting for the
+        events table) and after must find it landed: the signal is recorded once, not twice."""
+        url = f"{own_cluster.url}?schema=late&connect_timeout=1&pool_size=1&max_overflow=1"
+        with open_service(url) as svc:
+            spawn(svc)
+            for _ in range(6):  # each statement prepared on the pooled connection (ADR 029)
+                svc.record_human_direct_message(CHILD, channel="warm")
+            with (
+                psycopg.connect(own_cluster.url) as blocker,
+                psycopg.connect(own_cluster.url, autocommit=True) as watcher,
+            ):
+                blocker.execute("LOCK TABLE late.session_state_events IN ACCESS EXCLUSIVE MODE")
+                assert svc.record_human_direct_message(CHILD, channel="once") is None
+
+                def waiting_on_locks() -> int:
+                    query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    row = watcher.execute(query).fetchone()
+                    return int(row[0]) if row is not None else 0
+
+                # The cut-off save, and at least one of the flusher's attempts behind it.
+                assert wait_until(lambda: waiting_on_locks() >= 2, timeout=20)
+                blocker.commit()
+            assert wait_until(lambda: svc.health()["signals"]["buffered"] == 0, timeout=20)
+            events = svc.session_status(CHILD, changes_since=0)["stateChanges"]["events"]
+            channels = [
+                e["payload"]["channel"] for e in events if e["kind"] == "human_direct_message"
+            ]
+            assert channels == ["warm"] * 6 + ["once"]
+            assert svc.health()["signals"]["flushed"] == 1
+            assert svc.audit().clean
+
     def test_a_read_executed_by_name_on_a_hung_server_raises_within_the_bound(
         self, own_cluster: PostgresCluster
     ) -> None:
