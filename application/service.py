@@ -20,6 +20,7 @@ from session_awareness.application.backlog import SignalBacklog
 from session_awareness.application.errors import (
     ConfigurationError,
     StoreUnavailableError,
+    UnknownSessionError,
     raised_from,
 )
 from session_awareness.application.intake import Intake
@@ -55,7 +56,7 @@ from session_awareness.application.upstream.ports import (
 )
 from session_awareness.application.wakes import DEFAULT_WAKE_COALESCE_SECONDS, WakeCoalescer
 from session_awareness.application.watching import Watching
-from session_awareness.domain.keys import InvalidKeyError, SessionRef
+from session_awareness.domain.keys import InvalidKeyError, SessionRef, agent_of
 from session_awareness.domain.notices import DEFAULT_MAIN_KEY, check_main_key
 
 if TYPE_CHECKING:
@@ -186,18 +187,27 @@ class SessionAwareness:
         self.sweep()
 
     def health(self) -> dict[str, Any]:
-        """What an operator checks: the backend, the signal backlog (R-L8) and the wake feed."""
-        try:
-            self.read_model.watchers_with_pending()
-            store = "ok"
-        except StoreUnavailableError as error:
-            store = str(error)
+        """What an operator checks: the backend, the store (`ok`, why it cannot be reached,
+        or `closed` after `close()`), the signal backlog (R-L8) and the wake feed. It answers,
+        never raises."""
+        if self.closed:
+            store = "closed"
+        else:
+            try:
+                self.read_model.watchers_with_pending()
+                store = "ok"
+            except StoreUnavailableError as error:
+                store = str(error)
         return {
-            "backend": "postgresql" if self._listener is not None else "sqlite",
+            "backend": self._backend(),
             "store": store,
             "signals": self._intake.backlog.stats(),
             "wakeListener": self._listener.state if self._listener is not None else "off",
         }
+
+    def _backend(self) -> str:
+        """`postgresql` or `sqlite`: the store's, whether or not it is open."""
+        return "postgresql" if hasattr(self.store.recorder, "wake_listener") else "sqlite"
 
     def close(self) -> None:
         """Stop the upstream monitor and the wake listener, then release the connections;
@@ -219,8 +229,14 @@ class SessionAwareness:
 
     def resolve(self, key: str, agent_id: str | None = None) -> SessionRef:
         """The ref a key names: qualified keys name their agent; a bare key needs the agent id
-        unless exactly one agent has it (R-K1, R-W3). Raises when nothing live matches."""
-        return self.store.resolve(key, agent_id)
+        unless exactly one agent has it (R-K1, R-W3). Raises `UnknownSessionError` when
+        nothing live matches: one registry read (the record path's `resolve_id` reads none)."""
+        ref = self.store.resolve(key, agent_id)
+        if agent_id is not None or agent_of(key) is not None:  # else the store read the rows
+            row = self.read_model.session(ref.session_id)
+            if row is None or row.deleted:
+                raise UnknownSessionError(key)
+        return ref
 
     def audit(
         self,

@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import Application, ProcessingEvent
-from eventsourcing.persistence import InterfaceError, OperationalError, RecordConflictError
+from eventsourcing.persistence import RecordConflictError
 
 from session_awareness.application.aggregate_cache import AggregateCache, NotificationLog
 from session_awareness.application.errors import (
@@ -22,6 +22,12 @@ from session_awareness.application.errors import (
 )
 from session_awareness.application.ports import AuditStore, Clock, ReadModel, Waker
 from session_awareness.application.snapshots import SNAPSHOTTING_INTERVALS, take_due_snapshots
+from session_awareness.application.store_errors import (
+    FAST_FAILURE,
+    STORE_ERRORS,
+    closed_error,
+    read_guarded,
+)
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.application.wakes import WakeCoalescer
 from session_awareness.domain.keys import (
@@ -36,10 +42,6 @@ from session_awareness.logs import get_logger
 log = get_logger()
 R = TypeVar("R")
 MAX_ATTEMPTS = 100
-#: Errors that mean the store cannot be reached, as opposed to a lost race or a bug.
-STORE_ERRORS = (OperationalError, InterfaceError)
-#: A connection error faster than this is a stale pooled connection, worth one more try.
-FAST_FAILURE = 0.5
 #: How many resolved (key, agent id) pairs `resolve_id` keeps before starting afresh.
 RESOLVED_BOUND = 4096
 
@@ -85,12 +87,13 @@ CACHED_AGGREGATES = 20_000
 class GuardedReadModel:
     """The read model, with connection errors turned into `StoreUnavailableError`. A query
     that failed fast (a connection the server had closed, as after a restart) is asked once
-    more: reads change nothing, so asking again is always safe. Each query of the
-    `ReadModel` port is wrapped once, here (ADR 021)."""
+    more: reads change nothing, so asking again is always safe. Once `is_closed()`, every
+    query raises `StoreUnavailableError` at once. Each query of the `ReadModel` port is
+    wrapped once, here (ADR 021)."""
 
-    def __init__(self, inner: object) -> None:
+    def __init__(self, inner: object, is_closed: Callable[[], bool] = lambda: False) -> None:
         for name in READ_MODEL_QUERIES:
-            setattr(self, name, _guarded(name, getattr(inner, name)))
+            setattr(self, name, _guarded(name, getattr(inner, name), is_closed))
 
 
 #: The queries of the `ReadModel` port, which `GuardedReadModel` wraps.
@@ -99,19 +102,13 @@ READ_MODEL_QUERIES = tuple(
 )
 
 
-def _guarded(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+def _guarded(
+    name: str, method: Callable[..., Any], is_closed: Callable[[], bool]
+) -> Callable[..., Any]:
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        started = time.monotonic()
-        try:
-            return method(*args, **kwargs)
-        except STORE_ERRORS as error:
-            if time.monotonic() - started > FAST_FAILURE:
-                raise StoreUnavailableError(str(error)) from error
-            log.info("query_retried", query=name, error=str(error))
-        try:
-            return method(*args, **kwargs)
-        except STORE_ERRORS as error:
-            raise StoreUnavailableError(str(error)) from error
+        if is_closed():
+            raise closed_error()
+        return read_guarded(name, method, *args, **kwargs)
 
     return guarded
 
@@ -140,7 +137,7 @@ class SessionStore(Application[UUID]):
         super().__init__(env)
         self.clock = clock
         self.waker = waker
-        self.read_model = cast(ReadModel, GuardedReadModel(self.recorder))
+        self.read_model = cast(ReadModel, GuardedReadModel(self.recorder, lambda: self.closed))
         self.aggregates = AggregateCache(cast(NotificationLog, self.recorder), CACHED_AGGREGATES)
         self._resolved: dict[tuple[str, str | None], tuple[SessionRef, UUID]] = {}
         #: Set when the store closes: background work (the backlog's flusher) stops waiting.
@@ -152,7 +149,10 @@ class SessionStore(Application[UUID]):
     closed = False
 
     def audit_store(self) -> AuditStore:
-        """The recorder's read side for audits and history: whole streams, scratch copies."""
+        """The recorder's read side for audits and history: whole streams, scratch copies
+        (`StoreUnavailableError` once the store is closed)."""
+        if self.closed:
+            raise closed_error()
         return cast(AuditStore, cast(Any, self.recorder).audit_store())
 
     def close(self) -> None:

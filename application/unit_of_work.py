@@ -7,6 +7,10 @@ in one atomic save (DESIGN D3).
 A cursor whose own events say it is pending is shown with its watcher's latest drain of it
 (ADR 024): the attempt loads the watcher's `Drains` too, and the cache keeps a watcher's
 having none (`Absent`), so a record on a target with pending cursors reads no more rows.
+
+Every read of the store here is typed as the read model's queries are (`read_guarded`):
+`StoreUnavailableError` when the store cannot be reached or is closed, whether the unit of
+work serves a command (`SessionStore.run`) or a plain read (`is_sandboxed`, a transcript).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import InterfaceError, OperationalError, RecordConflictError
 
 from session_awareness.application.aggregate_cache import AggregateCache
+from session_awareness.application.store_errors import closed_error, read_guarded
 from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import SessionRef, drains_id, watch_id
 from session_awareness.domain.session import Session
@@ -89,10 +94,11 @@ class UnitOfWork:
         return None if drains is None else drains.latest_for(watch.id, watch.version)
 
     def _load(self, aggregate_id: UUID, *, absent_kept: bool = False) -> Aggregate | None:
+        self._check_open()
         cache = self._cache
         if cache is not None:
             if self._seen_at is None:
-                self._seen_at = cache.look()  # once per attempt, before any read
+                self._seen_at = self._look(cache)  # once per attempt, before any read
             hit = cache.get(aggregate_id, self._fast_forward)
             if hit is not None:
                 aggregate, forwarded = hit
@@ -100,7 +106,9 @@ class UnitOfWork:
                     cache.loaded(aggregate, self._seen_at)
                 return None if type(aggregate) is Absent else cast(Aggregate, aggregate)
         try:
-            loaded = self._app.repository.get(aggregate_id, projector_func=_mutate)
+            loaded = read_guarded(
+                "aggregate", self._app.repository.get, aggregate_id, projector_func=_mutate
+            )
         except AggregateNotFoundError:
             if absent_kept and cache is not None and self._seen_at is not None:
                 cache.loaded(Absent(aggregate_id), self._seen_at)
@@ -109,9 +117,20 @@ class UnitOfWork:
             cache.loaded(loaded, self._seen_at)
         return cast(Aggregate, loaded)
 
+    def _check_open(self) -> None:
+        if getattr(self._app, "closed", False):
+            raise closed_error()
+
+    @staticmethod
+    def _look(cache: AggregateCache) -> int:
+        return read_guarded("notification_log", cache.look)
+
     def _fast_forward(self, aggregate: Any) -> Any:
         """Apply the stored events after the copy's version (another writer's)."""
-        events = self._app.repository.event_store.get(aggregate.id, gt=aggregate.version)
+        get = self._app.repository.event_store.get
+        events = read_guarded(
+            "aggregate_events", lambda: list(get(aggregate.id, gt=aggregate.version))
+        )
         if type(aggregate) is Absent:  # created since: its first event makes it
             return _mutate(None, events) or aggregate
         return _mutate(aggregate, events)
@@ -165,8 +184,9 @@ class UnitOfWork:
         its own events make it (no drain gives it other positions); otherwise None."""
         if wid in self._loaded or self._cache is None:
             return None
+        self._check_open()
         if self._seen_at is None:
-            self._seen_at = self._cache.look()
+            self._seen_at = self._look(self._cache)
         cached = self._cache.peek(wid)
         if not isinstance(cached, Watch):
             return None
@@ -194,6 +214,7 @@ class UnitOfWork:
 
     def save(self) -> None:
         """Save every aggregate with pending events in one atomic save."""
+        self._check_open()
         changed = [a for a in self._loaded.values() if a is not None and a.pending_events]
         if changed:
             self.first_event = changed[0].pending_events[0]

@@ -82,9 +82,12 @@ def create_in_turn(
     A role that may not create them (an application role to which the store's owner granted
     only reads and writes) goes on without creating anything when everything `statements`
     (the recorder's DDL) would create is already in place as they would create it; otherwise
-    it fails, naming what is missing (`in_place`)."""
+    it fails, naming what is missing (`in_place`).
+
+    The recorder's `create` runs on the connection that holds the lock (`ServiceDatastore.
+    holding`): a one-connection pool (`pool_size=1&max_overflow=0`) opens too."""
     budget = OPEN_BUDGET_FACTOR * getattr(datastore, "connect_timeout", 3)
-    with bounded(budget), datastore.get_connection() as conn:
+    with bounded(budget), datastore.get_connection() as conn, _holding(datastore, conn):
         conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
         try:
             try:
@@ -110,6 +113,12 @@ def create_in_turn(
                 log.info("store_schema_in_place", role=conn.info.user, schema=datastore.schema)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+
+
+def _holding(datastore: PostgresDatastore, conn: Any) -> contextlib.AbstractContextManager[Any]:
+    if isinstance(datastore, ServiceDatastore):
+        return datastore.holding(conn)
+    return contextlib.nullcontext()
 
 
 #: The SQLSTATE of a statement the role may not run (insufficient_privilege).
@@ -319,6 +328,7 @@ class ServiceDatastore(PostgresDatastore):
         self.config = config
         self.connect_timeout = float(config.connect_timeout)
         self.deadlines = Deadlines()
+        self._held: ContextVar[Any] = ContextVar("held_connection", default=None)
         self.pool = ServicePool(
             config.conninfo,
             connection_class=psycopg.Connection,
@@ -340,7 +350,21 @@ class ServiceDatastore(PostgresDatastore):
         return self.connect_timeout if budget is False else budget  # type: ignore[return-value]
 
     @contextlib.contextmanager
+    def holding(self, conn: Any) -> Iterator[None]:
+        """While this thread holds `conn` (creating the schema under its lock), every checkout
+        of this thread is handed `conn` itself rather than a second pooled connection."""
+        token = self._held.set(conn)
+        try:
+            yield
+        finally:
+            self._held.reset(token)
+
+    @contextlib.contextmanager
     def get_connection(self) -> Iterator[Any]:
+        held = self._held.get()
+        if held is not None:
+            yield held
+            return
         budget, fired = self._budget(), False
         try:
             with super().get_connection() as conn:

@@ -114,6 +114,22 @@ class TestAsyncService:
 
         asyncio.run(scenario())
 
+    def test_after_close_a_read_says_the_service_is_closed_and_health_answers(
+        self, database_url: str
+    ) -> None:
+        """README (Thread model): after close() a query raises StoreUnavailableError (not
+        the library's raw error) and health() answers, its store `closed`."""
+
+        async def scenario() -> None:
+            svc = await open_async_service(database_url)
+            await svc.open_session(MANAGER)
+            await svc.close()
+            with pytest.raises(StoreUnavailableError, match="the service is closed"):
+                await svc.pending_notices(MANAGER)
+            assert (await svc.health())["store"] == "closed"
+
+        asyncio.run(scenario())
+
     def test_the_tools_are_awaited_with_the_raw_arguments_a_model_wrote(
         self, database_url: str
     ) -> None:

@@ -213,6 +213,35 @@ class TestHungServer:
             assert wait_until(lambda: svc.health()["store"] == "ok", timeout=20)
             assert svc.session_status(CHILD, changes_since=0)["stateChanges"]["events"]
 
+    def test_reads_through_a_unit_of_work_on_a_hung_server_raise_store_unavailable(
+        self, own_cluster: PostgresCluster
+    ) -> None:
+        """is_sandboxed, transcript_session and sessions_history load the session outside a
+        command: on a hung server they raise StoreUnavailableError within the bound, and a
+        tool with visibility `agent` (which asks is_sandboxed) answers `service_error`."""
+        url = f"{own_cluster.url}?schema=hunguow&connect_timeout=1"
+        with open_service(url) as first:
+            spawn(first)
+        with open_service(url, visibility="agent") as svc:  # nothing cached: a fresh process
+            own_cluster.freeze()
+            try:
+                outcomes = {
+                    name: timed(call)
+                    for name, call in {
+                        "is_sandboxed": lambda: svc.is_sandboxed(CHILD),
+                        "transcript_session": lambda: svc.transcript_session(CHILD),
+                        "sessions_history": lambda: svc.sessions_history(CHILD),
+                    }.items()
+                }
+                tool, _ = timed(lambda: svc.tools.call("sessions_list", {}, caller=MANAGER))
+            finally:
+                own_cluster.thaw()
+        for name, (outcome, took) in outcomes.items():
+            assert isinstance(outcome, StoreUnavailableError), name
+            assert took < BOUND, name
+        assert isinstance(tool, dict)
+        assert tool["error"]["code"] == "service_error"
+
 
 class TestRestarts:
     @pytest.mark.parametrize("mode", ["fast", "immediate"])

@@ -12,6 +12,7 @@ import uuid
 
 import psycopg
 
+from session_awareness.application import open_service
 from session_awareness.infrastructure.pg_config import parse_postgres_url
 from session_awareness.infrastructure.postgres import (
     SCHEMA_LOCK,
@@ -70,3 +71,13 @@ def test_the_snapshot_store_is_created_in_turn(postgres: PostgresCluster) -> Non
 
 def test_the_service_factory_builds_the_snapshot_store_with_that_recorder() -> None:
     assert ServicePostgresFactory.aggregate_recorder_class is ServiceAggregateRecorder
+
+
+def test_a_one_connection_pool_opens_and_records(postgres: PostgresCluster) -> None:
+    """`pool_size=1&max_overflow=0` is a valid pool: creating the store runs on the
+    connection that holds the schema lock, so opening needs no second connection."""
+    schema = f"p_{uuid.uuid4().hex[:12]}"
+    url = f"{postgres.url}?schema={schema}&pool_size=1&max_overflow=0&connect_timeout=1"
+    with open_service(url) as svc:
+        svc.open_session("agent:main:main")
+        assert svc.session_status("agent:main:main")["stateVersion"] == 0

@@ -11,7 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from session_awareness.application import SessionAwareness, SessionAwarenessError
+from session_awareness.application import (
+    SessionAwareness,
+    SessionAwarenessError,
+    UnknownSessionError,
+)
 from tests.conftest import FakeClock, ServiceFactory
 from tests.tools.helpers import HELPER, MAIN, OPS, PEER, WORKER, build_world
 
@@ -267,3 +271,29 @@ class TestVisibility:
         )
         assert status["error"]["code"] == "unknown_session"
         assert WORKER in svc.children([MAIN])[MAIN]
+
+
+class TestResolve:
+    @pytest.mark.parametrize("agent_id", [None, "main"])
+    def test_resolve_refuses_a_qualified_key_no_live_session_has(
+        self, svc: SessionAwareness, agent_id: str | None
+    ) -> None:
+        """README API table: `resolve` raises UnknownSessionError for a key that names no
+        live session, unknown or deleted; `resolve_id` stays a pure function of its arguments."""
+        svc.open_session(MAIN)
+        assert svc.resolve(MAIN, agent_id).key == MAIN
+        with pytest.raises(UnknownSessionError):
+            svc.resolve("agent:main:zzz", agent_id)
+        svc.delete_session(MAIN)
+        with pytest.raises(UnknownSessionError):
+            svc.resolve(MAIN, agent_id)
+        assert svc.resolve_id(MAIN, agent_id)[0].key == MAIN
+
+    def test_resolve_refuses_a_bare_key_with_an_agent_id_no_live_session_has(
+        self, svc: SessionAwareness
+    ) -> None:
+        """A bare key with its agent id names a live session, or raises UnknownSessionError."""
+        svc.open_session("global", agent_id="main")
+        assert svc.resolve("global", "main").agent_id == "main"
+        with pytest.raises(UnknownSessionError):
+            svc.resolve("global", "other")

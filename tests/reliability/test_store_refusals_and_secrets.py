@@ -16,6 +16,7 @@ from session_awareness.application import (
     InvalidChangesSinceError,
     SessionAwareness,
     SessionAwarenessError,
+    StoreUnavailableError,
     open_service,
 )
 from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
@@ -195,3 +196,66 @@ class TestCredentials:
             svc.tools.call("session_status", {"sessionKey": "agent:main:nobody"}, caller=MANAGER)
             health = repr(svc.health())
         assert postgres.password not in repr(logs) + caplog.text + health
+
+
+#: Reads and commands of a closed service, by name: each raises `StoreUnavailableError`.
+CLOSED_CALLS: dict[str, Any] = {
+    "session_status": lambda svc: svc.session_status(CHILD),
+    "sessions_list": lambda svc: svc.sessions_list(),
+    "descendants": lambda svc: svc.descendants(MANAGER),
+    "pending_notices": lambda svc: svc.pending_notices(MANAGER),
+    "drain_notices": lambda svc: svc.drain_notices(MANAGER),
+    "watch": lambda svc: svc.watch("agent:main:other", CHILD),
+    "open_session": lambda svc: svc.open_session("agent:main:new"),
+    "delete_session": lambda svc: svc.delete_session(CHILD),
+    "pin_session": lambda svc: svc.pin_session(CHILD),
+    "is_sandboxed": lambda svc: svc.is_sandboxed(CHILD),
+    "transcript_session": lambda svc: svc.transcript_session(CHILD),
+    "history": lambda svc: svc.history(CHILD),
+    "audit": lambda svc: svc.audit(),
+    "prune": lambda svc: svc.prune(),
+    "sweep": lambda svc: svc.sweep(),
+    "resolve": lambda svc: svc.resolve(CHILD),
+}
+
+
+class TestClosedService:
+    @pytest.mark.parametrize("name", CLOSED_CALLS)
+    def test_a_read_or_command_after_close_raises_store_unavailable(
+        self, open_svc: Any, name: str
+    ) -> None:
+        """README (Thread model): after close() a query or a command raises
+        StoreUnavailableError saying the service is closed, not the library's raw error."""
+        svc = open_svc()
+        spawn(svc)
+        svc.close()
+        with pytest.raises(StoreUnavailableError, match="the service is closed"):
+            CLOSED_CALLS[name](svc)
+
+    def test_a_producer_after_close_returns_none(self, open_svc: Any) -> None:
+        """R-L8: a producer never raises, closed or not."""
+        svc = open_svc()
+        spawn(svc)
+        svc.close()
+        assert svc.record_goal_changed(CHILD, summary="goal updated") is None
+
+    def test_health_after_close_answers_closed_on_the_stores_backend(
+        self, own: SessionAwareness, database_url: str
+    ) -> None:
+        """health() answers after close(): `store` is `closed`, the backend still the store's."""
+        own.close()
+        health = own.health()
+        backend = "postgresql" if database_url.startswith("postgresql") else "sqlite"
+        assert (health["backend"], health["store"], health["wakeListener"]) == (
+            backend,
+            "closed",
+            "off",
+        )
+
+    def test_a_tool_after_close_answers_service_error(self, open_svc: Any) -> None:
+        """R-T1: a closed service's tool answers `service_error`, not `internal_error`."""
+        svc = open_svc(visibility="agent")
+        spawn(svc)
+        svc.close()
+        answer = svc.tools.call("sessions_list", {}, caller=MANAGER)
+        assert answer["error"]["code"] == "service_error"
