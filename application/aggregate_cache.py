@@ -71,17 +71,19 @@ class AggregateCache:
         self._failures = 0
         self._failure: Exception | None = None
 
-    def look(self) -> int:
+    def look(self, guard: Callable[[Callable[[], int]], int] | None = None) -> int:
         """Read the log since the last look, mark what others changed as stale, and return
         the new position (what a later `loaded` must still see). One look reads at a time; a
         look that failed fails the looks that were waiting for it with the same error: a
-        hung store makes threads that look at once wait out one deadline, not one each."""
+        hung store makes threads that look at once wait out one deadline, not one each.
+        `guard` runs the look (the caller's retry and typing of store errors), so what the
+        waiters share is its final failure, not one it would have tried again."""
         arrived = self._failures
         with self._lock:
             if self._failures != arrived and self._failure is not None:
                 raise self._failure
             try:
-                return self._look()
+                return self._look() if guard is None else guard(self._look)
             except Exception as error:
                 self._failures += 1
                 self._failure = error

@@ -20,6 +20,7 @@ from session_awareness.application.errors import (
 from session_awareness.application.lifecycle import lineage_of
 from session_awareness.application.retention import Maintenance
 from session_awareness.application.store import SessionStore, log
+from session_awareness.application.store_errors import CLOSED
 from session_awareness.application.unit_of_work import StaleReadError, UnitOfWork, event_landed
 from session_awareness.domain import intake as produce
 from session_awareness.domain import notices
@@ -190,13 +191,16 @@ class Intake:
         return self._deliver(item)
 
     def _deliver(self, item: Delivery) -> int | None:
-        if self.backlog.items:
+        closed = self.store.closing.is_set()
+        if closed or self.backlog.items:
             # Kept signals go first, in order, recorded by the background flusher as soon as
             # the store answers; until then the store is known to be down: keep this one
-            # too, at once, so that no producer waits twice for an outage.
+            # too, at once, so that no producer waits twice for an outage. A closed service
+            # keeps nothing: nothing would ever record it.
             log.error("signal_record_failed", session_key=item.key, kind=item.kind,
-                      error="the session store is unreachable")  # fmt: skip
-            self._keep(item)
+                      error=CLOSED if closed else "the session store is unreachable")  # fmt: skip
+            if not closed:
+                self._keep(item)
             return None
         try:
             sequence = self._record_delivery(item)

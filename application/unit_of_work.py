@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
 
@@ -123,7 +124,7 @@ class UnitOfWork:
 
     @staticmethod
     def _look(cache: AggregateCache) -> int:
-        return read_guarded("notification_log", cache.look)
+        return cache.look(guard=partial(read_guarded, "notification_log"))
 
     def _fast_forward(self, aggregate: Any) -> Any:
         """Apply the stored events after the copy's version (another writer's)."""

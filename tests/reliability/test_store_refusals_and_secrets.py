@@ -233,11 +233,17 @@ class TestClosedService:
             CLOSED_CALLS[name](svc)
 
     def test_a_producer_after_close_returns_none(self, open_svc: Any) -> None:
-        """R-L8: a producer never raises, closed or not."""
+        """R-L8: a producer never raises, closed or not; a closed service keeps nothing,
+        since nothing would ever record it, and says so in its log."""
         svc = open_svc()
         spawn(svc)
         svc.close()
-        assert svc.record_goal_changed(CHILD, summary="goal updated") is None
+        with capture_logs() as logs:
+            assert svc.record_goal_changed(CHILD, summary="goal updated") is None
+        assert [(e["event"], e["error"]) for e in logs] == [
+            ("signal_record_failed", "the service is closed")
+        ]
+        assert svc.health()["signals"]["buffered"] == 0
 
     def test_health_after_close_answers_closed_on_the_stores_backend(
         self, own: SessionAwareness, database_url: str
