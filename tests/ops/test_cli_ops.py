@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -220,6 +222,60 @@ class TestBadInput:
         assert code == 2
         assert err.startswith(f"error: no database at {missing}")
         assert not missing.exists()
+
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ["audit"],
+            ["audit", "--rebuild"],
+            ["history", CHILD],
+            ["list"],
+            ["notices", MANAGER],
+            ["notices", MANAGER, "--drain"],
+            ["prune"],
+            ["watches"],
+            ["status", CHILD],
+            ["upstream", "scan"],
+        ],
+    )
+    def test_a_sqlite_file_that_is_not_a_store_is_left_as_it_was(
+        self, argv: list[str], tmp_path: Path, capsys: Capture
+    ) -> None:
+        """Looking or writing, a command on someone else's SQLite database says it is not a
+        store, in one line, and adds nothing to it."""
+        other = tmp_path / "other.db"
+        with contextlib.closing(sqlite3.connect(other)) as c, c:
+            c.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+        before = other.read_bytes()
+        code, out, err = run(capsys, *argv, "--database-url", f"sqlite:///{other}")
+        assert (code, out) == (2, "")
+        assert err.startswith(f"error: {other} is not a session-awareness store")
+        assert err.count("\n") == 1
+        assert other.read_bytes() == before
+        assert [p.name for p in tmp_path.iterdir()] == ["other.db"]
+
+    @pytest.mark.parametrize("argv", [["audit"], ["prune"], ["notices", MANAGER, "--drain"]])
+    def test_an_empty_file_is_not_made_a_store_by_a_command_that_does_not_host(
+        self, argv: list[str], tmp_path: Path, capsys: Capture
+    ) -> None:
+        """An empty file is not a store either: it stays empty."""
+        empty = tmp_path / "empty.db"
+        empty.touch()
+        code, out, err = run(capsys, *argv, "--database-url", f"sqlite:///{empty}")
+        assert (code, out) == (2, "")
+        assert err.startswith(f"error: {empty} is not a session-awareness store: it is empty")
+        assert empty.stat().st_size == 0
+
+    def test_upstream_scan_makes_a_store_of_an_empty_file_as_a_host_would(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        """`upstream scan` and `adopt` open the service as a host does, and a host may start
+        a store in an empty file."""
+        empty = tmp_path / "empty.db"
+        empty.touch()
+        code, out, _ = run(capsys, "upstream", "scan", "--database-url", f"sqlite:///{empty}")
+        assert (code, out) == (0, "0 upstream links scanned\n")
+        assert run(capsys, "list", "--database-url", f"sqlite:///{empty}")[0] == 0
 
     def test_an_unknown_option_gives_one_line_with_a_pointer_to_help(self, capsys: Capture) -> None:
         """Bad arguments: one line naming the problem and where help is."""
