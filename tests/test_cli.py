@@ -615,3 +615,25 @@ class TestExitCodes:
             os.close(write_end)
         assert result.returncode == 141
         assert result.stderr == ""
+
+    def test_a_pipe_closed_before_a_line_rich_prints_exits_141_silently(
+        self, populated_url: str, tmp_path: Path
+    ) -> None:
+        """`status KEY` prints its first line through rich; when the reader of stdout has
+        gone, the command still ends with the shell's SIGPIPE code (rich alone exits 1)."""
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # no reader at all: the first write fails
+        try:
+            result = subprocess.run(
+                [str(INSTALLED), "status", RESEARCHER, "--database-url", populated_url],
+                stdout=write_end,
+                stderr=subprocess.PIPE,
+                env=clean_env(tmp_path),
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        finally:
+            os.close(write_end)
+        assert result.returncode == 141
+        assert result.stderr == ""

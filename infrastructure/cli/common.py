@@ -227,10 +227,19 @@ def service_logs(*, verbose: int) -> Iterator[None]:
 # -- printing -----------------------------------------------------------------------------------
 
 
+class PipeConsole(Console):
+    """A rich console that lets a closed stdout end the command as the CLI ends it (exit 141,
+    silently): rich's own `on_broken_pipe` exits with 1, past the CLI's handling."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def stdout() -> Console:
     """A console on the current stdout (looked up per call, so tests can capture it)."""
     interactive = sys.stdout.isatty()
-    return Console(file=sys.stdout, highlight=False, width=None if interactive else PIPE_WIDTH)
+    return PipeConsole(file=sys.stdout, highlight=False, width=None if interactive else PIPE_WIDTH)
 
 
 def stderr_is_interactive() -> bool:
