@@ -171,9 +171,9 @@ def _scope_options(command: F) -> F:
         ),
         click.option(
             "--project",
-            type=click.Path(file_okay=False, path_type=Path),
-            help="One project: DIR/.claude/settings.json and DIR/.mcp.json (default: "
-            "the working directory).",
+            type=click.Path(exists=True, file_okay=False, path_type=Path),
+            help="One project, an existing directory: DIR/.claude/settings.json and "
+            "DIR/.mcp.json (default: the working directory).",
         ),
     )
     for option in options:

@@ -122,6 +122,25 @@ class TestProjectInstall:
         assert settings.read_text() == "{ // a comment\n}"
         assert not (project / ".mcp.json").exists()
 
+    def test_a_project_directory_that_does_not_exist_is_bad_input_and_nothing_is_created(
+        self, tmp_path: Path
+    ) -> None:
+        """A mistyped --project is a usage error (exit 2, one line) that creates no directory."""
+        missing = tmp_path / "shpo"
+        for verb in ("install", "uninstall"):
+            done = cli(
+                verb,
+                "claude-code",
+                "--project",
+                str(missing),
+                home=tmp_path,
+                state=tmp_path / "state",
+            )
+            assert (done.returncode, done.stdout) == (2, "")
+            assert f"Directory '{missing}' does not exist" in done.stderr
+            assert done.stderr.count("\n") == 1
+        assert not missing.exists()
+
 
 class TestUserInstall:
     def test_user_scope_writes_the_home_files_and_the_hook_runs_as_written(
