@@ -431,6 +431,15 @@ class TestToolsSchema:
             outputs.append(json.loads(capsys.readouterr().out))
         assert outputs[0] == outputs[1] == outputs[2] == tool_schemas()
 
+    def test_the_help_names_every_tool_the_command_prints(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`--help` lists exactly the tools whose schemas every format prints."""
+        assert main(["tools-schema", "--help"]) == 0
+        help_text = " ".join(capsys.readouterr().out.split())
+        names = [entry["name"] for entry in tool_schemas()]
+        assert f"For {', '.join(names)}:" in help_text
+
     def test_an_unknown_format_is_refused_with_the_known_ones(
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:
