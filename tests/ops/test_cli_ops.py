@@ -287,6 +287,36 @@ class TestBadInput:
         assert err.count("\n") == 1
 
 
+class TestOperationsPage:
+    """docs/operations.md shows real output: its samples of the demo's store are checked."""
+
+    PAGE = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+
+    @pytest.fixture
+    def demo_url(self, tmp_path: Path, capsys: Capture) -> str:
+        url = f"sqlite:///{tmp_path / 'demo.db'}"
+        assert run(capsys, "demo", "--database-url", url)[0] == 0
+        return url
+
+    def test_the_list_sample_is_what_list_prints_on_the_demos_store(
+        self, demo_url: str, capsys: Capture
+    ) -> None:
+        """Every column `list` prints, and every row, is on the page as printed."""
+        code, out, _ = run(capsys, "list", "--database-url", demo_url)
+        assert f"$ session-awareness list\n{out}[exit {code}]\n" in self.PAGE.read_text()
+
+    def test_the_first_audit_sample_is_what_audit_prints_on_the_demos_store(
+        self, demo_url: str, capsys: Capture
+    ) -> None:
+        """The page's first audit shows every read-model table the audit compares (the rate
+        in its first line varies from run to run)."""
+        code, out, _ = run(capsys, "audit", "--database-url", demo_url)
+        page = self.PAGE.read_text()
+        sample = page[page.index("$ session-awareness audit\n") :]
+        sample = sample[: sample.index("[exit")]
+        assert (code, sample.splitlines()[2:]) == (0, out.splitlines()[1:])
+
+
 class TestUpstreamCommands:
     def test_adopt_links_a_transcript_and_scan_reports_the_link(
         self, tmp_path: Path, capsys: Capture
