@@ -18,6 +18,7 @@ Claude Code starts sessions in many directories).
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import json
 import os
 import shlex
@@ -33,6 +34,8 @@ from session_awareness.infrastructure.claude_state import STATE_DIR_ENV, state_d
 SERVER_NAME = "session-awareness"
 HOOK_MODULE = "session_awareness.infrastructure.claude_hooks"
 CLI_MODULE = "session_awareness.infrastructure.cli"
+#: How to get what the MCP server entry runs (`session-awareness mcp` needs the `mcp` package).
+MCP_EXTRA = "pip install 'session-awareness[mcp]'"
 
 
 class InstallError(Exception):
@@ -96,6 +99,14 @@ def prepare_database(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme == "sqlite" and parts.path not in ("", "/", "/:memory:"):
         Path(unquote(parts.path[1:])).parent.mkdir(parents=True, exist_ok=True)
+
+
+def mcp_extra_installed() -> bool:
+    """Whether the MCP server entry can start here: the mcp extra's `mcp` package is there."""
+    try:
+        return importlib.util.find_spec("mcp") is not None
+    except (ImportError, ValueError):  # a finder that refuses it, or a half-imported module
+        return False
 
 
 def hook_command(database_url: str, agent: str) -> str:

@@ -6,7 +6,7 @@ Every libpq parameter passes through (`sslmode`, `sslrootcert`, `application_nam
 environment or a password file); a parameter neither libpq nor the service knows is refused.
 The service's own options are `schema`, `pool_size`, `max_overflow`, `connect_timeout` (also
 libpq's) and `lock_timeout`, each checked against what PostgreSQL and the pool can hold. No
-message built here ever holds the password.
+message built here holds the password (`_without_secret` says how).
 """
 
 from __future__ import annotations
@@ -152,21 +152,31 @@ def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
+#: The shortest piece of a password that messages mask (see `_without_secret`).
+MIN_MASKED = 3
+
+
 def _without_secret(message: str, secret: str | None) -> str:
-    """A message with every piece of the password (as written, or decoded) masked."""
+    """A message with every piece of the password (as written, or decoded) of at least
+    `MIN_MASKED` characters masked: the one rule for every message built here.
+
+    libpq never echoes a password: its messages name the host, the port, the user and the
+    database (`connection to server at "h", port 5432 failed: FATAL: password authentication
+    failed for user "u"`). A password turns up in a message only when the URL parser quotes
+    a malformed URL back, or by coincidence. A piece of three characters or more is masked
+    wherever it is. A shorter one is left alone: masking it would mangle the message (a
+    password `p` made `port 9` read `***ort 9`) and show the password itself by where the
+    `***` fall, while leaving it shows nothing (which `p` in the message was it?)."""
     if secret:
         pieces = {secret, unquote(secret), *re.split(r"[%/?#@:]", secret)}
         for piece in sorted(pieces, key=len, reverse=True):
-            if len(piece) >= 3:
+            if len(piece) >= MIN_MASKED:
                 message = message.replace(piece, "***")
     return message
 
 
 def connection_failure(error: BaseException, config: PostgresConfig) -> str:
     """Why a connection failed, in the server's (or libpq's) words, on one line: `password
-    authentication failed for user …`, `database "x" does not exist`, `Connection refused`."""
-    text = _one_line(error)
-    password = str(config.params.get("password") or "")
-    if password:
-        text = text.replace(password, "***")
-    return text
+    authentication failed for user …`, `database "x" does not exist`, `Connection refused`;
+    the password masked by the same rule as every other message (`_without_secret`)."""
+    return _without_secret(_one_line(error), str(config.params.get("password") or ""))

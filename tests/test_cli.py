@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import logging
 import os
 import re
 import shlex
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -347,6 +349,25 @@ class TestStatus:
         )
         assert not missing.exists()
 
+    def test_status_on_a_sqlite_file_that_is_not_a_store_exits_2_and_changes_nothing(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A query on someone else's SQLite database says it is not a store and leaves the
+        file exactly as it was: no store tables are added to it."""
+        other = tmp_path / "other.db"
+        with contextlib.closing(sqlite3.connect(other)) as c, c:
+            c.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+        before = other.read_bytes()
+        code = main(["status", MANAGER, "--database-url", sqlite_url(other)])
+        captured = capsys.readouterr()
+        assert (code, captured.out) == (2, "")
+        assert captured.err == (
+            f"error: {other} is not a session-awareness store: it holds other tables, with no "
+            "stored_events table (nothing was changed)\n"
+        )
+        assert other.read_bytes() == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
+
 
 class TestArguments:
     def test_no_command_exits_2_with_the_usage(self, capsys: pytest.CaptureFixture[str]) -> None:
@@ -410,6 +431,15 @@ class TestToolsSchema:
             outputs.append(json.loads(capsys.readouterr().out))
         assert outputs[0] == outputs[1] == outputs[2] == tool_schemas()
 
+    def test_the_help_names_every_tool_the_command_prints(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`--help` lists exactly the tools whose schemas every format prints."""
+        assert main(["tools-schema", "--help"]) == 0
+        help_text = " ".join(capsys.readouterr().out.split())
+        names = [entry["name"] for entry in tool_schemas()]
+        assert f"For {', '.join(names)}:" in help_text
+
     def test_an_unknown_format_is_refused_with_the_known_ones(
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:
@@ -440,6 +470,21 @@ class TestList:
             finally:
                 svc.close()
         assert answer["error"]["field"] == "kinds.1"
+
+    def test_list_on_an_empty_file_exits_2_and_leaves_it_empty(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """An empty file is not a store: `list` says so instead of making one and printing
+        `0 sessions`, and the file stays empty."""
+        empty = tmp_path / "empty.db"
+        empty.touch()
+        code = main(["list", "--database-url", sqlite_url(empty)])
+        captured = capsys.readouterr()
+        assert (code, captured.out) == (2, "")
+        assert captured.err.startswith(f"error: {empty} is not a session-awareness store")
+        assert captured.err.count("\n") == 1
+        assert empty.stat().st_size == 0
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
 
     def test_list_json_rows_are_the_embedding_apis_and_the_tools(
         self, populated_url: str, capsys: pytest.CaptureFixture[str]
@@ -568,6 +613,28 @@ class TestExitCodes:
         try:
             result = subprocess.run(
                 [str(INSTALLED), "tools-schema"],
+                stdout=write_end,
+                stderr=subprocess.PIPE,
+                env=clean_env(tmp_path),
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        finally:
+            os.close(write_end)
+        assert result.returncode == 141
+        assert result.stderr == ""
+
+    def test_a_pipe_closed_before_a_line_rich_prints_exits_141_silently(
+        self, populated_url: str, tmp_path: Path
+    ) -> None:
+        """`status KEY` prints its first line through rich; when the reader of stdout has
+        gone, the command still ends with the shell's SIGPIPE code (rich alone exits 1)."""
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # no reader at all: the first write fails
+        try:
+            result = subprocess.run(
+                [str(INSTALLED), "status", RESEARCHER, "--database-url", populated_url],
                 stdout=write_end,
                 stderr=subprocess.PIPE,
                 env=clean_env(tmp_path),

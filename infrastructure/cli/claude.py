@@ -31,9 +31,11 @@ from session_awareness.infrastructure.cli.common import (
     store_options,
 )
 from session_awareness.infrastructure.install_claude import (
+    MCP_EXTRA,
     InstallError,
     absolute_url,
     config_paths,
+    mcp_extra_installed,
     plan,
     prepare_database,
 )
@@ -92,7 +94,7 @@ def mcp(  # noqa: PLR0917 -- click passes every option as an argument
         from session_awareness.infrastructure.mcp_tools import McpSurface  # noqa: PLC0415
     except ImportError as error:
         raise click.ClickException(
-            f"the MCP server needs the mcp extra: pip install 'session-awareness[mcp]' ({error})"
+            f"the MCP server needs the mcp extra: {MCP_EXTRA} ({error})"
         ) from None
     import anyio  # noqa: PLC0415
 
@@ -171,9 +173,9 @@ def _scope_options(command: F) -> F:
         ),
         click.option(
             "--project",
-            type=click.Path(file_okay=False, path_type=Path),
-            help="One project: DIR/.claude/settings.json and DIR/.mcp.json (default: "
-            "the working directory).",
+            type=click.Path(exists=True, file_okay=False, path_type=Path),
+            help="One project, an existing directory: DIR/.claude/settings.json and "
+            "DIR/.mcp.json (default: the working directory).",
         ),
     )
     for option in options:
@@ -233,7 +235,7 @@ def install_claude_code(  # noqa: PLR0917 -- click passes every option as an arg
     visibility: str,
 ) -> int:
     """Add the hooks and the MCP server to Claude Code's configuration (merged, not replaced)."""
-    return _run_plan(
+    code = _run_plan(
         project,
         user,
         dry_run,
@@ -241,6 +243,9 @@ def install_claude_code(  # noqa: PLR0917 -- click passes every option as an arg
         agent=_agent(agent),
         visibility=visibility,
     )
+    if not mcp_extra_installed():  # the entry is written anyway: the hooks work without it
+        click.echo(f"warning: the MCP server entry needs the mcp extra: {MCP_EXTRA}", err=True)
+    return code
 
 
 @click.group()

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote, unquote
 
 import click
 import structlog
@@ -41,11 +43,13 @@ EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 #: The width tables get when stdout is not a terminal (pipes, files, captured output).
 PIPE_WIDTH = 200
+#: The table every session-awareness store on SQLite holds: the event store's own.
+EVENTS_TABLE = "stored_events"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class NoDatabaseError(Exception):
-    """A command named a SQLite file that does not exist."""
+    """A command named a SQLite file that does not exist, or that is not a store."""
 
 
 #: Where the logging options leave their values, in the click context's `meta`.
@@ -120,10 +124,11 @@ def open_store(
 ) -> Iterator[SessionAwareness]:
     """The service on the URL, closed afterwards. Without `startup` the service's startup
     duties (prune, sweep, wake listener) do not run: looking never changes anything, and
-    `prune` reports what it removed itself. A missing SQLite file is never created."""
+    `prune` reports what it removed itself. A missing SQLite file is never created, and a
+    SQLite file that is not a store is never written to (see `require_sqlite_store`)."""
     url = database_url(given_url)
     with service_logs(verbose=verbose):
-        require_existing_sqlite_file(url)
+        require_sqlite_store(url, startup=startup)
         if startup:
             svc = open_service(url)
         else:
@@ -140,15 +145,39 @@ def open_store(
             svc.close()
 
 
-def require_existing_sqlite_file(url: str) -> None:
-    """A command must not create an empty database as a side effect of a mistyped path."""
-    path = environment_for(url).get("SQLITE_DBNAME")  # raises ConfigurationError on a bad URL
-    if path is None or path.startswith("file:"):
+def require_sqlite_store(url: str, *, startup: bool = False) -> None:
+    """Refuse, before anything opens it for writing, a SQLite file a command must not touch:
+    a missing one (a mistyped path would become an empty database) and one that is not a
+    session-awareness store (the store's tables would be added to someone else's database,
+    or to an empty file, by a command that only looks). Only a command that opens the service
+    as a host does (`startup`: `adopt`, `upstream scan`) may make a store of an empty
+    database, as a host would; every other command needs the store to exist."""
+    name = environment_for(url).get("SQLITE_DBNAME")  # raises ConfigurationError on a bad URL
+    if name is None or "mode=memory" in name:
         return  # not SQLite, or an in-memory database
+    path = unquote(name[len("file:") :].partition("?")[0]) if name.startswith("file:") else name
     if not Path(path).is_file():
         raise NoDatabaseError(
             f"no database at {path} (pass --database-url or set ${DATABASE_URL_ENV})"
         )
+    tables = sqlite_tables(path)
+    if EVENTS_TABLE not in tables and (tables or not startup):
+        what = "holds other tables" if tables else "is empty"
+        raise NoDatabaseError(
+            f"{path} is not a session-awareness store: it {what}, with no {EVENTS_TABLE} "
+            "table (nothing was changed)"
+        )
+
+
+def sqlite_tables(path: str) -> set[str]:
+    """The names of a SQLite file's tables, read on a read-only connection (`mode=ro`)."""
+    uri = f"file:{quote(os.path.abspath(path))}?mode=ro"  # noqa: PTH100 -- a path from a URL
+    try:
+        with closing(sqlite3.connect(uri, uri=True)) as c:
+            rows = c.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    except sqlite3.Error as error:
+        raise NoDatabaseError(f"cannot read {path} as a SQLite database: {error}") from None
+    return {name for (name,) in rows}
 
 
 def log_level(verbose: int, quiet: int) -> int:
@@ -198,10 +227,19 @@ def service_logs(*, verbose: int) -> Iterator[None]:
 # -- printing -----------------------------------------------------------------------------------
 
 
+class PipeConsole(Console):
+    """A rich console that lets a closed stdout end the command as the CLI ends it (exit 141,
+    silently): rich's own `on_broken_pipe` exits with 1, past the CLI's handling."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def stdout() -> Console:
     """A console on the current stdout (looked up per call, so tests can capture it)."""
     interactive = sys.stdout.isatty()
-    return Console(file=sys.stdout, highlight=False, width=None if interactive else PIPE_WIDTH)
+    return PipeConsole(file=sys.stdout, highlight=False, width=None if interactive else PIPE_WIDTH)
 
 
 def stderr_is_interactive() -> bool:

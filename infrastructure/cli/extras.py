@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from session_awareness.application.service import DATABASE_URL_ENV
+from session_awareness.application.tools.catalog import TOOLS
 from session_awareness.application.tools.schema import FLAVORS, tool_schemas
 from session_awareness.infrastructure.cli.common import (
     EXIT_OK,
@@ -76,7 +77,15 @@ SCHEMA_FORMATS: dict[str, Callable[[], Any]] = {
 }
 
 
-@click.command(name="tools-schema")
+@click.command(
+    name="tools-schema",
+    help=f"""Print the session tools' schemas as JSON, in the shape a function-calling API takes.
+
+    For {", ".join(TOOLS)}: json-schema gives {{name, description, parameters}}; openai and
+    openai-strict the Chat Completions tool ({{type: function, function: {{...}}}}); anthropic
+    {{name, description, input_schema}}; mcp {{name, description, inputSchema}}. The output
+    is JSON either way (--json is accepted like on every other command).""",
+)
 @click.option(
     "--format",
     "schema_format",
@@ -87,13 +96,6 @@ SCHEMA_FORMATS: dict[str, Callable[[], Any]] = {
 )
 @json_option
 def tools_schema(schema_format: str, as_json: bool) -> int:
-    """Print the session tools' schemas as JSON, in the shape a function-calling API takes.
-
-    For session_status, sessions_list, sessions_send and sessions_spawn: json-schema gives
-    {name, description, parameters}; openai and openai-strict the Chat Completions tool
-    ({type: function, function: {...}}); anthropic {name, description, input_schema}; mcp
-    {name, description, inputSchema}. The output is JSON either way (--json is accepted like
-    on every other command)."""
     del as_json  # the output is JSON either way
     print_json(SCHEMA_FORMATS[schema_format]())
     return EXIT_OK

@@ -23,9 +23,31 @@ THEIRS_SETTINGS = {
 THEIRS_MCP = {"mcpServers": {"docs": {"type": "stdio", "command": "docs-server", "args": []}}}
 
 
-def cli(*args: str, home: Path, state: Path) -> subprocess.CompletedProcess[str]:
+#: Runs the CLI with `import mcp` failing, as in an installation without the mcp extra.
+CLI_WITHOUT_MCP = [
+    sys.executable,
+    "-c",
+    """
+import sys
+
+class NoMcp:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "mcp":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoMcp())
+from session_awareness.infrastructure.cli import main
+raise SystemExit(main())
+""",
+]
+
+
+def cli(
+    *args: str, home: Path, state: Path, command: list[str] = CLI
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*CLI, *args],
+        [*command, *args],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
@@ -121,6 +143,59 @@ class TestProjectInstall:
         assert done.returncode != 0 and "not valid JSON" in done.stderr
         assert settings.read_text() == "{ // a comment\n}"
         assert not (project / ".mcp.json").exists()
+
+    def test_a_project_directory_that_does_not_exist_is_bad_input_and_nothing_is_created(
+        self, tmp_path: Path
+    ) -> None:
+        """A mistyped --project is a usage error (exit 2, one line) that creates no directory."""
+        missing = tmp_path / "shpo"
+        for verb in ("install", "uninstall"):
+            done = cli(
+                verb,
+                "claude-code",
+                "--project",
+                str(missing),
+                home=tmp_path,
+                state=tmp_path / "state",
+            )
+            assert (done.returncode, done.stdout) == (2, "")
+            assert f"Directory '{missing}' does not exist" in done.stderr
+            assert done.stderr.count("\n") == 1
+        assert not missing.exists()
+
+    def test_without_the_mcp_extra_install_warns_and_still_installs_the_hooks(
+        self, tmp_path: Path
+    ) -> None:
+        """The MCP server entry cannot start without the mcp extra: one warning line on stderr
+        names the extra; the hooks and the entry are installed all the same."""
+        project = tmp_path / "shop"
+        project.mkdir()
+        done = cli(
+            "install",
+            "claude-code",
+            "--project",
+            str(project),
+            home=tmp_path,
+            state=tmp_path / "state",
+            command=CLI_WITHOUT_MCP,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr == (
+            "warning: the MCP server entry needs the mcp extra: "
+            "pip install 'session-awareness[mcp]'\n"
+        )
+        assert "SessionStart" in read(project / ".claude" / "settings.json")["hooks"]
+        assert "session-awareness" in read(project / ".mcp.json")["mcpServers"]
+
+    def test_with_the_mcp_extra_install_prints_no_warning(self, tmp_path: Path) -> None:
+        """Where the extra is installed, installing writes nothing to stderr."""
+        project = tmp_path / "shop"
+        project.mkdir()
+        done = cli(
+            "install", "claude-code", "--project", str(project), home=tmp_path,
+            state=tmp_path / "state",
+        )  # fmt: skip
+        assert (done.returncode, done.stderr) == (0, "")
 
 
 class TestUserInstall:

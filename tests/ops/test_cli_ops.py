@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -221,6 +223,60 @@ class TestBadInput:
         assert err.startswith(f"error: no database at {missing}")
         assert not missing.exists()
 
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ["audit"],
+            ["audit", "--rebuild"],
+            ["history", CHILD],
+            ["list"],
+            ["notices", MANAGER],
+            ["notices", MANAGER, "--drain"],
+            ["prune"],
+            ["watches"],
+            ["status", CHILD],
+            ["upstream", "scan"],
+        ],
+    )
+    def test_a_sqlite_file_that_is_not_a_store_is_left_as_it_was(
+        self, argv: list[str], tmp_path: Path, capsys: Capture
+    ) -> None:
+        """Looking or writing, a command on someone else's SQLite database says it is not a
+        store, in one line, and adds nothing to it."""
+        other = tmp_path / "other.db"
+        with contextlib.closing(sqlite3.connect(other)) as c, c:
+            c.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+        before = other.read_bytes()
+        code, out, err = run(capsys, *argv, "--database-url", f"sqlite:///{other}")
+        assert (code, out) == (2, "")
+        assert err.startswith(f"error: {other} is not a session-awareness store")
+        assert err.count("\n") == 1
+        assert other.read_bytes() == before
+        assert [p.name for p in tmp_path.iterdir()] == ["other.db"]
+
+    @pytest.mark.parametrize("argv", [["audit"], ["prune"], ["notices", MANAGER, "--drain"]])
+    def test_an_empty_file_is_not_made_a_store_by_a_command_that_does_not_host(
+        self, argv: list[str], tmp_path: Path, capsys: Capture
+    ) -> None:
+        """An empty file is not a store either: it stays empty."""
+        empty = tmp_path / "empty.db"
+        empty.touch()
+        code, out, err = run(capsys, *argv, "--database-url", f"sqlite:///{empty}")
+        assert (code, out) == (2, "")
+        assert err.startswith(f"error: {empty} is not a session-awareness store: it is empty")
+        assert empty.stat().st_size == 0
+
+    def test_upstream_scan_makes_a_store_of_an_empty_file_as_a_host_would(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        """`upstream scan` and `adopt` open the service as a host does, and a host may start
+        a store in an empty file."""
+        empty = tmp_path / "empty.db"
+        empty.touch()
+        code, out, _ = run(capsys, "upstream", "scan", "--database-url", f"sqlite:///{empty}")
+        assert (code, out) == (0, "0 upstream links scanned\n")
+        assert run(capsys, "list", "--database-url", f"sqlite:///{empty}")[0] == 0
+
     def test_an_unknown_option_gives_one_line_with_a_pointer_to_help(self, capsys: Capture) -> None:
         """Bad arguments: one line naming the problem and where help is."""
         code, out, err = run(capsys, "audit", "--rebuilt")
@@ -229,6 +285,36 @@ class TestBadInput:
         assert "'--rebuild'?" in err  # click's suggestion (with --quiet too, when it is close)
         assert err.rstrip().endswith("(see session-awareness audit --help)")
         assert err.count("\n") == 1
+
+
+class TestOperationsPage:
+    """docs/operations.md shows real output: its samples of the demo's store are checked."""
+
+    PAGE = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+
+    @pytest.fixture
+    def demo_url(self, tmp_path: Path, capsys: Capture) -> str:
+        url = f"sqlite:///{tmp_path / 'demo.db'}"
+        assert run(capsys, "demo", "--database-url", url)[0] == 0
+        return url
+
+    def test_the_list_sample_is_what_list_prints_on_the_demos_store(
+        self, demo_url: str, capsys: Capture
+    ) -> None:
+        """Every column `list` prints, and every row, is on the page as printed."""
+        code, out, _ = run(capsys, "list", "--database-url", demo_url)
+        assert f"$ session-awareness list\n{out}[exit {code}]\n" in self.PAGE.read_text()
+
+    def test_the_first_audit_sample_is_what_audit_prints_on_the_demos_store(
+        self, demo_url: str, capsys: Capture
+    ) -> None:
+        """The page's first audit shows every read-model table the audit compares (the rate
+        in its first line varies from run to run)."""
+        code, out, _ = run(capsys, "audit", "--database-url", demo_url)
+        page = self.PAGE.read_text()
+        sample = page[page.index("$ session-awareness audit\n") :]
+        sample = sample[: sample.index("[exit")]
+        assert (code, sample.splitlines()[2:]) == (0, out.splitlines()[1:])
 
 
 class TestUpstreamCommands:

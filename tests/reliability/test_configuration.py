@@ -141,6 +141,27 @@ class TestConnectionFailures:
             assert "not-it" not in str(raised.value)
             assert postgres.password not in str(raised.value)
 
+    def test_a_short_password_leaves_the_servers_words_whole(
+        self, postgres: PostgresCluster
+    ) -> None:
+        """libpq never echoes the password, so a one-letter one masks nothing in its words: a
+        wrong password `p` reads `password authentication failed`, a closed port `port 1`."""
+        cases = {
+            postgres.url.replace(f":{postgres.password}@", ":p@"): (
+                f"port {postgres.port} failed",
+                f'password authentication failed for user "{postgres.user}"',
+            ),
+            "postgresql://sa:p@127.0.0.1:1/db?connect_timeout=1": (
+                "port 1 failed",
+                "Connection refused",
+            ),
+        }
+        for url, causes in cases.items():
+            with pytest.raises(ConfigurationError) as raised:
+                open_service(url)
+            for cause in causes:
+                assert cause in str(raised.value)
+
     def test_credentials_and_a_service_file_from_the_environment(
         self, postgres: PostgresCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
