@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import structlog
 import structlog.testing
@@ -367,6 +368,23 @@ class TestStatus:
         )
         assert other.read_bytes() == before
         assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
+
+    @pytest.mark.parametrize("command", [["list"], ["status", MANAGER], ["audit"], ["prune"]])
+    def test_a_postgresql_schema_without_a_store_is_refused_and_left_uncreated(
+        self, postgres: PostgresCluster, capsys: pytest.CaptureFixture[str], command: list[str]
+    ) -> None:
+        """A mistyped `?schema=` is not made a store by a command that looks, prunes or
+        audits: one line, exit 2, and the schema still does not exist."""
+        schema = f"t_{uuid.uuid4().hex[:12]}"
+        code = main([*command, "--database-url", f"{postgres.url}?schema={schema}"])
+        captured = capsys.readouterr()
+        assert (code, captured.out) == (2, "")
+        assert captured.err.startswith("error: ")
+        assert f"no session-awareness store in schema {schema}" in captured.err
+        assert captured.err.count("\n") == 1
+        with psycopg.connect(postgres.url) as conn:
+            found = conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone()
+        assert found == (None,)
 
 
 class TestArguments:

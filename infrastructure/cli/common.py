@@ -45,11 +45,14 @@ EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 PIPE_WIDTH = 200
 #: The table every session-awareness store on SQLite holds: the event store's own.
 EVENTS_TABLE = "stored_events"
+#: On PostgreSQL, the library's factory names the event table after the application.
+POSTGRES_EVENTS_TABLE = SessionStore.name.lower() + "_events"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class NoDatabaseError(Exception):
-    """A command named a SQLite file that does not exist, or that is not a store."""
+    """A command named a SQLite file that does not exist, or a database (a SQLite file, a
+    PostgreSQL schema) that is not a store."""
 
 
 #: Where the logging options leave their values, in the click context's `meta`.
@@ -129,6 +132,8 @@ def open_store(
     url = database_url(given_url)
     with service_logs(verbose=verbose):
         require_sqlite_store(url, startup=startup)
+        if not startup:
+            require_postgres_store(url)
         if startup:
             svc = open_service(url)
         else:
@@ -166,6 +171,36 @@ def require_sqlite_store(url: str, *, startup: bool = False) -> None:
         raise NoDatabaseError(
             f"{path} is not a session-awareness store: it {what}, with no {EVENTS_TABLE} "
             "table (nothing was changed)"
+        )
+
+
+def require_postgres_store(url: str) -> None:
+    """Refuse a PostgreSQL schema that holds no store, before anything opens it: a command
+    that only looks (or prunes, drains, rebuilds) would create the schema and the store's
+    tables there, as a host's first open does, from a mistyped `?schema=`. A server that
+    cannot be reached is left for the open to report, with its own message."""
+    env = environment_for(url)
+    if "POSTGRES_URL" not in env:
+        return
+    try:
+        import psycopg  # noqa: PLC0415 -- the postgres extra; its absence is the open's to say
+        import psycopg.sql  # noqa: PLC0415
+
+        from session_awareness.infrastructure.pg_config import parse_postgres_url  # noqa: PLC0415
+    except ImportError:
+        return
+    config = parse_postgres_url(url)
+    events = POSTGRES_EVENTS_TABLE
+    try:
+        with psycopg.connect(config.conninfo, autocommit=True) as conn:
+            table = psycopg.sql.Identifier(config.schema, events).as_string(conn)
+            row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+    except psycopg.Error:
+        return
+    if row is None or not row[0]:
+        raise NoDatabaseError(
+            f"{config.describe()} holds no session-awareness store in schema {config.schema} "
+            f"(no {events} table; nothing was changed)"
         )
 
 
