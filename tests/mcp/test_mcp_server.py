@@ -11,11 +11,13 @@ from pathlib import Path
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from session_awareness.application import open_service
 from session_awareness.application.tools import tool_schemas
 from session_awareness.infrastructure.claude_relay import socket_path
 from session_awareness.infrastructure.claude_state import ClaudeState, process_identity
+from session_awareness.infrastructure.mcp_tools import McpSurface
 from tests.hooks.helpers import fixture, lead_key, run_hook
 from tests.mcp.helpers import (
     NOTICES,
@@ -164,6 +166,40 @@ class TestCalls:
                     assert json.loads(hidden[2].replace("elsewhere", "nowhere")) == missing[0]
 
         run(scenario)
+
+
+class TestMadeUpNames:
+    """A name the client made up is echoed and logged bounded and on one line, as
+    `svc.tools.call` shows one (R-T1, R-N1)."""
+
+    MADE_UP = "x\u202e\x07\x1b[31m" + "x" * 5_000
+    SHOWN = "x\\u202e\\u0007\\u001b[31m" + "x" * 56 + "…"
+
+    def test_an_unknown_tools_name_is_echoed_bounded_and_escaped(self, tmp_path: Path) -> None:
+        """A 5,000-character tool name with control and format characters: the error quotes
+        its first 64 characters, those escaped as `\\uXXXX`, then `…`."""
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        seed(url)
+
+        async def scenario() -> None:
+            async with connected(url, tmp_path, "--caller", LEAD) as client:
+                result, failed, _ = await call(client, self.MADE_UP)
+                assert failed and result["error"]["code"] == "unknown_tool"
+                known = ", ".join(OFFERED)
+                assert result["error"]["message"] == f"Unknown tool: {self.SHOWN} (known: {known})"
+
+        run(scenario)
+
+    def test_an_unknown_tools_name_is_logged_escaped(self, tmp_path: Path) -> None:
+        """The `tool_failed` event carries the name as the error shows it, never in full
+        with its raw characters."""
+        with open_service(f"sqlite:///{tmp_path / 'sessions.db'}") as svc:
+            surface = McpSurface(svc, lambda: LEAD)
+            with capture_logs() as logs:
+                surface.call(self.MADE_UP, {})
+        assert [(e["event"], e["tool"], e["code"]) for e in logs] == [
+            ("tool_failed", self.SHOWN, "unknown_tool")
+        ]
 
 
 class TestCaller:
