@@ -122,6 +122,8 @@ class TestCalls:
             ("sessions_list", {"limit": 1.0}, "invalid_input", "limit"),
             ("sessions_list", {"bogus": 1}, "invalid_input", "bogus"),
             ("session_notices", {"drain": "yes"}, "invalid_input", "drain"),
+            ("session_notices", {"drian": None}, "invalid_input", "drian"),
+            ("session_status", {"sesionKey": None}, "invalid_input", "sesionKey"),
             ("session_watch", {}, "invalid_input", "sessionKey"),
             ("session_watch", {"sessionKey": "agent:main:gone"}, "unknown_session", "sessionKey"),
             ("session_unwatch", {"sessionKey": " x"}, "invalid_input", "sessionKey"),
