@@ -173,6 +173,14 @@ class TestArgumentsAsJsonText:
         failed = [e for e in logs if e["event"] == "tool_failed"]
         assert [(e["code"], e["field"]) for e in failed] == [("invalid_input", "arguments")]
 
+    def test_a_lone_surrogate_escaped_in_a_name_is_an_unknown_field(
+        self, world: SessionAwareness
+    ) -> None:
+        """R-T1: JSON may write a lone surrogate as `\\ud800`; a name holding one is refused as
+        an unknown field, shown escaped, not as arguments that are not an object."""
+        result = world.tools.call("session_status", '{"\\ud800": null}', caller=MAIN)
+        assert result == invalid("\\ud800", "\\ud800 is not a parameter of session_status")
+
     def test_json_text_that_is_not_an_object_is_refused_like_any_non_object(
         self, world: SessionAwareness
     ) -> None:
