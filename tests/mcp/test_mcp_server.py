@@ -13,6 +13,7 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
+from session_awareness import __version__
 from session_awareness.application import open_service
 from session_awareness.application.tools import tool_schemas
 from session_awareness.infrastructure.claude_relay import socket_path
@@ -47,6 +48,21 @@ def seed(url: str) -> None:
         svc.open_session(LEAD)
         svc.open_session(WORKER)
         svc.open_session("agent:other:elsewhere")
+
+
+class TestInitialize:
+    def test_the_server_names_itself_with_the_package_version(self, tmp_path: Path) -> None:
+        """`initialize` answers `serverInfo` with the package's name and version, so a
+        client can tell which release it talks to."""
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+
+        async def scenario() -> None:
+            async with connected(url, tmp_path, "--caller", LEAD) as client:
+                info = client.server_info
+                assert info is not None
+                assert (info.name, info.version) == ("session-awareness", __version__)
+
+        run(scenario)
 
 
 class TestListing:
