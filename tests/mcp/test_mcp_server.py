@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import subprocess
 import threading
 from pathlib import Path
@@ -15,10 +16,10 @@ from structlog.testing import capture_logs
 
 from session_awareness import __version__
 from session_awareness.application import open_service
-from session_awareness.application.tools import tool_schemas
+from session_awareness.application.tools import TOOLS, tool_schemas
 from session_awareness.infrastructure.claude_relay import socket_path
 from session_awareness.infrastructure.claude_state import ClaudeState, process_identity
-from session_awareness.infrastructure.mcp_tools import McpSurface
+from session_awareness.infrastructure.mcp_tools import EXTRA_TOOLS, McpSurface
 from tests.hooks.helpers import fixture, lead_key, run_hook
 from tests.mcp.helpers import (
     NOTICES,
@@ -88,6 +89,15 @@ class TestListing:
                 assert [str(r.uri) for r in resources] == [NOTICES]
 
         run(scenario)
+
+    def test_the_readmes_tool_list_names_every_tool_the_server_can_offer(self) -> None:
+        """The README's MCP section lists each tool the server may offer (the service's
+        tools and the notice tools), so a reader knows what a client can call."""
+        readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+        section = readme[readme.index("**The MCP server**") :]
+        bullet = section[section.index("- Tools: ") :].split("\n- ", 1)[0]
+        named = set(re.findall(r"`(\w+)`", bullet))
+        assert {*TOOLS, *EXTRA_TOOLS} <= named
 
 
 class TestCalls:
