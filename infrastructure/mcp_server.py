@@ -36,6 +36,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
+from session_awareness import __version__
 from session_awareness.infrastructure.mcp_tools import McpSurface
 from session_awareness.logs import get_logger
 
@@ -172,6 +173,7 @@ def build_server(surface: McpSurface, feed: NoticeFeed) -> Server[Any]:
 
     return Server(
         "session-awareness",
+        version=__version__,  # serverInfo.version; the SDK reports "" when not told
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,

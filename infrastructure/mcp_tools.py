@@ -25,6 +25,7 @@ from session_awareness.application.tools.errors import (
     ToolError,
     from_service,
     from_validation,
+    shown,
 )
 from session_awareness.application.tools.inputs import SessionKey, ToolInput
 from session_awareness.application.tools.schema import parameters_schema, tool_schemas
@@ -140,15 +141,17 @@ class McpSurface:
         return key
 
     def call(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
-        """Run one tool call; the JSON result or typed error, never an exception."""
+        """Run one tool call; the JSON result or typed error, never an exception. The name
+        is the client's, so it is echoed and logged as `svc.tools.call` shows a made-up one:
+        bounded, its control and format characters escaped."""
         arguments = {} if arguments is None else arguments
         try:
             caller = self.caller()
             if name not in self.tools:
                 known = ", ".join(self.tools)
-                raise ToolError(UNKNOWN_TOOL, f"Unknown tool: {name} (known: {known})")
+                raise ToolError(UNKNOWN_TOOL, f"Unknown tool: {shown(name)} (known: {known})")
         except ToolError as error:
-            log.info("tool_failed", tool=name, code=error.code, field=error.field)
+            log.info("tool_failed", tool=shown(name), code=error.code, field=error.field)
             return error.to_json()
         if name not in EXTRA_TOOLS:
             return self.svc.tools.call(name, arguments, caller=caller)

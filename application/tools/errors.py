@@ -77,6 +77,12 @@ def from_validation(error: ValidationError, tool: str) -> ToolError:
     problem = problems[0]
     loc = [str(part) for part in problem["loc"]]
     field = shown(".".join(loc)) if loc else None
+    if field is None and problem["type"] == "string_unicode":
+        # A key holding a lone surrogate is not text pydantic-core can read: it refuses the
+        # whole object at no location, the key as the input, before `extra="forbid"` looks.
+        # No field has such a name, so it is an unknown field like any other.
+        field = shown(problem["input"])
+        return ToolError(INVALID_INPUT, f"{field} is not a parameter of {tool}", field)
     if field is None:
         return ToolError(INVALID_INPUT, "the arguments must be a JSON object", "arguments")
     if problem["type"] == "extra_forbidden":

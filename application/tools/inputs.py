@@ -116,8 +116,17 @@ class ToolInput(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _null_is_absent(cls, given: Any) -> Any:
+        """Only a field the input has may be `null`: an unknown one is left for `extra=
+        "forbid"` to refuse, or `{"sesionKey": null}` would pass where `{"sesionKey": 1}` is
+        refused. A field is known by its alias, the name agents send; its Python name is not
+        accepted (`populate_by_name` is off), so a `null` under it is unknown too."""
         if isinstance(given, dict):
-            return {name: value for name, value in given.items() if value is not None}
+            known = {field.alias or name for name, field in cls.model_fields.items()}
+            return {
+                name: value
+                for name, value in given.items()
+                if value is not None or name not in known
+            }
         return given
 
 

@@ -5,17 +5,21 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import subprocess
 import threading
 from pathlib import Path
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
+from session_awareness import __version__
 from session_awareness.application import open_service
-from session_awareness.application.tools import tool_schemas
+from session_awareness.application.tools import TOOLS, tool_schemas
 from session_awareness.infrastructure.claude_relay import socket_path
 from session_awareness.infrastructure.claude_state import ClaudeState, process_identity
+from session_awareness.infrastructure.mcp_tools import EXTRA_TOOLS, McpSurface
 from tests.hooks.helpers import fixture, lead_key, run_hook
 from tests.mcp.helpers import (
     NOTICES,
@@ -47,6 +51,21 @@ def seed(url: str) -> None:
         svc.open_session("agent:other:elsewhere")
 
 
+class TestInitialize:
+    def test_the_server_names_itself_with_the_package_version(self, tmp_path: Path) -> None:
+        """`initialize` answers `serverInfo` with the package's name and version, so a
+        client can tell which release it talks to."""
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+
+        async def scenario() -> None:
+            async with connected(url, tmp_path, "--caller", LEAD) as client:
+                info = client.server_info
+                assert info is not None
+                assert (info.name, info.version) == ("session-awareness", __version__)
+
+        run(scenario)
+
+
 class TestListing:
     def test_tools_are_listed_with_the_exported_schemas_and_without_missing_ports(
         self, database_url: str, tmp_path: Path
@@ -70,6 +89,15 @@ class TestListing:
                 assert [str(r.uri) for r in resources] == [NOTICES]
 
         run(scenario)
+
+    def test_the_readmes_tool_list_names_every_tool_the_server_can_offer(self) -> None:
+        """The README's MCP section lists each tool the server may offer (the service's
+        tools and the notice tools), so a reader knows what a client can call."""
+        readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+        section = readme[readme.index("**The MCP server**") :]
+        bullet = section[section.index("- Tools: ") :].split("\n- ", 1)[0]
+        named = set(re.findall(r"`(\w+)`", bullet))
+        assert {*TOOLS, *EXTRA_TOOLS} <= named
 
 
 class TestCalls:
@@ -120,6 +148,8 @@ class TestCalls:
             ("sessions_list", {"limit": 1.0}, "invalid_input", "limit"),
             ("sessions_list", {"bogus": 1}, "invalid_input", "bogus"),
             ("session_notices", {"drain": "yes"}, "invalid_input", "drain"),
+            ("session_notices", {"drian": None}, "invalid_input", "drian"),
+            ("session_status", {"sesionKey": None}, "invalid_input", "sesionKey"),
             ("session_watch", {}, "invalid_input", "sessionKey"),
             ("session_watch", {"sessionKey": "agent:main:gone"}, "unknown_session", "sessionKey"),
             ("session_unwatch", {"sessionKey": " x"}, "invalid_input", "sessionKey"),
@@ -164,6 +194,40 @@ class TestCalls:
                     assert json.loads(hidden[2].replace("elsewhere", "nowhere")) == missing[0]
 
         run(scenario)
+
+
+class TestMadeUpNames:
+    """A name the client made up is echoed and logged bounded and on one line, as
+    `svc.tools.call` shows one (R-T1, R-N1)."""
+
+    MADE_UP = "x\u202e\x07\x1b[31m" + "x" * 5_000
+    SHOWN = "x\\u202e\\u0007\\u001b[31m" + "x" * 56 + "…"
+
+    def test_an_unknown_tools_name_is_echoed_bounded_and_escaped(self, tmp_path: Path) -> None:
+        """A 5,000-character tool name with control and format characters: the error quotes
+        its first 64 characters, those escaped as `\\uXXXX`, then `…`."""
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        seed(url)
+
+        async def scenario() -> None:
+            async with connected(url, tmp_path, "--caller", LEAD) as client:
+                result, failed, _ = await call(client, self.MADE_UP)
+                assert failed and result["error"]["code"] == "unknown_tool"
+                known = ", ".join(OFFERED)
+                assert result["error"]["message"] == f"Unknown tool: {self.SHOWN} (known: {known})"
+
+        run(scenario)
+
+    def test_an_unknown_tools_name_is_logged_escaped(self, tmp_path: Path) -> None:
+        """The `tool_failed` event carries the name as the error shows it, never in full
+        with its raw characters."""
+        with open_service(f"sqlite:///{tmp_path / 'sessions.db'}") as svc:
+            surface = McpSurface(svc, lambda: LEAD)
+            with capture_logs() as logs:
+                surface.call(self.MADE_UP, {})
+        assert [(e["event"], e["tool"], e["code"]) for e in logs] == [
+            ("tool_failed", self.SHOWN, "unknown_tool")
+        ]
 
 
 class TestCaller:

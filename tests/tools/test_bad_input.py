@@ -64,6 +64,16 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         {"sessionKey": MAIN, "model": "default"},
         invalid("model", "model is not a parameter of session_status"),
     ),
+    (  # a lone surrogate in a name: unknown like any made-up name, echoed escaped
+        "session_status",
+        {"\ud800": 1},
+        invalid("\\ud800", "\\ud800 is not a parameter of session_status"),
+    ),
+    (
+        "sessions_list",
+        {"kinds": ["main"], "x\udfff": None},
+        invalid("x\\udfff", "x\\udfff is not a parameter of sessions_list"),
+    ),
     ("session_status", {"sessionKey": "agent:main:nobody"}, unknown("agent:main:nobody")),
     ("session_status", {"sessionKey": PEER}, unknown(PEER)),
     # sessions_list

@@ -83,6 +83,42 @@ class TestNullMeansNotGiven:
         result = world.tools.call("sessions_list", {"kinds": [None]}, caller=MAIN)
         assert result["error"]["field"] == "kinds.0"
 
+    @pytest.mark.parametrize(
+        ("tool", "arguments", "field"),
+        [
+            ("session_status", {"sesionKey": None}, "sesionKey"),
+            ("session_status", {"session_key": None}, "session_key"),  # the Python name
+            ("sessions_list", {"kinds": None, "pinned": None}, "pinned"),
+            ("sessions_send", {"sessionKey": WORKER, "message": "hi", "wach": None}, "wach"),
+            ("sessions_spawn", {"task": "t", "runId": None}, "runId"),
+            ("subagents", {"action": None, "runid": None}, "runid"),
+            ("sessions_history", {"sessionKey": "current", "includeTool": None}, "includeTool"),
+        ],
+    )
+    def test_an_unknown_field_sent_as_null_is_refused(
+        self,
+        world: SessionAwareness,
+        dispatcher: RecordingDispatcher,
+        tool: str,
+        arguments: dict[str, object],
+        field: str,
+    ) -> None:
+        """R-T1: only a field the tool has may be null; an unknown one is refused as it is
+        with any other value (a misspelt name must not pass unnoticed)."""
+        result = world.tools.call(tool, arguments, caller=MAIN)
+        assert result == invalid(field, f"{field} is not a parameter of {tool}")
+        assert dispatcher.sent == []
+
+    def test_an_unknown_null_fields_name_is_echoed_bounded_and_escaped(
+        self, world: SessionAwareness
+    ) -> None:
+        """R-T1: a made-up name sent with `null` is shown like any made-up name: at most 64
+        characters, control and format characters escaped."""
+        name = "x\u2028" + "y" * 100
+        shown = "x\\u2028" + "y" * 62 + "…"
+        result = world.tools.call("session_status", {name: None}, caller=MAIN)
+        assert result == invalid(shown, f"{shown} is not a parameter of session_status")
+
     def test_the_typed_input_reads_null_as_not_given_too(self) -> None:
         """R-T1: Python hosts building inputs get the same reading."""
         assert SessionStatusInput.model_validate(ALL_NULL_STATUS) == SessionStatusInput()
@@ -136,6 +172,14 @@ class TestArgumentsAsJsonText:
         assert reason in result["error"]["message"]
         failed = [e for e in logs if e["event"] == "tool_failed"]
         assert [(e["code"], e["field"]) for e in failed] == [("invalid_input", "arguments")]
+
+    def test_a_lone_surrogate_escaped_in_a_name_is_an_unknown_field(
+        self, world: SessionAwareness
+    ) -> None:
+        """R-T1: JSON may write a lone surrogate as `\\ud800`; a name holding one is refused as
+        an unknown field, shown escaped, not as arguments that are not an object."""
+        result = world.tools.call("session_status", '{"\\ud800": null}', caller=MAIN)
+        assert result == invalid("\\ud800", "\\ud800 is not a parameter of session_status")
 
     def test_json_text_that_is_not_an_object_is_refused_like_any_non_object(
         self, world: SessionAwareness
