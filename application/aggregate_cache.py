@@ -29,6 +29,7 @@ log has marked the aggregate stale.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from copy import deepcopy
@@ -41,6 +42,10 @@ LOOK_LIMIT = 1000
 LOOK_PAGES = 10
 #: Aggregates whose newest version read by the looks is noted; past it the notes start afresh.
 PASSED_BOUND = LOOK_LIMIT * LOOK_PAGES
+
+
+#: How a look's failed read is answered: `again(error, started, look)` reads again or raises.
+Again = Callable[[Exception, float, Callable[[], int]], int]
 
 
 class NotificationLog(Protocol):
@@ -71,19 +76,26 @@ class AggregateCache:
         self._failures = 0
         self._failure: Exception | None = None
 
-    def look(self, guard: Callable[[Callable[[], int]], int] | None = None) -> int:
+    def look(self, again: Again | None = None) -> int:
         """Read the log since the last look, mark what others changed as stale, and return
         the new position (what a later `loaded` must still see). One look reads at a time; a
         look that failed fails the looks that were waiting for it with the same error: a
         hung store makes threads that look at once wait out one deadline, not one each.
-        `guard` runs the look (the caller's retry and typing of store errors), so what the
-        waiters share is its final failure, not one it would have tried again."""
+        `again(error, started, look)` answers a failed read (the caller's retry and typing of
+        store errors), so what the waiters share is the final failure, not one they would
+        each try again."""
         arrived = self._failures
         with self._lock:
             if self._failures != arrived and self._failure is not None:
                 raise self._failure
+            started = time.monotonic()
             try:
-                return self._look() if guard is None else guard(self._look)
+                try:
+                    return self._look()
+                except Exception as error:
+                    if again is None:
+                        raise
+                    return again(error, started, self._look)
             except Exception as error:
                 self._failures += 1
                 self._failure = error

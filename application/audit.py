@@ -28,7 +28,7 @@ from session_awareness.application.ports import AuditView, ReplayTarget
 from session_awareness.application.projection import RowChange, project
 from session_awareness.application.replay import EventDecoder
 from session_awareness.application.store import SessionStore, log
-from session_awareness.application.store_errors import STORE_ERRORS
+from session_awareness.application.unit_of_work import STORE_ERRORS
 from session_awareness.domain.keys import (
     InvalidKeyError,
     SessionRef,

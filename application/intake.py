@@ -20,8 +20,12 @@ from session_awareness.application.errors import (
 from session_awareness.application.lifecycle import lineage_of
 from session_awareness.application.retention import Maintenance
 from session_awareness.application.store import SessionStore, log
-from session_awareness.application.store_errors import CLOSED
-from session_awareness.application.unit_of_work import StaleReadError, UnitOfWork, event_landed
+from session_awareness.application.unit_of_work import (
+    CLOSED,
+    StaleReadError,
+    UnitOfWork,
+    event_landed,
+)
 from session_awareness.domain import intake as produce
 from session_awareness.domain import notices
 from session_awareness.domain.intake import SignalRequest

@@ -22,13 +22,13 @@ from session_awareness.application.errors import (
 )
 from session_awareness.application.ports import AuditStore, Clock, ReadModel, Waker
 from session_awareness.application.snapshots import SNAPSHOTTING_INTERVALS, take_due_snapshots
-from session_awareness.application.store_errors import (
+from session_awareness.application.unit_of_work import (
     FAST_FAILURE,
     STORE_ERRORS,
+    UnitOfWork,
     closed_error,
-    read_guarded,
+    read_again,
 )
-from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.application.wakes import WakeCoalescer
 from session_awareness.domain.keys import (
     InvalidKeyError,
@@ -108,7 +108,11 @@ def _guarded(
     def guarded(*args: Any, **kwargs: Any) -> Any:
         if is_closed():
             raise closed_error()
-        return read_guarded(name, method, *args, **kwargs)
+        started = time.monotonic()
+        try:
+            return method(*args, **kwargs)
+        except STORE_ERRORS as error:
+            return read_again(name, started, error, method, *args, **kwargs)
 
     return guarded
 

@@ -8,16 +8,16 @@ A cursor whose own events say it is pending is shown with its watcher's latest d
 (ADR 024): the attempt loads the watcher's `Drains` too, and the cache keeps a watcher's
 having none (`Absent`), so a record on a target with pending cursors reads no more rows.
 
-Every read of the store here is typed as the read model's queries are (`read_guarded`):
+Every read of the store here is typed as the read model's queries are (`read_again`):
 `StoreUnavailableError` when the store cannot be reached or is closed, whether the unit of
 work serves a command (`SessionStore.run`) or a plain read (`is_sandboxed`, a transcript).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
 
@@ -26,16 +26,51 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import InterfaceError, OperationalError, RecordConflictError
 
 from session_awareness.application.aggregate_cache import AggregateCache
-from session_awareness.application.store_errors import closed_error, read_guarded
+from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import SessionRef, drains_id, watch_id
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Watch
+from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:
     from eventsourcing.application import Application
 
 A = TypeVar("A", bound=Aggregate)
+R = TypeVar("R")
+log = get_logger()
+
+#: Errors that mean the store cannot be reached, as opposed to a lost race or a bug.
+STORE_ERRORS = (OperationalError, InterfaceError)
+#: A connection error faster than this is a stale pooled connection, worth one more try.
+FAST_FAILURE = 0.5
+#: Why every read and command of a closed service fails.
+CLOSED = "the service is closed"
+
+
+def closed_error() -> StoreUnavailableError:
+    return StoreUnavailableError(CLOSED)
+
+
+def _look_again(error: Exception, started: float, look: Callable[[], int]) -> int:
+    """A look at the log whose read failed: `read_again` for a store error, else raised."""
+    if not isinstance(error, STORE_ERRORS):
+        raise error
+    return read_again("notification_log", started, error, look)
+
+
+def read_again(
+    name: str, started: float, error: Exception, read: Callable[..., R], *args: Any, **kwargs: Any
+) -> R:
+    """After a read that began at `started` failed with a connection error: asked once more
+    when it failed fast (a connection the server had closed), else `StoreUnavailableError`."""
+    if time.monotonic() - started > FAST_FAILURE:
+        raise StoreUnavailableError(str(error)) from error
+    log.info("query_retried", query=name, error=str(error))
+    try:
+        return read(*args, **kwargs)
+    except STORE_ERRORS as again:
+        raise StoreUnavailableError(str(again)) from again
 
 
 class StaleReadError(RecordConflictError):
@@ -106,10 +141,14 @@ class UnitOfWork:
                 if forwarded:
                     cache.loaded(aggregate, self._seen_at)
                 return None if type(aggregate) is Absent else cast(Aggregate, aggregate)
+        get, started = self._app.repository.get, time.monotonic()
         try:
-            loaded = read_guarded(
-                "aggregate", self._app.repository.get, aggregate_id, projector_func=_mutate
-            )
+            try:
+                loaded = get(aggregate_id, projector_func=_mutate)
+            except STORE_ERRORS as error:
+                loaded = read_again(
+                    "aggregate", started, error, get, aggregate_id, projector_func=_mutate
+                )
         except AggregateNotFoundError:
             if absent_kept and cache is not None and self._seen_at is not None:
                 cache.loaded(Absent(aggregate_id), self._seen_at)
@@ -124,14 +163,17 @@ class UnitOfWork:
 
     @staticmethod
     def _look(cache: AggregateCache) -> int:
-        return cache.look(guard=partial(read_guarded, "notification_log"))
+        return cache.look(again=_look_again)
 
     def _fast_forward(self, aggregate: Any) -> Any:
         """Apply the stored events after the copy's version (another writer's)."""
-        get = self._app.repository.event_store.get
-        events = read_guarded(
-            "aggregate_events", lambda: list(get(aggregate.id, gt=aggregate.version))
-        )
+        get, started = self._app.repository.event_store.get, time.monotonic()
+        try:
+            events = list(get(aggregate.id, gt=aggregate.version))
+        except STORE_ERRORS as error:
+            again = read_again("aggregate_events", started, error, get, aggregate.id,
+                               gt=aggregate.version)  # fmt: skip
+            events = list(again)
         if type(aggregate) is Absent:  # created since: its first event makes it
             return _mutate(None, events) or aggregate
         return _mutate(aggregate, events)
@@ -265,6 +307,6 @@ def event_landed(app: Application[UUID], event: Any) -> bool | None:
         stored = app.recorder.select_events(
             event.originator_id, gt=event.originator_version - 1, lte=event.originator_version
         )
-    except (OperationalError, InterfaceError):
+    except STORE_ERRORS:
         return None
     return bool(stored) and stored[0].state == expected.state

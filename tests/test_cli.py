@@ -240,6 +240,24 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def run_into_a_closed_pipe(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The installed command with stdout on a pipe that has no reader: its first write fails."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [str(INSTALLED), *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=clean_env(tmp_path),
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+
 def run_installed(args: list[str], *, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The installed command, as a shell would run it."""
     assert INSTALLED.is_file(), f"not installed: {INSTALLED}"
@@ -626,20 +644,7 @@ class TestExitCodes:
     def test_a_closed_pipe_exits_141_silently(self, tmp_path: Path) -> None:
         """When the reader of stdout has gone (`| head` after one line), the command ends
         with the shell's SIGPIPE code and prints nothing about it."""
-        read_end, write_end = os.pipe()
-        os.close(read_end)  # no reader at all: the first write fails
-        try:
-            result = subprocess.run(
-                [str(INSTALLED), "tools-schema"],
-                stdout=write_end,
-                stderr=subprocess.PIPE,
-                env=clean_env(tmp_path),
-                text=True,
-                timeout=120,
-                check=False,
-            )
-        finally:
-            os.close(write_end)
+        result = run_into_a_closed_pipe(["tools-schema"], tmp_path)
         assert result.returncode == 141
         assert result.stderr == ""
 
@@ -648,19 +653,8 @@ class TestExitCodes:
     ) -> None:
         """`status KEY` prints its first line through rich; when the reader of stdout has
         gone, the command still ends with the shell's SIGPIPE code (rich alone exits 1)."""
-        read_end, write_end = os.pipe()
-        os.close(read_end)  # no reader at all: the first write fails
-        try:
-            result = subprocess.run(
-                [str(INSTALLED), "status", RESEARCHER, "--database-url", populated_url],
-                stdout=write_end,
-                stderr=subprocess.PIPE,
-                env=clean_env(tmp_path),
-                text=True,
-                timeout=120,
-                check=False,
-            )
-        finally:
-            os.close(write_end)
+        result = run_into_a_closed_pipe(
+            ["status", RESEARCHER, "--database-url", populated_url], tmp_path
+        )
         assert result.returncode == 141
         assert result.stderr == ""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from session_awareness.application import SessionAwareness
+from session_awareness.application import SessionAwareness, open_service
 from tests.conftest import START, FakeClock
 
 MAIN = "agent:main:main"
@@ -35,6 +36,15 @@ def build_world(svc: SessionAwareness, clock: FakeClock) -> None:
     clock.advance(minutes=1)
     svc.open_session(OPS)
     clock.advance(minutes=1)
+
+
+def read_only_world(folder: Path, clock: FakeClock, **options: Any) -> SessionAwareness:
+    """The world built in a SQLite file under `folder`, then opened again read-only (with
+    `options`): reads answer, every write fails as an unavailable store."""
+    url = f"sqlite:///{folder / 'sessions.db'}"
+    with open_service(url, clock=clock) as svc:
+        build_world(svc, clock)
+    return open_service(f"{url}?mode=ro", clock=clock, **options)
 
 
 def error(code: str, message: str, field: str | None = None) -> dict[str, Any]:

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from session_awareness.application import SessionAwareness, open_service
+from session_awareness.application import SessionAwareness
 from session_awareness.application.tools import SessionsSendInput, ToolError
 from tests.conftest import FakeClock
 from tests.contract.helpers import cursor
 from tests.tools.conftest import RecordingDispatcher, WorldFactory
-from tests.tools.helpers import HELPER, MAIN, OPS, PEER, THREAD, WORKER, build_world, error
+from tests.tools.helpers import HELPER, MAIN, OPS, PEER, THREAD, WORKER, error, read_only_world
 
 GOOD = [
     (
@@ -217,14 +217,8 @@ class TestAStoreThatFailsAfterDelivery:
         """R-W2: the message was delivered, so the result says so; a watch the store refuses
         (a read-only store here) is `watched: false`, logged, never an error that would make
         the agent send the message twice."""
-        url = f"sqlite:///{tmp_path / 'sessions.db'}"
-        with open_service(url, clock=clock) as svc:
-            build_world(svc, clock)
         dispatcher = RecordingDispatcher()
-        with (
-            open_service(f"{url}?mode=ro", clock=clock, dispatcher=dispatcher) as svc,
-            capture_logs() as logs,
-        ):
+        with read_only_world(tmp_path, clock, dispatcher=dispatcher) as svc, capture_logs() as logs:
             arguments = {"sessionKey": HELPER, "message": "hi", "watch": True}
             answer = svc.tools.call("sessions_send", arguments, caller=MAIN)
         assert answer == {"status": "accepted", "sessionKey": HELPER, "watched": False}

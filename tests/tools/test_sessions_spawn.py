@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from session_awareness.application import SessionAwareness, open_service
+from session_awareness.application import SessionAwareness
 from tests.conftest import FakeClock
 from tests.contract.helpers import cursor
 from tests.tools.conftest import RecordingSpawner, WorldFactory
-from tests.tools.helpers import HELPER, MAIN, PEER, WORKER, build_world, error, ms
+from tests.tools.helpers import HELPER, MAIN, PEER, WORKER, error, ms, read_only_world
 
 CHILD = "agent:main:subagent:child-1"
 FAILED = error("spawn_failed", "the child session could not be spawned")
@@ -226,14 +226,8 @@ class TestAnUnreachableStore:
         """R-T1: `service_error` carries a fixed message; the store's own reason (here SQLite's
         "readonly database", on PostgreSQL the server's host and port) is logged for the
         host as `tool_service_error` and never reaches the agent."""
-        url = f"sqlite:///{tmp_path / 'sessions.db'}"
-        with open_service(url, clock=clock) as svc:
-            build_world(svc, clock)
         spawner = RecordingSpawner()
-        with (
-            open_service(f"{url}?mode=ro", clock=clock, spawner=spawner) as svc,
-            capture_logs() as logs,
-        ):
+        with read_only_world(tmp_path, clock, spawner=spawner) as svc, capture_logs() as logs:
             answer = spawn(svc)
         assert answer == error(
             "service_error", "the session service is unavailable; try again later"
