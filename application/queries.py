@@ -43,6 +43,15 @@ class Queries:
             raise UnknownSessionError(key)
         return status_json(ref.key, state, since)
 
+    def resolve(self, key: str, agent_id: str | None = None) -> SessionRef:
+        """The ref of the live session a key names (R-K1, R-W3); `UnknownSessionError` when
+        it is unknown or deleted."""
+        ref, session_id = self.resolve_id(key, agent_id)
+        row = self.read_model.session(session_id)
+        if row is None or row.deleted:
+            raise UnknownSessionError(key)
+        return ref
+
     def sessions_list(
         self,
         *,

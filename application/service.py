@@ -20,7 +20,6 @@ from session_awareness.application.backlog import SignalBacklog
 from session_awareness.application.errors import (
     ConfigurationError,
     StoreUnavailableError,
-    UnknownSessionError,
     raised_from,
 )
 from session_awareness.application.intake import Intake
@@ -56,7 +55,7 @@ from session_awareness.application.upstream.ports import (
 )
 from session_awareness.application.wakes import DEFAULT_WAKE_COALESCE_SECONDS, WakeCoalescer
 from session_awareness.application.watching import Watching
-from session_awareness.domain.keys import InvalidKeyError, SessionRef, agent_of
+from session_awareness.domain.keys import InvalidKeyError, SessionRef
 from session_awareness.domain.notices import DEFAULT_MAIN_KEY, check_main_key
 
 if TYPE_CHECKING:
@@ -231,12 +230,7 @@ class SessionAwareness:
         """The ref a key names: qualified keys name their agent; a bare key needs the agent id
         unless exactly one agent has it (R-K1, R-W3). Raises `UnknownSessionError` when
         nothing live matches: one registry read (the record path's `resolve_id` reads none)."""
-        ref = self.store.resolve(key, agent_id)
-        if agent_id is not None or agent_of(key) is not None:  # else the store read the rows
-            row = self.read_model.session(ref.session_id)
-            if row is None or row.deleted:
-                raise UnknownSessionError(key)
-        return ref
+        return self._queries.resolve(key, agent_id)
 
     def audit(
         self,
