@@ -21,11 +21,11 @@ from session_awareness.application.tools.errors import (
     INTERNAL_ERROR,
     INVALID_CALLER,
     INVALID_INPUT,
-    UNKNOWN_TOOL,
     ToolError,
     from_service,
     from_validation,
     shown,
+    unknown_tool,
 )
 from session_awareness.application.tools.inputs import SessionKey, ToolInput
 from session_awareness.application.tools.schema import parameters_schema, tool_schemas
@@ -148,8 +148,7 @@ class McpSurface:
         try:
             caller = self.caller()
             if name not in self.tools:
-                known = ", ".join(self.tools)
-                raise ToolError(UNKNOWN_TOOL, f"Unknown tool: {shown(name)} (known: {known})")
+                raise unknown_tool(name, self.tools)
         except ToolError as error:
             log.info("tool_failed", tool=shown(name), code=error.code, field=error.field)
             return error.to_json()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import ValidationError
@@ -65,6 +66,12 @@ class ToolError(SessionAwarenessError):
         return {"error": body}
 
 
+def unknown_tool(name: object, known: Iterable[str]) -> ToolError:
+    """A tool name the caller made up, shown bounded and escaped (`shown`), with the names
+    it may call: the session tools' and the MCP server's answer alike."""
+    return ToolError(UNKNOWN_TOOL, f"Unknown tool: {shown(name)} (known: {', '.join(known)})")
+
+
 def unknown_session(key: str, field: str = "sessionKey") -> ToolError:
     """Unknown, deleted and invisible sessions all read the same (R-S4, R-T2)."""
     return ToolError(UNKNOWN_SESSION, str(UnknownSessionError(key)), field)
@@ -77,15 +84,15 @@ def from_validation(error: ValidationError, tool: str) -> ToolError:
     problem = problems[0]
     loc = [str(part) for part in problem["loc"]]
     field = shown(".".join(loc)) if loc else None
+    unknown = problem["type"] == "extra_forbidden"
     if field is None and problem["type"] == "string_unicode":
         # A key holding a lone surrogate is not text pydantic-core can read: it refuses the
         # whole object at no location, the key as the input, before `extra="forbid"` looks.
         # No field has such a name, so it is an unknown field like any other.
-        field = shown(problem["input"])
-        return ToolError(INVALID_INPUT, f"{field} is not a parameter of {tool}", field)
+        field, unknown = shown(problem["input"]), True
     if field is None:
         return ToolError(INVALID_INPUT, "the arguments must be a JSON object", "arguments")
-    if problem["type"] == "extra_forbidden":
+    if unknown:
         return ToolError(INVALID_INPUT, f"{field} is not a parameter of {tool}", field)
     if problem["type"] == "missing":
         return ToolError(INVALID_INPUT, f"{field} is required", field)

@@ -21,11 +21,11 @@ from session_awareness.application.tools.errors import (
     INTERNAL_ERROR,
     INVALID_CALLER,
     INVALID_INPUT,
-    UNKNOWN_TOOL,
     ToolError,
     from_service,
     from_validation,
     shown,
+    unknown_tool,
 )
 from session_awareness.application.tools.history import (
     SessionsHistoryInput,
@@ -80,8 +80,7 @@ class SessionTools:
         try:
             tool = TOOLS.get(name) if isinstance(name, str) else None
             if tool is None:
-                known = ", ".join(TOOLS)
-                raise ToolError(UNKNOWN_TOOL, f"Unknown tool: {tool_name} (known: {known})")
+                raise unknown_tool(name, TOOLS)
             try:
                 given = tool.input.model_validate(decoded(arguments))
             except ValidationError as error:

@@ -204,7 +204,7 @@ class TestMadeUpNames:
     SHOWN = "x\\u202e\\u0007\\u001b[31m" + "x" * 56 + "…"
 
     def test_an_unknown_tools_name_is_echoed_bounded_and_escaped(self, tmp_path: Path) -> None:
-        """A 5,000-character tool name with control and format characters: the error quotes
+        """R-T1: a 5,000-character tool name with control and format characters: the error quotes
         its first 64 characters, those escaped as `\\uXXXX`, then `…`."""
         url = f"sqlite:///{tmp_path / 'sessions.db'}"
         seed(url)
@@ -219,7 +219,7 @@ class TestMadeUpNames:
         run(scenario)
 
     def test_an_unknown_tools_name_is_logged_escaped(self, tmp_path: Path) -> None:
-        """The `tool_failed` event carries the name as the error shows it, never in full
+        """R-T1: the `tool_failed` event carries the name as the error shows it, never in full
         with its raw characters."""
         with open_service(f"sqlite:///{tmp_path / 'sessions.db'}") as svc:
             surface = McpSurface(svc, lambda: LEAD)

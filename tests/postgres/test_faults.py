@@ -161,7 +161,7 @@ class TestHungServer:
     def test_a_save_cut_off_after_its_commit_was_sent_is_recorded_once(
         self, own_cluster: PostgresCluster
     ) -> None:
-        """ADR 010, ADR 017: a record whose second round trip (the rows and COMMIT) waits on a
+        """R-L8, ADR 010, ADR 017: a record whose second round trip (the rows and COMMIT) waits on a
         lock past the deadline returns None and is kept; the server still commits it once the
         lock is let go. The flusher's attempts meanwhile (each cut off while waiting for the
         events table) and after must find it landed: the signal is recorded once, not twice."""
@@ -216,7 +216,8 @@ class TestHungServer:
     def test_reads_through_a_unit_of_work_on_a_hung_server_raise_store_unavailable(
         self, own_cluster: PostgresCluster
     ) -> None:
-        """is_sandboxed, transcript_session and sessions_history load the session outside a
+        """R-T2, R-T1: is_sandboxed (the clamp of a sandboxed caller), transcript_session and
+        sessions_history load the session outside a
         command: on a hung server they raise StoreUnavailableError within the bound, and a
         tool with visibility `agent` (which asks is_sandboxed) answers `service_error`."""
         url = f"{own_cluster.url}?schema=hunguow&connect_timeout=1"

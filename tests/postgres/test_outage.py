@@ -70,7 +70,7 @@ class TestOutage:
     def test_closing_with_kept_signals_ends_the_flusher_at_once(
         self, own_cluster: PostgresCluster
     ) -> None:
-        """ADR 010: close() ends the backlog's flusher through the store's `closing` event:
+        """R-L8, ADR 010: close() ends the backlog's flusher through the store's `closing` event:
         it returns without waiting out the flusher's join (its wait on `closing` used to
         return at once, again and again, until the join gave up), and no flusher is left."""
         url = own_cluster.url + "?schema=closing&connect_timeout=1"

@@ -278,7 +278,7 @@ class TestResolve:
     def test_resolve_refuses_a_qualified_key_no_live_session_has(
         self, svc: SessionAwareness, agent_id: str | None
     ) -> None:
-        """README API table: `resolve` raises UnknownSessionError for a key that names no
+        """R-K1, README API table: `resolve` raises UnknownSessionError for a key that names no
         live session, unknown or deleted; `resolve_id` stays a pure function of its arguments."""
         svc.open_session(MAIN)
         assert svc.resolve(MAIN, agent_id).key == MAIN
@@ -292,7 +292,8 @@ class TestResolve:
     def test_resolve_refuses_a_bare_key_with_an_agent_id_no_live_session_has(
         self, svc: SessionAwareness
     ) -> None:
-        """A bare key with its agent id names a live session, or raises UnknownSessionError."""
+        """R-K1: a bare key with its agent id names a live session, or raises
+        UnknownSessionError."""
         svc.open_session("global", agent_id="main")
         assert svc.resolve("global", "main").agent_id == "main"
         with pytest.raises(UnknownSessionError):
