@@ -25,11 +25,11 @@ from session_awareness.infrastructure.claude_state import (
     state_dir,
 )
 from session_awareness.infrastructure.cli.common import (
-    EXIT_OK,
     database_url,
     service_logs,
     store_options,
 )
+from session_awareness.infrastructure.cli.exits import EXIT_OK
 from session_awareness.infrastructure.install_claude import (
     MCP_EXTRA,
     InstallError,
