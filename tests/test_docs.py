@@ -3,6 +3,7 @@ every relative link of the README and docs/ resolves."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
@@ -64,3 +65,44 @@ class TestLinks:
         text = (ROOT / "README.md").read_text()
         assert "../shared" not in text
         assert "docs/rules.md" in text
+
+
+class TestTheApiPage:
+    """docs/api.md is checked against the code, so it cannot drift from it."""
+
+    PAGE = ROOT / "docs" / "api.md"
+
+    def test_every_parameter_the_page_names_is_the_calls_own(self) -> None:
+        """A call written out as `name(parameters)` names only parameters the method (or
+        `open_service`) has, spelled as the code spells them."""
+        from session_awareness.application import SessionAwareness, open_service  # noqa: PLC0415
+
+        wrong = []
+        for name, arguments in re.findall(r"`(\w+)\(([^`]*)\)`", self.PAGE.read_text()):
+            call = open_service if name == "open_service" else getattr(SessionAwareness, name, None)
+            if call is None or "…" in arguments:
+                continue
+            named = {
+                part.split("=")[0].strip()
+                for part in arguments.split(",")
+                if part.strip() not in ("", "*")
+            }
+            real = set(inspect.signature(call).parameters) - {"self"}
+            wrong += [f"{name}({parameter})" for parameter in sorted(named - real)]
+        assert wrong == []
+
+    def test_every_option_of_open_service_is_documented(self) -> None:
+        """Each keyword of `open_service` is named on the API page or a page it links to."""
+        from session_awareness.application import open_service  # noqa: PLC0415
+
+        pages = " ".join(path.read_text() for path in (ROOT / "docs").glob("*.md"))
+        missing = [
+            name
+            for name in inspect.signature(open_service).parameters
+            if not re.search(rf"`{name}[`=(]|\b{name}=", pages)
+        ]
+        assert missing == []
+
+    def test_the_readme_reads_in_minutes(self) -> None:
+        """The README stays an introduction: at most 250 lines, the reference in docs/."""
+        assert len((ROOT / "README.md").read_text().splitlines()) <= 250
