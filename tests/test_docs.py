@@ -106,3 +106,58 @@ class TestTheApiPage:
     def test_the_readme_reads_in_minutes(self) -> None:
         """The README stays an introduction: at most 250 lines, the reference in docs/."""
         assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+
+
+ADRS = ROOT / "docs" / "adr"
+#: The status line every ADR carries under its title.
+ADR_STATUS = re.compile(
+    r"\*\*Status:\*\* (accepted( \(\d{4}-\d{2}-\d{2}\))?"
+    r"|(superseded|amended) by ADR \d{3}(, ADR \d{3})*|proposed)"
+)
+#: About 400 words, as `wc -w` counts them, with room for a table's pipes.
+ADR_MAX_WORDS = 450
+
+
+def adrs() -> list[Path]:
+    return sorted(ADRS.glob("[0-9][0-9][0-9]-*.md"))
+
+
+class TestDecisionRecords:
+    def test_every_adr_opens_with_its_title_and_a_status_line(self) -> None:
+        """Title line `# NNN. …` (NNN its file's number), then one status of the allowed forms."""
+        wrong = []
+        for path in adrs():
+            lines = [line for line in path.read_text().splitlines() if line.strip()]
+            title_ok = lines[0].startswith(f"# {path.name[:3]}. ")
+            if not title_ok or not ADR_STATUS.fullmatch(lines[1]):
+                wrong.append(f"{path.name}: {lines[:2]}")
+        assert adrs() and wrong == []
+
+    def test_a_later_adr_is_named_by_a_status(self) -> None:
+        """`superseded by` / `amended by` name ADRs that exist and come later."""
+        numbers = {path.name[:3] for path in adrs()}
+        wrong = []
+        for path in adrs():
+            status = next(line for line in path.read_text().splitlines() if "**Status:**" in line)
+            for later in re.findall(r"ADR (\d{3})", status):
+                if later not in numbers or later <= path.name[:3]:
+                    wrong.append(f"{path.name}: ADR {later}")
+        assert wrong == []
+
+    def test_every_adr_is_about_four_hundred_words_at_most(self) -> None:
+        """Counted as `wc -w` counts: whitespace-separated tokens."""
+        long = {p.name: n for p in adrs() if (n := len(p.read_text().split())) > ADR_MAX_WORDS}
+        assert long == {}
+
+    def test_the_index_lists_every_adr_and_its_links_resolve(self) -> None:
+        """docs/adr/README.md links each ADR file once, with the status the ADR states."""
+        index = (ADRS / "README.md").read_text()
+        targets = LINK.findall(index)
+        assert all((ADRS / t.split("#")[0]).resolve().exists() for t in targets)
+        listed = [t for t in targets if re.fullmatch(r"\d{3}-[^/]+\.md", t)]
+        assert sorted(listed) == [path.name for path in adrs()]
+        for path in adrs():
+            status = ADR_STATUS.search(path.read_text())
+            assert status is not None
+            row = next(line for line in index.splitlines() if f"]({path.name})" in line)
+            assert f"| {status.group(1)} |" in row, path.name
