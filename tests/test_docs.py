@@ -1,5 +1,6 @@
 """The documents a clone holds: every rule id cited anywhere is defined in docs/rules.md, and
-every relative link of the README and docs/ resolves."""
+every relative link of the README and docs/ resolves; every ADR has a status, is short and is
+in the index."""
 
 from __future__ import annotations
 
@@ -123,6 +124,8 @@ def adrs() -> list[Path]:
 
 
 class TestDecisionRecords:
+    """docs/adr: a newcomer reads each decision in minutes and sees whether it still holds."""
+
     def test_every_adr_opens_with_its_title_and_a_status_line(self) -> None:
         """Title line `# NNN. …` (NNN its file's number), then one status of the allowed forms."""
         wrong = []
