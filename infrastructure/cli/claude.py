@@ -90,7 +90,11 @@ def mcp(  # noqa: PLR0917 -- click passes every option as an argument
 ) -> int:
     """Serve the session tools over MCP on stdin/stdout, for one caller."""
     try:
-        from session_awareness.infrastructure.mcp_server import WakeRelay, serve_stdio  # noqa: PLC0415
+        from session_awareness.infrastructure.mcp_server import (  # noqa: PLC0415
+            STDIN_CLOSED,
+            WakeRelay,
+            serve_stdio,
+        )
         from session_awareness.infrastructure.mcp_tools import McpSurface  # noqa: PLC0415
     except ImportError as error:
         raise click.ClickException(
@@ -120,7 +124,7 @@ def mcp(  # noqa: PLR0917 -- click passes every option as an argument
         ) as svc,
     ):
         polling = svc.health()["backend"] == "sqlite"
-        anyio.run(
+        stopped = anyio.run(
             partial(
                 serve_stdio,
                 McpSurface(svc, resolve),
@@ -130,6 +134,13 @@ def mcp(  # noqa: PLR0917 -- click passes every option as an argument
                 database_url=effective_url(database_url),
             )
         )
+    if stopped != STDIN_CLOSED:
+        # Told to stop (Claude Code waits on its SIGINT): the store is closed, so the
+        # process ends now rather than after the interpreter's teardown of the SDK's modules
+        # (0.3 to 0.7 s measured here).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_OK)
     return EXIT_OK
 
 
