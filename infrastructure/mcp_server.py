@@ -9,11 +9,13 @@ structured content, flagged `isError` for a typed error.
 Notices are also the resource `session-awareness://notices`. When a notice opens for the caller
 its subscribers are told (`notifications/resources/updated` after `resources/subscribe`, or a
 `subscriptions/listen` stream on the 2026 protocol): at once through the service's waker for
-notices opened here and, on PostgreSQL, by other processes (their NOTIFY, R-N7); on SQLite,
-which has no cross-process wake, by reading the caller's pending notices every `poll_seconds`.
-Whatever path reports it, a notice is announced once: only a notice text not seen pending
-before is news. The SDK points fd 1 at stderr while it serves, and the service's logs go to
-stderr or nowhere, so stdout carries protocol traffic only.
+notices opened here and, on PostgreSQL, by other processes (their NOTIFY, R-N7); and, for the
+notices no wake announces, by reading the caller's pending notices every `poll_seconds`:
+ambient notices (R-W7), which wake no one on either backend, and on SQLite, which has no
+cross-process wake, every notice another process opens. Whatever path reports it, a notice is
+announced once: only a notice text not seen pending before is news (R-M3). The SDK points
+fd 1 at stderr while it serves, and the service's logs go to stderr or nowhere, so stdout
+carries protocol traffic only; stdin is read by `mcp_stdio` (R-M1, R-M2).
 """
 
 from __future__ import annotations

@@ -77,7 +77,8 @@ def claude_caller(agent: str, state: ClaudeState) -> str | None:
     type=click.FloatRange(min=0.05),
     default=1.0,
     show_default=True,
-    help="On SQLite, how often pending notices are read for notices opened by other processes.",
+    help="How often pending notices are read, for those no wake announces: ambient ones "
+    "(R-W7), and on SQLite those other processes open.",
 )
 @store_options
 def mcp(  # noqa: PLR0917 -- click passes every option as an argument
@@ -123,13 +124,13 @@ def mcp(  # noqa: PLR0917 -- click passes every option as an argument
             database_url, visibility=visibility, waker=relay, wake_coalesce_seconds=0
         ) as svc,
     ):
-        polling = svc.health()["backend"] == "sqlite"
+        # Read on both backends: ambient notices (R-W7) publish no wake, not even NOTIFY.
         stopped = anyio.run(
             partial(
                 serve_stdio,
                 McpSurface(svc, resolve),
                 relay,
-                poll_seconds=poll_seconds if polling else None,
+                poll_seconds=poll_seconds,
                 hook_socket=hook_socket,
                 database_url=effective_url(database_url),
             )
