@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
+import uuid
 from pathlib import Path
 
 import psycopg
@@ -73,7 +74,7 @@ class TestSignals:
     ) -> None:
         """R-M2: signalled with stdin open, the server exits 0 within a second, and every
         connection it held (its pool and its wake listener) is gone."""
-        url = f"{postgres.url}?schema=stop_{number.name.lower()}"
+        url = f"{postgres.url}?schema=stop_{uuid.uuid4().hex[:12]}"
         with open_service(url) as svc:
             svc.open_session(LEAD)
         with psycopg.connect(postgres.url, autocommit=True) as probe:

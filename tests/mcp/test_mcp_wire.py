@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from session_awareness.infrastructure.mcp_refusals import answers_for
 from session_awareness.infrastructure.mcp_stdio import MAX_LINE
 from tests.mcp.helpers import RawServer, call, connected, run
 
@@ -127,6 +128,27 @@ class TestEveryRequestIsAnswered:
             assert server.process.wait(timeout=30) == 0
         dropped = [e for e in server.events() if e["event"] == "mcp_message_dropped"]
         assert len(dropped) == 3
+
+
+class TestTheIdOfALineTooDeepToParse:
+    @pytest.mark.parametrize(
+        ("line", "found"),
+        [
+            (
+                f'{{"jsonrpc": "2.0", "method": "m", "params": {{"a": {nested(5_000)}}}, "id": 7}}',
+                7,
+            ),
+            (f'{{"method": "id", "params": {{"id": 1, "x": {nested(5_000)}}}, "id": "s"}}', "s"),
+            (f'{{"params": {{"q": "\\"id\\": 3", "x": {nested(5_000)}}}, "id": 4}}', 4),
+            (f'{{"params": {{"x": {nested(5_000)}}}}}', None),
+            (f'[{{"id": 5, "x": {nested(5_000)}}}]', None),
+        ],
+    )
+    def test_only_the_top_level_id_is_echoed(self, line: str, found: object) -> None:
+        """R-M1: when nothing parses a line, its id is read from the top-level object alone,
+        never from a nested object, a string or a value that spells `id`."""
+        answers = answers_for(line, None)
+        assert [(a.id, a.error.code) for a in answers] == [(found, PARSE_ERROR)]
 
 
 class TestThroughTheSdkClient:
