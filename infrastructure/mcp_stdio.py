@@ -54,24 +54,22 @@ class StdinLines:
 
     async def __anext__(self) -> str:
         with anyio.CancelScope() as self._scope:
-            if self._stopped:
-                raise StopAsyncIteration
-            while True:
+            while not self._stopped:
                 line = await self._line()
                 if line is None:
                     raise StopAsyncIteration
                 if isinstance(line, bytes):
                     text = line.decode("utf-8", errors="replace")  # as the SDK decodes it
                     if not text.strip():
-                        continue
+                        continue  # a blank line is no message
                     try:
                         types.jsonrpc_message_adapter.validate_json(text, by_name=False)
-                    except ValueError as error:
+                    except Exception as error:  # noqa: BLE001 -- what the SDK's reader catches
                         await self._refuse(answers_for(text, error))
                         continue
                     return text
                 await self._refuse(line)
-        raise StopAsyncIteration  # stopped while waiting for a line
+        raise StopAsyncIteration  # stopped, or while waiting for a line
 
     def stop(self) -> None:
         """End the iteration now, even while waiting for input."""
@@ -81,7 +79,11 @@ class StdinLines:
 
     async def _refuse(self, answers: list[types.JSONRPCError]) -> None:
         for answer in answers if self.write is not None else ():
-            await self.write.send(SessionMessage(answer))
+            try:
+                await self.write.send(SessionMessage(answer))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self._stopped = True  # the server has gone: nothing more is read
+                return
 
     async def _line(self) -> bytes | list[types.JSONRPCError] | None:
         """The next line (without its end), a refusal of one too long, or None at the end."""
