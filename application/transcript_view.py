@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from session_awareness.application.transcript_filter import clean, redact, truncate
+from session_awareness.application.redaction import redact
+from session_awareness.application.transcript_filter import clean, truncate
 from session_awareness.application.transcript_port import (
     OlderRowsUnread,
     TranscriptBlock,
