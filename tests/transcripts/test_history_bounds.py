@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from session_awareness.application import SessionAwareness
+from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.transcript_port import (
     TranscriptBlock,
     TranscriptRef,
@@ -29,6 +29,7 @@ from session_awareness.infrastructure.claude_transcripts import (
     ClaudeCodeTranscriptSource,
     lines_newest_first,
 )
+from session_awareness.infrastructure.cli import main
 from tests.conftest import FakeClock, ServiceFactory
 from tests.tools.helpers import MAIN, WORKER, build_world
 from tests.transcripts.test_sessions_history import HostTranscripts, texts
@@ -237,6 +238,23 @@ class TestStablePaging:
             seen = [m["position"] for m in page["messages"]] + seen
         assert seen == [f"m{n:02}" for n in range(1, 11)]
 
+    def test_a_repeated_uuid_cannot_send_paging_round_in_a_loop(
+        self, svc: SessionAwareness, tmp_path: Path
+    ) -> None:
+        """R-T4: positions are unique within a read: the older of two rows sharing a `uuid`
+        is named by its offset, so following `nextBefore` reads every message once."""
+        path = noted(svc, tmp_path / "t.jsonl")
+        uids = ["m01", "dup", "m03", "dup", "m05"]
+        write(path, *(row(uid, f"message {n}") for n, uid in enumerate(uids, 1)))
+        page = call(svc, limit=2, offset=0)
+        seen = texts(page)
+        for _ in range(5):  # three pages are enough; a loop would go on
+            if not page.get("hasMore"):
+                break
+            page = call(svc, limit=2, before=page["nextBefore"])
+            seen = texts(page) + seen
+        assert seen == [f"message {n}" for n in range(1, 6)]
+
     def test_before_with_an_offset_counts_from_that_message(
         self, svc: SessionAwareness, tmp_path: Path
     ) -> None:
@@ -278,3 +296,21 @@ def _bytes_read() -> int:
         if line.startswith("rchar:"):
             return int(line.split()[1])
     raise AssertionError("no rchar")
+
+
+def test_the_cli_pages_by_position_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """R-T4: `transcript KEY --before POS` is the tool's `before`, and the summary names the
+    next position and the lines skipped."""
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    path = tmp_path / "t.jsonl"
+    write(path, *(row(f"m{n:02}", f"message {n}") for n in range(1, 6)), b"{bad\n")
+    with open_service(url) as svc:
+        svc.open_session(WORKER)
+        noted(svc, path)
+    assert main(["transcript", WORKER, "--limit", "2", "--offset", "0", "--database-url", url]) == 0
+    out = capsys.readouterr().out
+    assert "1 lines unreadable, next --offset 2 or --before m04" in out
+    assert main(["transcript", WORKER, "--limit", "2", "--before", "m04",
+                 "--database-url", url]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "(m02)" in out and "(m03)" in out and "next --before m02" in out
