@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from session_awareness.application import SessionAwareness
+from session_awareness.application.upstream.ports import UpstreamActivity
 from session_awareness.infrastructure.claude_code import CATALOG_ID, ClaudeCodeTranscripts
 from session_awareness.infrastructure.upstream_commands import adopt_claude_transcript, scan_once
 from tests.conftest import ServiceFactory
@@ -78,3 +79,24 @@ class TestOnlyRegularFiles:
 
     def test_a_directory_in_place_of_a_transcript_reads_nothing(self, tmp_path: Path) -> None:
         assert ClaudeCodeTranscripts().scan_one(probe(tmp_path)) is None
+
+
+def test_basing_a_link_reads_at_most_the_scan_cap_from_the_end(tmp_path: Path) -> None:
+    """R-T4, R-U5: a gigabyte with no line end near its end is not read whole to find one;
+    the link is based after it (what lies before is one line too large to read)."""
+    path = tmp_path / "7d1c9a52.jsonl"
+    append(path, user_row("long ago", "u-1"))
+    with path.open("r+b") as file:
+        file.truncate(1 << 30)
+    before = _bytes_read()
+    found = ClaudeCodeTranscripts().scan_one(probe(path, marker=None))
+    assert _bytes_read() - before <= 2 << 20
+    assert isinstance(found, UpstreamActivity) and found.marker == str(1 << 30)
+
+
+def _bytes_read() -> int:
+    """What this process has read so far (Linux's /proc/self/io `rchar`)."""
+    for entry in Path("/proc/self/io").read_text().splitlines():
+        if entry.startswith("rchar:"):
+            return int(entry.split()[1])
+    raise AssertionError("no rchar")
