@@ -279,14 +279,15 @@ class SessionAwareness:
         offset: int | None = None,
         include_tools: bool = False,
         agent_id: str | None = None,
+        before: str | None = None,
     ) -> dict[str, Any]:
         """The `sessions_history` tool's JSON for a session (no visibility: the host is
-        trusted): the newest `limit` messages (20 by default) after `offset`, oldest first,
-        safety-filtered and bounded; with `offset`, `hasMore` and `nextOffset` page backward.
+        trusted): the newest `limit` messages (20 by default) after `offset`, or after the
+        message whose position is `before`, oldest first, safety-filtered and bounded; with
+        either, `hasMore`, `nextOffset` and `nextBefore` page backward.
         `TranscriptNotAvailableError` when no source reads a transcript for it."""
-        return self._transcripts.sessions_history(
-            key, limit=limit, offset=offset, include_tools=include_tools, agent_id=agent_id
-        )
+        return self._transcripts.sessions_history(key, limit=limit, offset=offset,
+            include_tools=include_tools, agent_id=agent_id, before=before)  # fmt: skip
 
     def session_status(
         self, key: str, *, changes_since: object = None, agent_id: str | None = None

@@ -17,18 +17,14 @@ Pure functions over text, no I/O. `clean(text)` applies the normalisation rules 
 Tags match whatever their case and whether their angle brackets are ASCII or full-width
 (`＜think＞`). Blocks are matched outermost first with nesting counted, so a nested block
 cannot close its parent early; an opening tag without its closing tag strips to the end of the
-text, and a stray closing tag is removed. `redact(texts)` then replaces credential-like text
-(API keys, bearer tokens, private keys, passwords in URLs and `password=` assignments, JSON web
-tokens) with `[REDACTED]`, looking across the given texts as if they were one, so a secret split
-between two blocks of a message is still found. `truncate` cuts a long text.
+text, and a stray closing tag is removed. `truncate` cuts a long text. Credential-like text is
+redacted afterwards, by `redaction`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
-REDACTED = "[REDACTED]"
 TRUNCATED = "… [truncated]"
 _LT, _GT = "[<\uff1c]", "[>\uff1e]"  # ASCII or full-width angle brackets
 #: Block tags per rule, stripped with their content.
@@ -92,86 +88,6 @@ def _family(name: str) -> str:
     memories tag are one name), except the MiniMax set, whose malformed output closes an
     `<invoke>` with `</minimax:tool_call>`."""
     return "minimax" if name in {_canonical(n) for n in MINIMAX} else name
-
-
-# -- redaction ---------------------------------------------------------------------------------
-
-_SECRETS = re.compile(
-    "|".join(
-        (
-            # PEM private keys, to their END line or, unclosed, to the end of the text.
-            r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY-----|.*\Z)",
-            # Provider API keys: OpenAI/Anthropic sk-, GitHub, Slack, AWS, Google, GitLab, Stripe.
-            r"\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}",
-            r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}",
-            r"\bgithub_pat_[A-Za-z0-9_]{20,}",
-            r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
-            r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-            r"\bAIza[0-9A-Za-z_-]{30,}",
-            r"\bglpat-[A-Za-z0-9_-]{16,}",
-            r"\b(?:rk|pk|sk)_(?:live|test)_[A-Za-z0-9]{16,}",
-            # JSON web tokens.
-            r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-            # Bearer / Basic credentials, in a header or in prose.
-            r"(?i:\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{12,}",
-            # password=…, api_key: …, token "…" and the like.
-            r"(?i:\b(?:passw(?:or)?d|passwd|pwd|secret|api[_-]?key|access[_-]?token|auth[_-]?token"
-            r"|client[_-]?secret|token)\b[\"']?\s*[:=]\s*)[\"']?[^\s\"',;&]{6,}",
-        )
-    ),
-    re.DOTALL,
-)
-#: A password in a URL: `scheme://user:password@host` keeps the user, hides the password.
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)(?P<secret>[^\s@/]+)@", re.I)
-
-
-def secret_spans(text: str) -> list[tuple[int, int]]:
-    """The spans of `text` that look like credentials, in order, not overlapping."""
-    spans = [_value_span(m) for m in _SECRETS.finditer(text)]
-    spans += [(m.start("secret"), m.end("secret")) for m in _URL_PASSWORD.finditer(text)]
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _value_span(match: re.Match[str]) -> tuple[int, int]:
-    """A credential's span; for `name: value` and `Bearer value`, the value only."""
-    found = match.group()
-    lead = re.match(r"(?i)(?:bearer|basic)\s+|[\w-]+[\"']?\s*[:=]\s*[\"']?", found)
-    if lead and not found.startswith(("-----", "sk-", "eyJ")) and lead.end() < len(found):
-        return match.start() + lead.end(), match.end()
-    return match.start(), match.end()
-
-
-def redact(texts: Sequence[str]) -> tuple[list[str], bool]:
-    """`texts` with credential-like spans replaced by `[REDACTED]`, and whether any was. The
-    texts are searched as one (joined without a separator), so a secret split across two
-    blocks is found; each text keeps its own part of it, redacted."""
-    joined = "".join(texts)
-    spans = secret_spans(joined)
-    if not spans:
-        return list(texts), False
-    out, start = [], 0
-    for text in texts:
-        end = start + len(text)
-        out.append(_redacted(text, start, [(max(a, start), min(b, end)) for a, b in spans]))
-        start = end
-    return out, True
-
-
-def _redacted(text: str, offset: int, spans: list[tuple[int, int]]) -> str:
-    pieces, at = [], 0
-    for a, b in spans:
-        if a >= b:
-            continue
-        pieces += [text[at : a - offset], REDACTED]
-        at = b - offset
-    pieces.append(text[at:])
-    return "".join(pieces)
 
 
 def truncate(text: str, limit: int) -> tuple[str, bool]:

@@ -43,7 +43,9 @@ class TranscriptBlock:
 
 @dataclass(frozen=True, slots=True)
 class TranscriptRow:
-    """One message: `position` is stable (it names the row across reads), `at` in epoch ms."""
+    """One message: `position` is stable and unique (it names the row across reads, and a
+    page's `nextBefore` is one), a short id that is no secret; `at` in epoch ms. The view
+    redacts and cuts a position that is not."""
 
     position: str
     role: Literal["user", "assistant"]
@@ -58,12 +60,20 @@ class OlderRowsUnread:
 UNREAD = OlderRowsUnread()
 
 
+class UnreadableLine:
+    """Yielded by a source in place of a line it could not read (malformed, nested too deep,
+    too long): skipped and counted, never spoiling the rest."""
+
+
+SKIPPED = UnreadableLine()
+
+
 @runtime_checkable
 class TranscriptSource(Protocol):
     def newest_first(
         self, session: TranscriptSession
-    ) -> Iterable[TranscriptRow | OlderRowsUnread] | None:
+    ) -> Iterable[TranscriptRow | OlderRowsUnread | UnreadableLine] | None:
         """The session's rows, newest first, read lazily (the caller stops when it has
-        enough); `UNREAD` last when a read bound left older rows unread. `None`: this source
-        has no transcript for the session."""
+        enough); `SKIPPED` where a line could not be read; `UNREAD` last when a read bound
+        left older rows unread. `None`: this source has no transcript for the session."""
         ...

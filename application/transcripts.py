@@ -23,7 +23,7 @@ from session_awareness.application.transcript_port import (
     TranscriptSession,
     TranscriptSource,
 )
-from session_awareness.application.transcript_view import history_json
+from session_awareness.application.transcript_view import MAX_POSITION_CHARS, history_json
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain.signals import MAX_SAFE_INTEGER
 from session_awareness.domain.upstream import MAX_ID_LENGTH, MAX_REF_LENGTH, check_text
@@ -115,23 +115,34 @@ class Transcripts:
         offset: int | None = None,
         include_tools: bool = False,
         agent_id: str | None = None,
+        before: str | None = None,
     ) -> dict[str, Any]:
         """The `sessions_history` tool's JSON for a session (no visibility: the host is
         trusted): the newest `limit` messages (20 by default) after `offset`, oldest first,
-        safety-filtered and bounded; with `offset`, `hasMore` and `nextOffset` page backward.
-        `TranscriptNotAvailableError` when no source reads a transcript for it."""
+        safety-filtered and bounded; with `offset` or `before`, `hasMore`, `nextOffset` and
+        `nextBefore` page backward. `before` (a message's position, such as a page's
+        `nextBefore`) starts the page at the message older than it, so pages neither repeat
+        nor skip a message while the transcript grows. `TranscriptNotAvailableError` when no
+        source reads a transcript for it."""
         limit = _count("limit", limit, least=1)
         offset = _count("offset", offset, least=0)
         if not isinstance(include_tools, bool):
             raise InvalidArgumentError("includeTools", "must be a boolean")
+        if before is not None and (
+            not isinstance(before, str) or not before or len(before) > MAX_POSITION_CHARS
+        ):
+            raise InvalidArgumentError(
+                "before", f"must be a message's position, 1 to {MAX_POSITION_CHARS} chars"
+            )
         session = self.transcript_session(key, agent_id)
         for source in self.transcript_sources:
             try:
                 rows = source.newest_first(session)
                 if rows is not None:
-                    return history_json(
-                        session.key, rows, limit=limit, offset=offset, include_tools=include_tools
-                    )
+                    return history_json(session.key, rows, limit=limit, offset=offset,
+                                        include_tools=include_tools, before=before)  # fmt: skip
+            except InvalidArgumentError:
+                raise
             except Exception as error:  # noqa: BLE001 -- a failing source reads as none
                 # Only the type: an exception's text may quote the transcript.
                 log.warning(

@@ -1,9 +1,12 @@
 """The transcript source for local Claude Code JSONL transcripts (`sessions_history`, ADR 018).
 
 The same files and format as the upstream provider (`claude_code.py`): one JSON object a line,
-only complete lines (a line still being written is left for the next read). The file is read
-backward from its last complete line in blocks, at most `max_bytes` per call; what lies
-beyond is reported as unread, never skipped silently. Rows shown are the `user` and
+only complete lines (a line still being written is left for the next read), and only from a
+regular file (opened non-blocking and checked with `fstat`: a FIFO never blocks a call). The
+file is read backward from its end in blocks, at most `max_bytes` (8 MiB) per call; what lies
+beyond is reported as unread, never skipped silently. A line that cannot be read (longer than
+`max_line`, malformed, nested too deep) is passed over and counted; a row is named by its
+`uuid` when that is a short, safe, unique id, else by its byte offset. Rows shown are the `user` and
 `assistant` messages that are not meta, not a sidechain and not a compaction summary; thinking
 blocks are dropped here, tool calls and results are handed on as such (the view keeps them only
 when asked). Nothing read is stored or logged.
@@ -12,23 +15,28 @@ when asked). Nothing read is stored or logged.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
 from session_awareness.application.transcript_port import (
+    SKIPPED,
     UNREAD,
     OlderRowsUnread,
     TranscriptBlock,
     TranscriptRow,
     TranscriptSession,
+    UnreadableLine,
 )
 from session_awareness.infrastructure.claude_code import (
     CATALOG_ID,
     NOT_HUMAN_PREFIXES,
-    complete_end,
     epoch_ms,
+    open_regular,
     parse_row,
+    row_position,
 )
 from session_awareness.logs import get_logger
 
@@ -36,6 +44,8 @@ log = get_logger()
 
 #: How much of a transcript one `sessions_history` call may read, newest first.
 MAX_READ_BYTES = 8 << 20
+#: The longest line read; a longer one is skipped (and counted) without being parsed.
+MAX_LINE_BYTES = 1 << 20
 _BLOCK = 1 << 16
 _COMPACTION = NOT_HUMAN_PREFIXES[0]
 
@@ -45,61 +55,83 @@ class ClaudeCodeTranscriptSource:
 
     source = CATALOG_ID
 
-    def __init__(self, *, max_bytes: int = MAX_READ_BYTES) -> None:
+    def __init__(self, *, max_bytes: int = MAX_READ_BYTES, max_line: int = MAX_LINE_BYTES) -> None:
         self.max_bytes = max_bytes
+        self.max_line = max_line
 
     def newest_first(
         self, session: TranscriptSession
-    ) -> Iterator[TranscriptRow | OlderRowsUnread] | None:
+    ) -> Iterator[TranscriptRow | OlderRowsUnread | UnreadableLine] | None:
         known = session.transcript
         if known is None or known.source != CATALOG_ID:
             return None
-        path = Path(known.ref).expanduser()
         try:
-            file = path.open("rb")
-        except OSError as error:  # gone, unreadable: no transcript to show
+            file = open_regular(Path(known.ref).expanduser())
+        except OSError as error:  # gone, unreadable, not a regular file: none to show
             log.info("claude_transcript_unreadable", session_key=session.key,
                      error_type=type(error).__name__)  # fmt: skip
             return None
         return self._rows(file)
 
-    def _rows(self, file: IO[bytes]) -> Iterator[TranscriptRow | OlderRowsUnread]:
+    def _rows(self, file: IO[bytes]) -> Iterator[TranscriptRow | OlderRowsUnread | UnreadableLine]:
         with file:
-            file.seek(0, 2)
-            end = complete_end(file, file.tell())
-            for item in lines_newest_first(file, end, self.max_bytes):
-                if isinstance(item, OlderRowsUnread):
+            size = os.fstat(file.fileno()).st_size
+            seen: set[str] = set()
+            for item in lines_newest_first(file, size, self.max_bytes, self.max_line):
+                if not isinstance(item, tuple):
                     yield item
-                    return
+                    continue
                 offset, line = item
                 row = parse_row(line)
-                shown = transcript_row(row, offset) if row is not None else None
+                if row is None:
+                    yield SKIPPED
+                    continue
+                shown = transcript_row(row, offset)
                 if shown is not None:
+                    if shown.position in seen:  # a repeated uuid: the older row by its offset
+                        shown = replace(shown, position=f"offset:{offset}")
+                    seen.add(shown.position)
                     yield shown
 
 
 def lines_newest_first(
-    file: IO[bytes], end: int, budget: int
-) -> Iterator[tuple[int, bytes] | OlderRowsUnread]:
-    """The complete lines before `end` (a line boundary), newest first, with their offsets;
-    `UNREAD` when `budget` bytes were read and older lines remain."""
-    position, pending, read = end, b"", 0
+    file: IO[bytes], size: int, budget: int, max_line: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, bytes] | OlderRowsUnread | UnreadableLine]:
+    """The complete lines of the first `size` bytes, newest first, with their offsets (the
+    bytes after the last line end are a line still being written: not a line yet). At most
+    `budget` bytes are read, then `UNREAD` if older lines remain; a line longer than
+    `max_line` is `SKIPPED`, its bytes dropped as they are read."""
+    position, read = size, 0
+    pending = b""  # the bytes from `position` to the end of the line being gathered
+    started = False  # a line end was seen: before it, bytes are complete lines
+    oversized = False  # the line being gathered is longer than `max_line`
     while position > 0:
         if read >= budget:
             yield UNREAD
             return
         start = max(0, position - min(_BLOCK, budget - read))
         file.seek(start)
-        pending = file.read(position - start) + pending
-        read += position - start
-        position = start
-        cut = pending.rfind(b"\n", 0, len(pending) - 1)
+        chunk = file.read(position - start)
+        if len(chunk) != position - start:  # the file shrank under the read
+            yield UNREAD
+            return
+        read, position = read + len(chunk), start
+        cut = chunk.rfind(b"\n")
         while cut >= 0:
-            line = pending[cut + 1 :]
-            pending = pending[: cut + 1]
-            yield position + cut + 1, line
-            cut = pending.rfind(b"\n", 0, len(pending) - 1)
-    if pending:
+            piece, chunk = chunk[cut + 1 :], chunk[:cut]
+            if oversized:
+                yield SKIPPED
+            elif started and (piece + pending).strip():
+                yield position + cut + 1, piece + pending
+            started, pending, oversized = True, b"", False
+            cut = chunk.rfind(b"\n")
+        if started and not oversized:
+            pending = chunk + pending
+            if len(pending) > max_line:
+                pending, oversized = b"", True
+    if oversized:
+        yield SKIPPED
+    elif pending.strip():
         yield 0, pending
 
 
@@ -120,8 +152,7 @@ def transcript_row(row: Mapping[str, Any], offset: int) -> TranscriptRow | None:
         blocks = tuple(b for b in map(_block, content) if b is not None)
     else:
         return None
-    uuid = row.get("uuid")
-    position = uuid if isinstance(uuid, str) and uuid else f"offset:{offset}"
+    position = row_position(row, offset)
     role = "user" if kind == "user" else "assistant"
     return TranscriptRow(position, role, blocks, epoch_ms(row.get("timestamp")))
 

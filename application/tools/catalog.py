@@ -74,9 +74,9 @@ TOOLS: dict[str, Tool] = {
             "Read a visible session's transcript: the newest messages (limit, default 20), "
             "oldest first, safety-filtered (scaffolding and control tokens stripped, "
             "credentials redacted, long texts cut) and bounded. Tool calls and results only "
-            "with includeTools: true. Pass offset: 0 for hasMore and nextOffset, then each "
-            "nextOffset to page backward. Answers not_available when the service cannot read "
-            "that session's transcript.",
+            "with includeTools: true. Pass offset: 0 for hasMore and nextBefore, then each "
+            "nextBefore as before to page backward (stable while the transcript grows). "
+            "Answers not_available when the service cannot read that session's transcript.",
             SessionsHistoryInput,
         ),
     )

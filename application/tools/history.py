@@ -1,6 +1,8 @@
 """`sessions_history`: a bounded, safety-filtered page of a visible session's transcript
 (SPEC R-T1, R-T2). An invisible session reads exactly as an unknown one; a visible session
-no transcript source can read answers `not_available`, the same for every such session."""
+no transcript source can read answers `not_available`, the same for every such session.
+Paging: `before` names a message's position (a page's `nextBefore`), stable while the
+transcript grows; `offset` counts messages (R-T4)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from session_awareness.application.tools.errors import ToolError
 from session_awareness.application.tools.inputs import CURRENT, SessionKey, ToolInput
 from session_awareness.application.tools.outputs import ToolOutput, _absent
 from session_awareness.application.tools.visibility import Visibility
-from session_awareness.application.transcript_view import DEFAULT_LIMIT
+from session_awareness.application.transcript_view import DEFAULT_LIMIT, MAX_POSITION_CHARS
 from session_awareness.application.transcripts import TranscriptNotAvailableError
 from session_awareness.domain.signals import MAX_SAFE_INTEGER
 
@@ -39,8 +41,17 @@ class SessionsHistoryInput(ToolInput):
         alias="offset",
         ge=0,
         le=MAX_SAFE_INTEGER,
-        description="Skip this many newer messages; pass 0 to get hasMore and nextOffset, "
-        "then each nextOffset to page backward.",
+        description="Skip this many newer messages (counted from the newest, or from before); "
+        "pass 0 to get hasMore, nextOffset and nextBefore.",
+    )
+    before: str | None = Field(
+        default=None,
+        alias="before",
+        min_length=1,
+        max_length=MAX_POSITION_CHARS,
+        description="Only messages older than the one at this position: pass each page's "
+        "nextBefore to page backward, never repeating or skipping a message while the "
+        "transcript grows.",
     )
     include_tools: bool | None = Field(
         default=None,
@@ -71,12 +82,14 @@ class SessionsHistoryOutput(ToolOutput):
     messages: list[HistoryMessage] = Field(alias="messages")
     truncated: bool = Field(alias="truncated")
     dropped_messages: int = Field(alias="droppedMessages")
+    skipped_lines: int = Field(alias="skippedLines")
     content_truncated: bool = Field(alias="contentTruncated")
     content_redacted: bool = Field(alias="contentRedacted")
     bytes: int = Field(alias="bytes")
     offset: int | None = Field(default=None, alias="offset", exclude_if=_absent)
     has_more: bool | None = Field(default=None, alias="hasMore", exclude_if=_absent)
     next_offset: int | None = Field(default=None, alias="nextOffset", exclude_if=_absent)
+    next_before: str | None = Field(default=None, alias="nextBefore", exclude_if=_absent)
 
 
 def history(
@@ -92,6 +105,7 @@ def history(
             offset=given.offset,
             include_tools=bool(given.include_tools),
             agent_id=row.agent_id,
+            before=given.before,
         )
     except TranscriptNotAvailableError as error:
         raise ToolError(NOT_AVAILABLE, str(error), "sessionKey") from None

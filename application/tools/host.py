@@ -84,4 +84,5 @@ class ToolHost(Protocol):
         offset: int | None = None,
         include_tools: bool = False,
         agent_id: str | None = None,
+        before: str | None = None,
     ) -> dict[str, Any]: ...

@@ -20,6 +20,7 @@ from session_awareness.infrastructure.cli.exits import EXIT_OK
 @click.argument("key")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="The newest N messages.")
 @click.option("--offset", type=click.IntRange(min=0), metavar="N", help="Skip N newer messages.")
+@click.option("--before", metavar="POS", help="Only messages older than the one at position POS.")
 @click.option("--include-tools", is_flag=True, help="Also show tool calls and results.")
 @click.option("--agent-id", metavar="A", help="The agent of a bare key (e.g. global).")
 @store_options
@@ -29,6 +30,7 @@ def transcript(
     key: str,
     limit: int | None,
     offset: int | None,
+    before: str | None,
     include_tools: bool,
     agent_id: str | None,
     database_url: str | None,
@@ -37,9 +39,8 @@ def transcript(
 ) -> int:
     """A session's transcript as sessions_history shows it: bounded and safety-filtered."""
     with open_store(database_url, verbose=verbose) as svc:
-        page = svc.sessions_history(
-            key, limit=limit, offset=offset, include_tools=include_tools, agent_id=agent_id
-        )
+        page = svc.sessions_history(key, limit=limit, offset=offset,
+            include_tools=include_tools, agent_id=agent_id, before=before)  # fmt: skip
     if as_json:
         print_json(page)
         return EXIT_OK
@@ -58,7 +59,10 @@ def transcript(
                     line(" " * len(prefix) + text)
     flags = [name for name in ("truncated", "contentTruncated", "contentRedacted") if page[name]]
     dropped = f", {page['droppedMessages']} dropped" if page["droppedMessages"] else ""
-    more = f", next --offset {page['nextOffset']}" if "nextOffset" in page else ""
+    dropped += f", {page['skippedLines']} lines unreadable" if page["skippedLines"] else ""
+    more = f", next --before {page['nextBefore']}" if "nextBefore" in page else ""
+    if more and before is None:
+        more = f", next --offset {page['nextOffset']} or --before {page['nextBefore']}"
     line(f"{len(page['messages'])} messages, {page['bytes']} bytes{dropped}{more}"
          + (f" ({', '.join(flags)})" if flags else ""))  # fmt: skip
     return EXIT_OK

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from session_awareness.application.transcript_filter import (
-    REDACTED,
-    TRUNCATED,
-    clean,
-    redact,
-    truncate,
-)
+from session_awareness.application.redaction import REDACTED, redact
+from session_awareness.application.transcript_filter import TRUNCATED, clean, truncate
 
 
 class TestThinking:
