@@ -67,6 +67,7 @@ def create_app(
     retention: Retention | None = None,
     poll_seconds: float = POLL_SECONDS,
     stream_seconds: float = STREAM_SECONDS,
+    page_size: int = views.PAGE_SIZE,
 ) -> Starlette:
     """The console over a service opened for looking (not started: it writes nothing).
     With a `token`, every request must carry it (see `Guard`); without one, only requests
@@ -106,6 +107,7 @@ def create_app(
             label=q.get("label") or None,
             active_minutes=_number(q.get("activeMinutes"), "activeMinutes", float),
             page=_number(q.get("page"), "page", int) or 0,
+            page_size=page_size,
         )
         return page(request, "overview.html", title="Sessions", found=found, query=q,
                     kinds=sorted(SESSION_KINDS), chosen=set(kinds or ()),
