@@ -33,13 +33,16 @@ class Line:
     x2: int
     y2: int
 
+    #: Where along the line its label sits: near the target, where lines fan out.
+    LABEL_AT = 0.72
+
     @property
     def label_x(self) -> int:
-        return (self.x1 + self.x2) // 2
+        return round(self.x1 + (self.x2 - self.x1) * self.LABEL_AT)
 
     @property
     def label_y(self) -> int:
-        return (self.y1 + self.y2) // 2 - 6
+        return round(self.y1 + (self.y2 - self.y1) * self.LABEL_AT) - 6
 
     @property
     def label(self) -> str:
