@@ -10,7 +10,7 @@ from session_awareness.infrastructure.console.views import Edge, session_href
 #: Edges drawn at most; the table below the picture lists them all.
 MOST_EDGES = 300
 NODE_WIDTH, NODE_HEIGHT, GAP, TOP = 330, 34, 50, 40
-LEFT_X, RIGHT_X = 10, 620
+LEFT_X, RIGHT_X = 10, 700
 WIDTH = RIGHT_X + NODE_WIDTH + 10
 #: Characters of a key drawn in a node; the whole key is its tooltip.
 KEY_CHARS = 42
@@ -34,7 +34,7 @@ class Line:
     y2: int
 
     #: Where along the line its label sits: near the target, where lines fan out.
-    LABEL_AT = 0.72
+    LABEL_AT = 0.6
 
     @property
     def label_x(self) -> int:
