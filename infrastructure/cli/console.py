@@ -11,7 +11,7 @@ from session_awareness.infrastructure.cli.exits import EXIT_OK
 
 #: The environment variable the token may come from (the console's `guard` module names it
 #: too; repeated here so `--help` needs none of the console's dependencies).
-TOKEN_ENV = "SESSION_AWARENESS_CONSOLE_TOKEN"
+TOKEN_ENV = "SESSION_AWARENESS_CONSOLE_TOKEN"  # noqa: S105 -- a variable's name
 
 
 @click.command()

@@ -166,6 +166,7 @@ async def _changes(
     yield "retry: 500\n\n"
     deadline = anyio.current_time() + stream_seconds
     while anyio.current_time() < deadline:
+        head: int | None
         try:
             head = await anyio.to_thread.run_sync(views.store_head, svc)
         except Exception as error:  # noqa: BLE001 -- the stream outlives a store hiccup
@@ -185,7 +186,7 @@ def _number(text: str | None, name: str, kind: type[int] | type[float]) -> Any:
         value = kind(text)
     except ValueError:
         raise ValueError(f"{name} must be a number, not {text[:40]!r}") from None
-    if value < 0 or value != value:  # negative, or NaN
+    if not value >= 0:  # negative, or NaN (which compares false with everything)
         raise ValueError(f"{name} must not be negative")
     return value
 

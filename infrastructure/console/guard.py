@@ -25,7 +25,7 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 #: The environment variable `session-awareness console` reads its token from.
-TOKEN_ENV = "SESSION_AWARENESS_CONSOLE_TOKEN"
+TOKEN_ENV = "SESSION_AWARENESS_CONSOLE_TOKEN"  # noqa: S105 -- a variable's name
 COOKIE = "session_awareness_console"
 
 

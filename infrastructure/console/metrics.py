@@ -91,11 +91,12 @@ class EventTally:
             self.opened += 1
         else:
             event = svc.store.mapper.to_domain_event(notification)
-            drained = (
-                [(event.acknowledged, event.notified)]
-                if isinstance(event, Watch.Acknowledged)
-                else [(a.acknowledged, a.notified) for a in acknowledgements(event)]
-            )
+            if isinstance(event, Watch.Acknowledged):
+                drained = [(event.acknowledged, event.notified)]
+            elif isinstance(event, Drains.Started | Drains.Drained):
+                drained = [(a.acknowledged, a.notified) for a in acknowledgements(event)]
+            else:  # the topics asked for are only these
+                return
             self.drained += len(drained)
             self.opened += sum(notified > acknowledged for acknowledged, notified in drained)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from session_awareness.application import SessionAwareness
+from session_awareness.application import SessionAwareness, UnknownSessionError
 from session_awareness.application.ports import CursorRow, SessionRow
 from session_awareness.application.retention import Retention
 from session_awareness.domain.watch import notice_text
@@ -168,16 +168,23 @@ def edges(svc: SessionAwareness, cursors: list[CursorRow]) -> list[Edge]:
         state = "ambient" if ambient else "pending" if c.pending else "synced"
         out.append(
             Edge(
-                c.watcher_key, c.target_key, target.agent_id if target is not None else None,
-                c.acknowledged, c.notified, c.material, state, c.pending,
-                notice_text(c.target_key, c.acknowledged) if c.pending else None, c.updated_at,
-            )  # fmt: skip
+                watcher=c.watcher_key,
+                target=c.target_key,
+                target_agent=target.agent_id if target is not None else None,
+                acknowledged=c.acknowledged,
+                notified=c.notified,
+                material=c.material,
+                state=state,
+                pending=c.pending,
+                notice=notice_text(c.target_key, c.acknowledged) if c.pending else None,
+                updated_at=c.updated_at,
+            )
         )
     return out
 
 
 def _ambient(svc: SessionAwareness, cursor: CursorRow) -> bool:
-    watch = svc.store.repository.get(cursor.watch_id)
+    watch: Any = svc.store.repository.get(cursor.watch_id)
     return bool(getattr(watch, "ambient", False))
 
 
@@ -216,7 +223,8 @@ def session_page(
     status = svc.session_status(ref.key, changes_since=since, agent_id=ref.agent_id)
     state = svc.read_model.session_state(session_id, after=None, limit=0)
     row = svc.read_model.session(session_id)
-    assert row is not None and state is not None  # resolve() found it live
+    if row is None or state is None:  # deleted since resolve() found it live
+        raise UnknownSessionError(key)
     watchers = edges(svc, svc.read_model.cursors_on_target(session_id))
     watching = (
         edges(svc, svc.read_model.cursors_of_watcher(ref.key, pending_only=False))

@@ -165,10 +165,13 @@ class TestInABrowser:
         browser.get(console_url + "/watches")  # type: ignore[attr-defined]
         drawn = browser.find_elements(By.CSS_SELECTOR, "#picture g.edge")  # type: ignore[attr-defined]
         assert {e.get_attribute("class") for e in drawn} == {
-            "edge pending", "edge ambient", "edge synced"
+            "edge pending",
+            "edge ambient",
+            "edge synced",
         }
         row = next(
-            r for r in browser.find_elements(By.CSS_SELECTOR, "#cursors tr.edge.pending")  # type: ignore[attr-defined]
+            r
+            for r in browser.find_elements(By.CSS_SELECTOR, "#cursors tr.edge.pending")  # type: ignore[attr-defined]
             if CHILD in r.text
         )
         cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
@@ -192,10 +195,12 @@ class TestInABrowser:
 
         def sequences() -> list[str]:
             """The timeline's sequence column, read in one go (the page swaps it live)."""
-            return list(browser.execute_script(  # type: ignore[attr-defined]
-                "return Array.from(document.querySelectorAll("
-                "'#timeline tr.signal td:first-child'), td => td.textContent)"
-            ))
+            return list(
+                browser.execute_script(  # type: ignore[attr-defined]
+                    "return Array.from(document.querySelectorAll("
+                    "'#timeline tr.signal td:first-child'), td => td.textContent)"
+                )
+            )
 
         assert sequences() == ["1", "2", "3"]
         timeline = browser.find_element(By.ID, "timeline").text  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ from session_awareness.infrastructure.console.guard import (
     require_token,
 )
 
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token"  # noqa: S105 -- the tests' own
 EVERY_PATH = ["/", "/watches", "/health", "/metrics", "/events", "/sessions/agent%3Amain%3Amain"]
 
 
@@ -30,7 +30,9 @@ class TestToken:
             assert guarded.get(path).status_code == 401, path
             wrong = guarded.get(path, headers={"Authorization": "Bearer nope"})
             assert wrong.status_code == 401, path
-            assert guarded.get(path + ("&" if "?" in path else "?") + "token=nope").status_code == 401
+            assert (
+                guarded.get(path + ("&" if "?" in path else "?") + "token=nope").status_code == 401
+            )
 
     def test_a_bearer_token_opens_every_path(self, guarded: TestClient) -> None:
         """R-O1: `Authorization: Bearer` is accepted everywhere."""

@@ -50,9 +50,10 @@ class TestMetrics:
         assert after["session_awareness_notices_drained_total", ()] == 2
         assert after["session_awareness_notices_opened_total", ()] == 4  # + reopen + group's
         assert after["session_awareness_pending_notices", ()] == 2
-        assert after["session_awareness_event_store_head", ()] > before[
-            "session_awareness_event_store_head", ()
-        ]
+        assert (
+            after["session_awareness_event_store_head", ()]
+            > before["session_awareness_event_store_head", ()]
+        )
 
     def test_a_closed_store_is_reported_down_not_as_an_error_page(
         self, client: TestClient, reader: SessionAwareness

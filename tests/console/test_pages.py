@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from markupsafe import escape
 from urllib.parse import quote
 
+from markupsafe import escape
 from starlette.testclient import TestClient
 
 from session_awareness.application import SessionAwareness
@@ -62,7 +62,7 @@ class TestOverview:
             pages = [small.get(f"/?page={n}").text for n in range(3)]
         keys = [re.findall(r'data-key="([^"]+)"', page) for page in pages]
         assert [len(k) for k in keys] == [2, 2, 1]
-        assert all('page=' in page and "older" in page for page in pages[:2])
+        assert all("page=" in page and "older" in page for page in pages[:2])
         assert "older" not in pages[2]
         assert len({k for page in keys for k in page}) == 5
 
@@ -92,7 +92,9 @@ class TestSessionPage:
         """R-O1: the signal timeline (sequence, kind, actor, summary), the watermark and
         historyGap, its watcher with L/N/M, and its cursors' transitions from history."""
         html = client.get(session_href(CHILD)).text
-        timeline = html[html.index('id="timeline"') : html.index("</table>", html.index('id="timeline"'))]
+        timeline = html[
+            html.index('id="timeline"') : html.index("</table>", html.index('id="timeline"'))
+        ]
         assert [int(n) for n in re.findall(r'<td class="n">(\d+)</td>', timeline)] == [1, 2, 3]
         assert "child_spawned" in timeline and "goal_changed" in timeline
         assert escape("human message via " + HOSTILE_CHANNEL) in timeline
