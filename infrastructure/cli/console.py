@@ -6,6 +6,7 @@ import os
 
 import click
 
+from session_awareness.application.retention import Retention
 from session_awareness.infrastructure.cli.common import open_store, store_options
 from session_awareness.infrastructure.cli.exits import EXIT_OK
 
@@ -43,8 +44,9 @@ def console(
         require_token(host, token)
     except TokenRequiredError as error:
         raise click.UsageError(str(error)) from None
-    with open_store(database_url, verbose=verbose) as svc:
-        app = create_app(svc, token=token)
+    retention = Retention()
+    with open_store(database_url, verbose=verbose, retention=retention) as svc:
+        app = create_app(svc, token=token, retention=retention)
         shown = f"[{host}]" if ":" in host else host
         click.echo(f"console on http://{shown}:{port}/ (read-only; Ctrl-C stops it)", err=True)
         uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)

@@ -69,12 +69,13 @@ def create_app(
     stream_seconds: float = STREAM_SECONDS,
     page_size: int = views.PAGE_SIZE,
 ) -> Starlette:
-    """The console over a service opened for looking (not started: it writes nothing).
+    """The console over a service opened for looking (not started: it writes nothing);
+    `retention`: the one the service was opened with, which the health page names.
     With a `token`, every request must carry it (see `Guard`); without one, only requests
     addressed to a loopback name are answered."""
     retention = retention or Retention()
     env = templates()
-    registry = registry_for(svc, retention)
+    registry = registry_for(svc)
 
     def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         head = views.store_head(svc)

@@ -19,6 +19,10 @@ does it. Everything it exports is therefore read from the store when Prometheus 
   the console records none, so it stays 0 here: a producing host's figure is its own).
 
 A record-latency histogram needs the process that records: it is not among them.
+
+A host that serves its own `/metrics` exports the same figures by registering the collector
+in its registry: `registry.register(StoreCollector(svc))` (the console extra's
+prometheus-client; `svc` any service on the store, the host's own included).
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from session_awareness.application import SessionAwareness
-from session_awareness.application.retention import Retention
 from session_awareness.domain.drains import Drains, acknowledgements
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Watch
@@ -104,8 +107,8 @@ class EventTally:
 class StoreCollector(Collector):
     """The console's metrics, computed from the store on every scrape."""
 
-    def __init__(self, svc: SessionAwareness, retention: Retention) -> None:
-        self.svc, self.retention = svc, retention
+    def __init__(self, svc: SessionAwareness) -> None:
+        self.svc = svc
         self.tally = EventTally()
         self.errors = 0
 
@@ -169,8 +172,8 @@ def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, text, value=value)
 
 
-def registry_for(svc: SessionAwareness, retention: Retention) -> CollectorRegistry:
+def registry_for(svc: SessionAwareness) -> CollectorRegistry:
     """A registry of the console's own, holding the store collector."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(svc, retention))
+    registry.register(StoreCollector(svc))
     return registry

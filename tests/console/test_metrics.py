@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from session_awareness.application import SessionAwareness
+from session_awareness.infrastructure.console.metrics import StoreCollector
 from tests.console.scenario import GROUP, MANAGER
 
 
@@ -63,3 +65,19 @@ class TestMetrics:
         figures = scrape(client)
         assert figures["session_awareness_store_up", ()] == 0
         assert figures["session_awareness_store_errors_total", ()] == 1
+
+
+class TestInAHostsRegistry:
+    def test_a_host_exports_the_same_figures_from_its_own_registry(
+        self, writer: SessionAwareness
+    ) -> None:
+        """R-O1: an embedding host registers the collector in the registry it serves."""
+        registry = CollectorRegistry()
+        registry.register(StoreCollector(writer))
+        figures = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(generate_latest(registry).decode())
+            for s in family.samples
+        }
+        assert signals(figures, "goal_changed") == 1
+        assert figures["session_awareness_pending_notices", ()] == 2
