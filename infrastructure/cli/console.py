@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+from types import FrameType
 
 import click
 
@@ -45,9 +47,20 @@ def console(
     except TokenRequiredError as error:
         raise click.UsageError(str(error)) from None
     retention = Retention()
+    stopping = threading.Event()
     with open_store(database_url, verbose=verbose, retention=retention) as svc:
-        app = create_app(svc, token=token, retention=retention)
+        app = create_app(svc, token=token, retention=retention, stopping=stopping)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                timeout_graceful_shutdown=5)  # fmt: skip
+        server = uvicorn.Server(config)
+        stop = server.handle_exit
+
+        def handle_exit(sig: int, frame: FrameType | None) -> None:
+            stopping.set()  # the live-update streams end, so the server stops at once
+            stop(sig, frame)
+
+        server.handle_exit = handle_exit  # type: ignore[method-assign]
         shown = f"[{host}]" if ":" in host else host
         click.echo(f"console on http://{shown}:{port}/ (read-only; Ctrl-C stops it)", err=True)
-        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=1)
+        server.run()
     return EXIT_OK

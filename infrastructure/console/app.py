@@ -9,6 +9,7 @@ PostgreSQL alike, so a signal any process records shows within a second.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -68,12 +69,15 @@ def create_app(
     poll_seconds: float = POLL_SECONDS,
     stream_seconds: float = STREAM_SECONDS,
     page_size: int = views.PAGE_SIZE,
+    stopping: threading.Event | None = None,
 ) -> Starlette:
     """The console over a service opened for looking (not started: it writes nothing);
-    `retention`: the one the service was opened with, which the health page names.
+    `retention`: the one the service was opened with, which the health page names;
+    `stopping`: set when the server stops, it ends the open `/events` streams at once.
     With a `token`, every request must carry it (see `Guard`); without one, only requests
     addressed to a loopback name are answered."""
     retention = retention or Retention()
+    stopping = stopping or threading.Event()
     env = templates()
     registry = registry_for(svc)
 
@@ -141,7 +145,7 @@ def create_app(
         seen = request.headers.get("last-event-id") or request.query_params.get("since")
         last = int(seen) if seen is not None and seen.isdigit() else None
         return StreamingResponse(
-            _changes(svc, last, poll_seconds, stream_seconds),
+            _changes(svc, last, poll_seconds, stream_seconds, stopping),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
@@ -161,12 +165,17 @@ def create_app(
 
 
 async def _changes(
-    svc: SessionAwareness, last: int | None, poll_seconds: float, stream_seconds: float
+    svc: SessionAwareness,
+    last: int | None,
+    poll_seconds: float,
+    stream_seconds: float,
+    stopping: threading.Event,
 ) -> AsyncIterator[str]:
-    """`change` events, each with the store's new head as its id, for `stream_seconds`."""
+    """`change` events, each with the store's new head as its id, for `stream_seconds` or
+    until the server stops."""
     yield "retry: 500\n\n"
     deadline = anyio.current_time() + stream_seconds
-    while anyio.current_time() < deadline:
+    while anyio.current_time() < deadline and not stopping.is_set():
         head: int | None
         try:
             head = await anyio.to_thread.run_sync(views.store_head, svc)
