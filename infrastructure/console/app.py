@@ -69,6 +69,7 @@ def create_app(
     poll_seconds: float = POLL_SECONDS,
     stream_seconds: float = STREAM_SECONDS,
     page_size: int = views.PAGE_SIZE,
+    edges_page: int = views.EDGES_PAGE,
     stopping: threading.Event | None = None,
 ) -> Starlette:
     """The console over a service opened for looking (not started: it writes nothing);
@@ -120,8 +121,18 @@ def create_app(
 
     @failing
     def watches(request: Request) -> Response:
-        edges = views.all_edges(svc)
-        return page(request, "watches.html", title="Watches", edges=edges, picture=picture(edges))
+        q = request.query_params
+        found = views.watches(
+            svc,
+            watcher=q.get("watcher") or None,
+            target=q.get("target") or None,
+            pending_only=q.get("state") == "pending",
+            page=_number(q.get("page"), "page", int) or 0,
+            page_size=edges_page,
+        )
+        return page(request, "watches.html", title="Watches", found=found, query=q,
+                    picture=picture(found.edges),
+                    link=lambda **change: _with(request, **change))  # fmt: skip
 
     @failing
     def session(request: Request) -> Response:

@@ -16,6 +16,7 @@ from urllib.parse import quote
 from session_awareness.application import SessionAwareness, UnknownSessionError
 from session_awareness.application.ports import CursorRow, SessionRow
 from session_awareness.application.retention import Retention
+from session_awareness.domain.keys import agent_of
 from session_awareness.domain.watch import notice_text
 from session_awareness.infrastructure.cli.history import describe
 
@@ -23,6 +24,8 @@ from session_awareness.infrastructure.cli.history import describe
 EVERY = 2**62
 #: Sessions on one page of the overview.
 PAGE_SIZE = 50
+#: Cursors on one page of the watches.
+EDGES_PAGE = 100
 #: Timeline rows on one page of a session (the size of a `changesSince` page, R-R3).
 TIMELINE_PAGE = 200
 #: Cursor transitions a session page shows, the newest.
@@ -164,13 +167,16 @@ def edges(svc: SessionAwareness, cursors: list[CursorRow]) -> list[Edge]:
     out = []
     for c in cursors:
         ambient = _ambient(svc, c)
-        target = svc.read_model.session(c.target_id)
+        agent = agent_of(c.target_key)
+        if agent is None:  # a bare key: its agent is its session's
+            target = svc.read_model.session(c.target_id)
+            agent = target.agent_id if target is not None else None
         state = "ambient" if ambient else "pending" if c.pending else "synced"
         out.append(
             Edge(
                 watcher=c.watcher_key,
                 target=c.target_key,
-                target_agent=target.agent_id if target is not None else None,
+                target_agent=agent,
                 acknowledged=c.acknowledged,
                 notified=c.notified,
                 material=c.material,
@@ -188,10 +194,42 @@ def _ambient(svc: SessionAwareness, cursor: CursorRow) -> bool:
     return bool(getattr(watch, "ambient", False))
 
 
-def all_edges(svc: SessionAwareness) -> list[Edge]:
-    """Every live cursor, by watcher then target."""
-    cursors = svc.read_model.cursors_updated_before(EVERY)
-    return sorted(edges(svc, cursors), key=lambda e: (e.watcher, e.target))
+@dataclass
+class Watches:
+    edges: list[Edge]
+    total: int
+    pending: int
+    page: int
+    more: bool
+
+
+def watches(
+    svc: SessionAwareness,
+    *,
+    watcher: str | None = None,
+    target: str | None = None,
+    pending_only: bool = False,
+    page: int = 0,
+    page_size: int = EDGES_PAGE,
+) -> Watches:
+    """One page of the live cursors, by watcher then target; `watcher`, `target` (keys) and
+    `pending_only` narrow them."""
+    cursors = [
+        c
+        for c in svc.read_model.cursors_updated_before(EVERY)
+        if (watcher is None or c.watcher_key == watcher)
+        and (target is None or c.target_key == target)
+        and (c.pending or not pending_only)
+    ]
+    cursors.sort(key=lambda c: (c.watcher_key, c.target_key, c.target_id))
+    shown = cursors[page * page_size : (page + 1) * page_size]
+    return Watches(
+        edges(svc, shown),
+        len(cursors),
+        sum(c.pending for c in cursors),
+        page,
+        len(cursors) > (page + 1) * page_size,
+    )
 
 
 # -- a session ----------------------------------------------------------------------------------

@@ -86,6 +86,24 @@ class TestWatches:
         states = {(state, CHILD in row, GROUP in row) for state, row in rows}
         assert ("pending", True, False) in states and ("ambient", False, True) in states
 
+    def test_filters_by_watcher_target_and_state_and_pages(
+        self, client: TestClient, reader: SessionAwareness
+    ) -> None:
+        """R-O1: the cursors narrow to a watcher, a target or the pending ones, a page at a
+        time."""
+
+        def rows(path: str) -> list[str]:
+            return re.findall(r'<tr class="edge (\w+)">', client.get(path).text)
+
+        assert sorted(rows("/watches?state=pending")) == ["ambient", "pending"]
+        assert len(rows(f"/watches?watcher={quote(MANAGER)}")) == 3
+        assert rows(f"/watches?target={quote(CHILD)}") == ["pending"]
+        assert rows("/watches?watcher=agent:main:nobody") == []
+        with TestClient(create_app(reader, edges_page=2), base_url="http://localhost") as small:
+            first, second = small.get("/watches").text, small.get("/watches?page=1").text
+        assert first.count('<tr class="edge') == 2 and "next" in first
+        assert second.count('<tr class="edge') == 1 and "3 cursors, 2 pending" in second
+
 
 class TestSessionPage:
     def test_shows_the_timeline_watchers_and_transitions(self, client: TestClient) -> None:
