@@ -32,7 +32,7 @@ from session_awareness.application.errors import (
 from session_awareness.application.retention import Retention
 from session_awareness.domain.session import SESSION_KINDS
 from session_awareness.infrastructure.cli.common import when
-from session_awareness.infrastructure.console import views
+from session_awareness.infrastructure.console import cursors, views
 from session_awareness.infrastructure.console.guard import Guard
 from session_awareness.infrastructure.console.metrics import registry_for
 from session_awareness.infrastructure.console.picture import picture
@@ -69,7 +69,7 @@ def create_app(
     poll_seconds: float = POLL_SECONDS,
     stream_seconds: float = STREAM_SECONDS,
     page_size: int = views.PAGE_SIZE,
-    edges_page: int = views.EDGES_PAGE,
+    edges_page: int = cursors.EDGES_PAGE,
     stopping: threading.Event | None = None,
 ) -> Starlette:
     """The console over a service opened for looking (not started: it writes nothing);
@@ -122,7 +122,7 @@ def create_app(
     @failing
     def watches(request: Request) -> Response:
         q = request.query_params
-        found = views.watches(
+        found = cursors.watches(
             svc,
             watcher=q.get("watcher") or None,
             target=q.get("target") or None,
@@ -137,7 +137,7 @@ def create_app(
     @failing
     def session(request: Request) -> Response:
         q = request.query_params
-        found = views.session_page(
+        found = cursors.session_page(
             svc,
             request.path_params["key"],
             q.get("agentId") or None,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from session_awareness.infrastructure.console.views import Edge, session_href
+from session_awareness.infrastructure.console.cursors import Edge
+from session_awareness.infrastructure.console.views import session_href
 
 #: Edges drawn at most; the table below the picture lists them all.
 MOST_EDGES = 300
