@@ -22,6 +22,7 @@ from urllib.error import URLError
 import pytest
 
 from session_awareness.application import SessionAwareness
+from session_awareness.infrastructure.cli.console import TOKEN_ENV
 from session_awareness.infrastructure.console.views import session_href
 from session_awareness.testing import wait_until
 from tests.conftest import ServiceFactory
@@ -40,6 +41,7 @@ pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 SHOTS = Path(__file__).resolve().parents[2] / "build" / "console-screenshots"
+TOKEN = "browser-token"  # noqa: S105 -- the test's own
 #: How soon a page must show a signal another process recorded (R-O1: within 1 s), plus
 #: the browser's own time to repaint on a busy machine.
 LIVE_WITHIN = 1.0
@@ -78,14 +80,27 @@ def writer(open_svc: ServiceFactory) -> SessionAwareness:
 @pytest.fixture
 def console_url(writer: SessionAwareness, database_url: str) -> Iterator[str]:
     """`session-awareness console` on a free loopback port, over the scenario's store."""
+    yield from serve(database_url, token=None)
+
+
+@pytest.fixture
+def guarded_url(writer: SessionAwareness, database_url: str) -> Iterator[str]:
+    """The same behind a token, given as the environment variable."""
+    yield from serve(database_url, token=TOKEN)
+
+
+def serve(database_url: str, token: str | None) -> Iterator[str]:
     port = free_port()
     command = [sys.executable, "-m", "session_awareness.infrastructure.cli", "console",
                "--database-url", database_url, "--port", str(port)]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k != "SESSION_AWARENESS_CONSOLE_TOKEN"}
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    if token is not None:
+        env[TOKEN_ENV] = token
     server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
+    health = url + "/health" + ("" if token is None else f"?token={token}")
     try:
-        if not wait_until(lambda: answers(url + "/health") or server.poll() is not None, 30):
+        if not wait_until(lambda: answers(health) or server.poll() is not None, 30):
             pytest.fail("the console did not answer within 30 s")
         if server.poll() is not None:
             pytest.fail(f"the console exited: {server.stderr.read() if server.stderr else ''}")
@@ -189,9 +204,34 @@ class TestInABrowser:
     ) -> None:
         """R-O1: the child's timeline shows #1–#3 (the hostile summary as text); a signal
         another process records appears without a reload, within a second."""
+        browser.get(console_url + session_href(CHILD))  # type: ignore[attr-defined]
+        self.timeline_updates_live(browser, writer, request)
+
+    def test_behind_a_token_the_pages_and_their_live_updates_work(
+        self,
+        browser: object,
+        guarded_url: str,
+        writer: SessionAwareness,
+        request: pytest.FixtureRequest,
+    ) -> None:
+        """R-O1: without the token the console shows nothing; opened once with `?token=`,
+        its links, its refreshes and its event stream carry the cookie it set."""
         from selenium.webdriver.common.by import By  # noqa: PLC0415
 
-        browser.get(console_url + session_href(CHILD))  # type: ignore[attr-defined]
+        browser.get(guarded_url + session_href(CHILD))  # type: ignore[attr-defined]
+        assert "token is required" in browser.find_element(By.TAG_NAME, "body").text  # type: ignore[attr-defined]
+        browser.get(f"{guarded_url}/?token={TOKEN}")  # type: ignore[attr-defined]
+        browser.find_element(By.CSS_SELECTOR, f'a[href="{session_href(CHILD)}"]').click()  # type: ignore[attr-defined]
+        self.timeline_updates_live(browser, writer, request, "session-with-token")
+
+    def timeline_updates_live(
+        self,
+        browser: object,
+        writer: SessionAwareness,
+        request: pytest.FixtureRequest,
+        name: str = "session",
+    ) -> None:
+        from selenium.webdriver.common.by import By  # noqa: PLC0415
 
         def sequences() -> list[str]:
             """The timeline's sequence column, read in one go (the page swaps it live)."""
@@ -202,11 +242,11 @@ class TestInABrowser:
                 )
             )
 
-        assert sequences() == ["1", "2", "3"]
+        assert wait_until(lambda: sequences() == ["1", "2", "3"], timeout=10)
         timeline = browser.find_element(By.ID, "timeline").text  # type: ignore[attr-defined]
         assert "human message via " + HOSTILE_CHANNEL in timeline
         assert browser.find_element(By.ID, "live").text == "read-only · live"  # type: ignore[attr-defined]
-        shot(browser, request, "session")
+        shot(browser, request, name)
 
         recorded = time.monotonic()
         writer.record_goal_changed(CHILD, summary="goal updated", actor_type="human")
