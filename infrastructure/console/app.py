@@ -27,6 +27,7 @@ from session_awareness.application import SessionAwareness
 from session_awareness.application.errors import (
     InvalidArgumentError,
     SessionAwarenessError,
+    StoreUnavailableError,
     UnknownSessionError,
 )
 from session_awareness.application.retention import Retention
@@ -83,20 +84,26 @@ def create_app(
     registry = registry_for(svc)
 
     def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        head = views.store_head(svc)
         html = env.get_template(name).render(
-            nonce=request.state.nonce, head=head, path=request.url.path, **context
+            nonce=request.state.nonce, head=request.state.head, path=request.url.path, **context
         )
         return HTMLResponse(html, status_code=status)
 
     def failing(endpoint: Callable[[Request], Response]) -> Callable[[Request], Response]:
-        """An unknown session is a 404 page, bad input a 400 page, both naming it."""
+        """A page, with the store's head read before its data (a change in between makes
+        the page refresh, never go missing); an unknown session is a 404 page, bad input a
+        400 page, an unreachable store a 503 page, each naming it."""
 
         def answer(request: Request) -> Response:
+            request.state.head = 0
             try:
+                request.state.head = views.store_head(svc)
                 return endpoint(request)
             except UnknownSessionError as error:
                 return page(request, "error.html", 404, title="Unknown session", error=str(error))
+            except StoreUnavailableError as error:
+                log.warning("console_store_unavailable", path=request.url.path, error=str(error))
+                return page(request, "error.html", 503, title="Store unavailable", error=str(error))
             except (InvalidArgumentError, ValueError, SessionAwarenessError) as error:
                 return page(request, "error.html", 400, title="Bad request", error=str(error))
 
@@ -105,7 +112,7 @@ def create_app(
     @failing
     def overview(request: Request) -> Response:
         q = request.query_params
-        kinds = q.getlist("kind") or None
+        kinds = [kind for kind in q.getlist("kind") if kind] or None  # "" is the form's "any"
         found = views.overview(
             svc,
             agent_id=q.get("agentId") or None,
@@ -146,6 +153,7 @@ def create_app(
         return page(request, "session.html", title=found.row.key, s=found,
                     link=lambda **change: _with(request, **change))  # fmt: skip
 
+    @failing
     def health(request: Request) -> Response:
         return page(request, "health.html", title="Health", h=views.health(svc, retention))
 

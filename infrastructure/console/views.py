@@ -16,7 +16,9 @@ from urllib.parse import quote
 
 from session_awareness.application import SessionAwareness
 from session_awareness.application.ports import SessionRow
+from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.application.retention import Retention
+from session_awareness.application.unit_of_work import STORE_ERRORS, closed_error
 
 #: Later than any stored time: `cursors_updated_before(EVERY)` lists every cursor.
 EVERY = 2**62
@@ -35,8 +37,14 @@ def session_href(key: str, agent_id: str | None = None) -> str:
 
 def store_head(svc: SessionAwareness) -> int:
     """The newest notification id of the event store: every change any process records
-    (signals, cursors, drains, pruning) appends an event, so a new head means new data."""
-    return int(svc.store.recorder.max_notification_id() or 0)
+    (signals, cursors, drains, pruning) appends an event, so a new head means new data.
+    `StoreUnavailableError` when the store cannot be read, as the read model's queries."""
+    if svc.closed:
+        raise closed_error()
+    try:
+        return int(svc.store.recorder.max_notification_id() or 0)
+    except STORE_ERRORS as error:
+        raise StoreUnavailableError(f"cannot read the event store's head: {error}") from error
 
 
 # -- overview -----------------------------------------------------------------------------------

@@ -66,6 +66,12 @@ class TestOverview:
         assert "older" not in pages[2]
         assert len({k for page in keys for k in page}) == 5
 
+    def test_the_forms_empty_fields_mean_any(self, client: TestClient) -> None:
+        """R-O1: the filter form as a browser submits it, nothing chosen, lists everything."""
+        page = client.get("/?agentId=&kind=&label=&activeMinutes=")
+        assert page.status_code == 200 and page.text.count('class="session"') == 5
+        assert client.get("/watches?watcher=&target=&state=").text.count('<tr class="edge') == 3
+
     def test_refuses_bad_filters_with_the_reason(self, client: TestClient) -> None:
         """R-O1: a bad filter is a 400 page naming it, never a traceback."""
         page = client.get("/?kind=nonsense")
@@ -151,6 +157,18 @@ class TestHealth:
         assert f'id="backend">{reader.health()["backend"]}<' in html
         assert 'id="store">ok<' in html
         assert "30 days, 50000 rows" in html and 'id="removable">0 rows' in html
+
+
+class TestStoreDown:
+    def test_a_store_that_cannot_be_read_is_a_503_page(
+        self, client: TestClient, reader: SessionAwareness
+    ) -> None:
+        """R-O1: an unreachable store is said so, with status 503, never a traceback."""
+        reader.close()
+        for path in ["/", "/watches", "/health", session_href(CHILD)]:
+            page = client.get(path)
+            assert page.status_code == 503, path
+            assert "Store unavailable" in page.text
 
 
 class TestReadOnly:
