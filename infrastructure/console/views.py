@@ -15,8 +15,8 @@ from typing import Any
 from urllib.parse import quote
 
 from session_awareness.application import SessionAwareness
-from session_awareness.application.ports import SessionRow
 from session_awareness.application.errors import StoreUnavailableError
+from session_awareness.application.ports import SessionRow
 from session_awareness.application.retention import Retention
 from session_awareness.application.unit_of_work import STORE_ERRORS, closed_error
 
