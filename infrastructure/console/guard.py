@@ -82,8 +82,10 @@ class Guard:
                 await _refuse(send, 403, "the console answers loopback names only")
                 return
         else:
-            presented, set_cookie = _presented(scope, headers, self.cookie)
-            if presented is None or not hmac.compare_digest(presented, self.cookie):
+            presented, set_cookie = _presented(scope, headers)
+            if presented is None or not hmac.compare_digest(
+                presented.encode(), self.cookie.encode()
+            ):
                 await _refuse(send, 401, "a valid console token is required")
                 return
 
@@ -103,7 +105,7 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _presented(scope: Scope, headers: Headers, cookie: str) -> tuple[str | None, bool]:
+def _presented(scope: Scope, headers: Headers) -> tuple[str | None, bool]:
     """The digest of the token a request presents, and whether it came in the query (then
     the cookie is set): a header first, then the query, then the cookie, so a fresh token
     in the URL replaces a stale cookie."""

@@ -54,6 +54,16 @@ class TestToken:
         guarded.cookies.set(COOKIE, "forged")
         assert guarded.get("/").status_code == 401
 
+    def test_text_that_is_not_ascii_is_refused_like_any_wrong_token(
+        self, guarded: TestClient
+    ) -> None:
+        """R-O1: a cookie or token beyond ASCII is a 401, never a server error."""
+        for headers in (
+            {"Cookie": f"{COOKIE}=\u00e9t\u00e9".encode()},
+            {"Authorization": "Bearer \u00e9t\u00e9".encode()},
+        ):
+            assert guarded.get("/", headers=headers).status_code == 401
+
     def test_with_a_token_any_host_name_is_answered(self, guarded: TestClient) -> None:
         """R-O1: behind a token the console may be reached by any name (e.g. a proxy's)."""
         page = guarded.get("/health", headers={"Authorization": f"Bearer {TOKEN}",
