@@ -6,9 +6,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 # The strict editable install links each file; a new or removed module needs a re-install.
 SOURCES := $(sort $(shell find src domain application infrastructure -name '*.py' 2>/dev/null))
+# Package data is linked file by file too (the console's templates).
+SOURCES += $(sort $(wildcard infrastructure/console/templates/*.html))
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow test-dist lint typecheck bench clean
+.PHONY: install demo console test test-slow test-dist lint typecheck bench clean
 
 install: $(STAMP)
 
@@ -25,6 +27,11 @@ $(STAMP): pyproject.toml $(SOURCES)
 demo: install
 	@rm -f demo.db demo.db-wal demo.db-shm
 	$(VENV)/bin/session-awareness demo --database-url sqlite:///demo.db
+
+# The read-only operator console over the demo's store (made by `make demo` when missing).
+console: install
+	@test -f demo.db || $(MAKE) --no-print-directory demo
+	$(VENV)/bin/session-awareness console --database-url sqlite:///demo.db
 
 test: install
 	$(PY) -m pytest

@@ -12,6 +12,7 @@
     session-awareness prune [--dry-run] [--retention-days D] [--retention-rows R]
     session-awareness upstream scan | adopt KEY --claude-transcript PATH
     session-awareness mcp [--caller KEY] [--visibility V]
+    session-awareness console [--host 127.0.0.1] [--port 8765] [--token T]
     session-awareness hook claude-code [--agent A]
     session-awareness install claude-code [--project DIR | --user] [--dry-run] | uninstall …
 
@@ -51,6 +52,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "audit": ("audit", "audit", "Replay the event store into scratch read models and compare "
               "them with the live ones, row by row; exit 1 when anything differs or a recorded "
               "fact breaks a rule."),
+    "console": ("console", "console", "Serve a read-only operator console (session trees, "
+                "cursors, timelines, health, live updates) and Prometheus metrics at /metrics; "
+                "loopback only unless given a token."),
     "demo": ("extras", "demo", "Tell the whole story on a fresh database, as a timeline."),
     "history": ("audit", "history", "A session's whole audit trail from the event store: "
                 "signals (pruned ones too), lifecycle events and every cursor transition on it, "

@@ -1,0 +1,83 @@
+"""`/metrics`: the store's figures in Prometheus text format, read on each scrape (R-O1)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
+
+from session_awareness.application import SessionAwareness
+from session_awareness.infrastructure.console.metrics import StoreCollector
+from tests.console.scenario import GROUP, MANAGER
+
+
+def scrape(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    page = client.get("/metrics")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/plain; version=")
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(page.text)
+        for sample in family.samples
+    }
+
+
+def signals(figures: dict, kind: str) -> float:  # type: ignore[type-arg]
+    return figures["session_awareness_signals_recorded_total", (("kind", kind),)]
+
+
+class TestMetrics:
+    def test_counts_signals_notices_and_drains_from_the_store(
+        self, client: TestClient, writer: SessionAwareness
+    ) -> None:
+        """R-O1: signals by kind, notices opened and drained, pending notices and cursors,
+        as another process recorded them; the counters grow as it records more."""
+        before = scrape(client)
+        assert signals(before, "child_spawned") == 2
+        assert signals(before, "human_direct_message") == 2
+        assert signals(before, "goal_changed") == 1
+        assert signals(before, "run_failed") == 1
+        assert signals(before, "compacted") == 0
+        assert before["session_awareness_notices_opened_total", ()] == 2  # child's, group's
+        assert before["session_awareness_notices_drained_total", ()] == 0
+        assert before["session_awareness_pending_notices", ()] == 2
+        assert before["session_awareness_cursors", ()] == 3
+        assert before["session_awareness_store_up", ()] == 1
+        assert before["session_awareness_store_errors_total", ()] == 0
+
+        assert len(writer.drain_notices(MANAGER)) == 2  # the child's reopens (M 3 > N 2)
+        writer.record_human_direct_message(GROUP, channel="slack")
+        after = scrape(client)
+        assert signals(after, "human_direct_message") == 3
+        assert after["session_awareness_notices_drained_total", ()] == 2
+        assert after["session_awareness_notices_opened_total", ()] == 4  # + reopen + group's
+        assert after["session_awareness_pending_notices", ()] == 2
+        assert (
+            after["session_awareness_event_store_head", ()]
+            > before["session_awareness_event_store_head", ()]
+        )
+
+    def test_a_closed_store_is_reported_down_not_as_an_error_page(
+        self, client: TestClient, reader: SessionAwareness
+    ) -> None:
+        """R-O1: a scrape the store cannot answer reports `store_up 0` and counts the error."""
+        reader.close()
+        figures = scrape(client)
+        assert figures["session_awareness_store_up", ()] == 0
+        assert figures["session_awareness_store_errors_total", ()] == 1
+
+
+class TestInAHostsRegistry:
+    def test_a_host_exports_the_same_figures_from_its_own_registry(
+        self, writer: SessionAwareness
+    ) -> None:
+        """R-O1: an embedding host registers the collector in the registry it serves."""
+        registry = CollectorRegistry()
+        registry.register(StoreCollector(writer))
+        figures = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(generate_latest(registry).decode())
+            for s in family.samples
+        }
+        assert signals(figures, "goal_changed") == 1
+        assert figures["session_awareness_pending_notices", ()] == 2

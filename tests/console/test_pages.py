@@ -1,0 +1,200 @@
+"""The console's pages over a scenario's store, on SQLite and PostgreSQL (R-O1)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+from markupsafe import escape
+from starlette.testclient import TestClient
+
+from session_awareness.application import SessionAwareness
+from session_awareness.infrastructure.console import create_app
+from session_awareness.infrastructure.console.views import session_href, store_head
+from tests.console.scenario import (
+    BARE,
+    CHILD,
+    GROUP,
+    HOSTILE_CHANNEL,
+    HOSTILE_KEY,
+    HOSTILE_LABEL,
+    MANAGER,
+    notice,
+)
+
+PAGES = ["/", "/watches", "/health", "/metrics", session_href(CHILD), session_href(MANAGER),
+         session_href(HOSTILE_KEY), session_href(BARE, "ops")]  # fmt: skip
+
+
+def text_of(html: str) -> str:
+    """What a person reads: the markup's text, tags dropped, entities kept escaped."""
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+class TestOverview:
+    def test_shows_each_agent_and_its_session_tree(self, client: TestClient) -> None:
+        """R-O1: agents, and under the manager its children, each with kind, label and
+        stateVersion; the manager's pending notice is counted."""
+        page = client.get("/")
+        assert page.status_code == 200
+        html = page.text
+        assert 'data-agent="main"' in html and 'data-agent="ops"' in html
+        manager = html.index(f'data-key="{MANAGER}"')
+        child = html.index(f'data-key="{CHILD}"')
+        assert manager < child
+        assert '<ul class="tree">' in html[manager:child]  # the child hangs under the manager
+        assert "2 pending notices" in text_of(html[manager:child])  # the child's and the group's
+        assert escape(HOSTILE_LABEL) in html and HOSTILE_LABEL not in html
+
+    def test_filters_by_agent_kind_and_label(self, client: TestClient) -> None:
+        """R-O1: the agent, kind and label filters narrow the rows."""
+        assert BARE not in client.get("/?agentId=main").text
+        only_group = client.get("/?kind=group").text
+        assert GROUP in only_group and f'data-key="{CHILD}"' not in only_group
+        labelled = client.get("/?label=ops+room").text
+        assert GROUP in labelled and f'data-key="{MANAGER}"' not in labelled
+
+    def test_is_paginated(self, reader: SessionAwareness) -> None:
+        """R-O1: a page holds at most its size and links to the next; the pages together
+        hold every live session once."""
+        app = create_app(reader, page_size=2)
+        with TestClient(app, base_url="http://localhost") as small:
+            pages = [small.get(f"/?page={n}").text for n in range(3)]
+        keys = [re.findall(r'data-key="([^"]+)"', page) for page in pages]
+        assert [len(k) for k in keys] == [2, 2, 1]
+        assert all("page=" in page and "older" in page for page in pages[:2])
+        assert "older" not in pages[2]
+        assert len({k for page in keys for k in page}) == 5
+
+    def test_the_forms_empty_fields_mean_any(self, client: TestClient) -> None:
+        """R-O1: the filter form as a browser submits it, nothing chosen, lists everything."""
+        page = client.get("/?agentId=&kind=&label=&activeMinutes=")
+        assert page.status_code == 200 and page.text.count('class="session"') == 5
+        assert client.get("/watches?watcher=&target=&state=").text.count('<tr class="edge') == 3
+
+    def test_refuses_bad_filters_with_the_reason(self, client: TestClient) -> None:
+        """R-O1: a bad filter is a 400 page naming it, never a traceback."""
+        page = client.get("/?kind=nonsense")
+        assert page.status_code == 400 and "kinds.0" in page.text
+        assert client.get("/?page=-1").status_code == 400
+        assert client.get("/?activeMinutes=soon").status_code == 400
+
+
+class TestWatches:
+    def test_draws_each_cursor_with_its_positions_and_state(self, client: TestClient) -> None:
+        """R-O1: the picture and the table show every cursor: the manager's on the child is
+        pending with its notice (L 1, N 2, M 3), the main session's on the group ambient."""
+        html = client.get("/watches").text
+        assert "<svg" in html and 'class="edge pending"' in html and 'class="edge ambient"' in html
+        assert "L 1 · N 2 · M 3 · pending" in html
+        assert escape(notice(CHILD, 1)) in html
+        rows = re.findall(r'<tr class="edge (\w+)">(.*?)</tr>', html, re.S)
+        states = {(state, CHILD in row, GROUP in row) for state, row in rows}
+        assert ("pending", True, False) in states and ("ambient", False, True) in states
+
+    def test_filters_by_watcher_target_and_state_and_pages(
+        self, client: TestClient, reader: SessionAwareness
+    ) -> None:
+        """R-O1: the cursors narrow to a watcher, a target or the pending ones, a page at a
+        time."""
+
+        def rows(path: str) -> list[str]:
+            return re.findall(r'<tr class="edge (\w+)">', client.get(path).text)
+
+        assert sorted(rows("/watches?state=pending")) == ["ambient", "pending"]
+        assert len(rows(f"/watches?watcher={quote(MANAGER)}")) == 3
+        assert rows(f"/watches?target={quote(CHILD)}") == ["pending"]
+        assert rows("/watches?watcher=agent:main:nobody") == []
+        with TestClient(create_app(reader, edges_page=2), base_url="http://localhost") as small:
+            first, second = small.get("/watches").text, small.get("/watches?page=1").text
+        assert first.count('<tr class="edge') == 2 and "next" in first
+        assert second.count('<tr class="edge') == 1 and "3 cursors, 2 pending" in second
+
+
+class TestSessionPage:
+    def test_shows_the_timeline_watchers_and_transitions(self, client: TestClient) -> None:
+        """R-O1: the signal timeline (sequence, kind, actor, summary), the watermark and
+        historyGap, its watcher with L/N/M, and its cursors' transitions from history."""
+        html = client.get(session_href(CHILD)).text
+        timeline = html[
+            html.index('id="timeline"') : html.index("</table>", html.index('id="timeline"'))
+        ]
+        assert [int(n) for n in re.findall(r'<td class="n">(\d+)</td>', timeline)] == [1, 2, 3]
+        assert "child_spawned" in timeline and "goal_changed" in timeline
+        assert escape("human message via " + HOSTILE_CHANNEL) in timeline
+        assert 'id="watermark">0<' in html and "no history gap" in html
+        watchers = html[html.index('id="watchers"') :]
+        assert MANAGER in watchers[: watchers.index("</table>")]
+        transitions = html[html.index('id="transitions"') :]
+        assert "notice_opened" in transitions and "cursor_seeded" in transitions
+
+    def test_what_a_session_watches(self, client: TestClient) -> None:
+        """R-O1: the manager's page lists the cursors it holds, the pending one's notice too."""
+        html = client.get(session_href(MANAGER)).text
+        watching = html[html.index('id="watching"') :]
+        assert escape(notice(CHILD, 1)) in watching[: watching.index("</table>")]
+
+    def test_takes_url_encoded_and_bare_keys(self, client: TestClient) -> None:
+        """R-O1, R-K1: a key is one URL-encoded path segment; a bare key takes ?agentId=."""
+        assert client.get("/sessions/" + quote(HOSTILE_KEY, safe="")).status_code == 200
+        assert client.get(f"/sessions/{BARE}?agentId=ops").status_code == 200
+        assert client.get(f"/sessions/{BARE}?agentId=main").status_code == 404
+
+    def test_an_unknown_session_is_a_404_naming_it(self, client: TestClient) -> None:
+        """R-O1, R-S4: an unknown key is reported as unknown, escaped."""
+        page = client.get("/sessions/" + quote("agent:main:<i>nope</i>", safe=""))
+        assert page.status_code == 404
+        assert "Unknown sessionKey: agent:main:&lt;i&gt;nope&lt;/i&gt;" in page.text
+
+
+class TestHealth:
+    def test_shows_backend_store_and_retention(
+        self, client: TestClient, reader: SessionAwareness
+    ) -> None:
+        """R-O1: the backend, the store's state, retention's limits and what a prune would
+        remove."""
+        html = client.get("/health").text
+        assert f'id="backend">{reader.health()["backend"]}<' in html
+        assert 'id="store">ok<' in html
+        assert "30 days, 50000 rows" in html and 'id="removable">0 rows' in html
+
+
+class TestStoreDown:
+    def test_a_store_that_cannot_be_read_is_a_503_page(
+        self, client: TestClient, reader: SessionAwareness
+    ) -> None:
+        """R-O1: an unreachable store is said so, with status 503, never a traceback."""
+        reader.close()
+        for path in ["/", "/watches", "/health", session_href(CHILD)]:
+            page = client.get(path)
+            assert page.status_code == 503, path
+            assert "Store unavailable" in page.text
+
+
+class TestReadOnly:
+    def test_looking_at_every_page_changes_nothing(
+        self, client: TestClient, reader: SessionAwareness
+    ) -> None:
+        """R-O1: the console never writes: the event store's head and every read-model row
+        are the same after every page was served."""
+        head = store_head(reader)
+        rows = reader.store.recorder.read_model_rows()  # type: ignore[attr-defined]
+        for path in PAGES:
+            assert client.get(path).status_code == 200, path
+        assert store_head(reader) == head
+        assert reader.store.recorder.read_model_rows() == rows  # type: ignore[attr-defined]
+
+
+class TestEscaping:
+    def test_no_page_carries_hostile_text_as_markup(self, client: TestClient) -> None:
+        """R-O1: keys, labels and summaries are escaped on every page; scripts need the
+        response's nonce (Content-Security-Policy), which stored text never has."""
+        for path in PAGES:
+            page = client.get(path)
+            for hostile in (HOSTILE_LABEL, HOSTILE_CHANNEL, "<b>bold</b>"):
+                assert hostile not in page.text, (path, hostile)
+            if path != "/metrics":
+                policy = page.headers["content-security-policy"]
+                nonce = re.search(r"'nonce-([^']+)'", policy)
+                assert nonce is not None and "unsafe-inline" not in policy
+                assert page.text.count("<script") == page.text.count(f'nonce="{nonce[1]}"') - 1
