@@ -164,22 +164,23 @@ SECRET = "Sup3r:S3cr%40t"  # noqa: S105 -- a made-up password with URL metachara
 
 class TestCredentials:
     @pytest.mark.parametrize(
-        "url",
+        ("url", "error"),
         [
-            f"postgresql://sa:{SECRET}@127.0.0.1:1/db?connect_timeout=1",
-            f"postgresql://:{SECRET}@127.0.0.1:1/db?connect_timeout=1",
-            f"postgresql://sa:{SECRET}@127.0.0.1:notaport/db",
-            f"postgresql://sa:{SECRET}@127.0.0.1:1/db?sslmode=disable",
-            f"mysql://sa:{SECRET}@127.0.0.1/db",
-            f"sqlite://sa:{SECRET}@host/sessions.db",
+            (f"postgresql://sa:{SECRET}@127.0.0.1:1/db?connect_timeout=1", StoreUnavailableError),
+            (f"postgresql://:{SECRET}@127.0.0.1:1/db?connect_timeout=1", StoreUnavailableError),
+            (f"postgresql://sa:{SECRET}@127.0.0.1:notaport/db", ConfigurationError),
+            (f"postgresql://sa:{SECRET}@127.0.0.1:1/db?sslmode=disable", StoreUnavailableError),
+            (f"mysql://sa:{SECRET}@127.0.0.1/db", ConfigurationError),
+            (f"sqlite://sa:{SECRET}@host/sessions.db", ConfigurationError),
         ],
     )
     def test_a_password_in_a_url_is_redacted_in_errors_and_logs(
-        self, url: str, caplog: pytest.LogCaptureFixture
+        self, url: str, error: type[Exception], caplog: pytest.LogCaptureFixture
     ) -> None:
-        """A database password never appears in an error message or a log line."""
+        """A database password never appears in an error message or a log line (a closed
+        port is a `StoreUnavailableError`, R-E3)."""
         caplog.set_level(logging.DEBUG)
-        with capture_logs() as logs, pytest.raises(ConfigurationError) as raised:
+        with capture_logs() as logs, pytest.raises(error) as raised:
             open_service(url)
         assert "S3cr" not in str(raised.value)
         assert "S3cr" not in repr(logs) + caplog.text
