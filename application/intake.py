@@ -45,6 +45,12 @@ from session_awareness.domain.watch import Via
 FLUSHER_JOIN = 5.0
 
 
+class UnknownParentError(UnknownSessionError):
+    """A spawn's parent that is not an open session, on a strict service (R-E1)."""
+
+    field = "parent"
+
+
 class LandedAlready(Exception):
     """A kept signal's earlier attempt is in the store after all: it is not recorded again."""
 
@@ -208,7 +214,7 @@ class Intake:
         if uow.live(parent_ref) is not None:
             return
         if self.strict:
-            raise UnknownSessionError(parent)
+            raise UnknownParentError(parent)
         uow.after_commit(partial(self._parent_unknown, ref.key, parent))
 
     def _parent_unknown(self, child: str, parent: str) -> None:
@@ -237,15 +243,15 @@ class Intake:
         (R-E1)."""
         if isinstance(error, UnknownSessionError | AmbiguousSessionError):
             reason = "unknown_session" if isinstance(error, UnknownSessionError) else "ambiguous"
-            log.warning("signal_rejected", session_key=key, kind=kind, field="key",
+            log.warning("signal_rejected", session_key=key, kind=kind, field=field_of(error),
                         reason=reason, detail=str(error))  # fmt: skip
             if self.strict:
                 raise error
             return
-        refused = isinstance(error, ParentRefusedError)
-        field = "parent" if refused else field_of(error)
-        log.warning("signal_rejected", session_key=key, kind=kind, field=field,
-                    reason=error.reason if refused else str(error), detail=str(error))  # fmt: skip
+        field = "parent" if isinstance(error, ParentRefusedError) else field_of(error)
+        reason = error.reason if isinstance(error, ParentRefusedError) else str(error)
+        log.warning("signal_rejected", session_key=key, kind=kind, field=field, reason=reason,
+                    detail=str(error))  # fmt: skip
         if self.strict:
             raise InvalidArgumentError(field, str(error)) from None
 

@@ -3,10 +3,17 @@ every relative link of the README and docs/ resolves."""
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from session_awareness.application import open_service
 
 ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 RULES = ROOT / "docs" / "rules.md"
 RULE_ID = re.compile(r"\bR-[A-Z]\d+\b")
 #: `[text](target)` with a relative target (no scheme, no pure anchor).
@@ -66,3 +73,29 @@ class TestLinks:
         text = (ROOT / "README.md").read_text()
         assert "../shared" not in text
         assert "docs/rules.md" in text
+
+
+class TestEmbeddingExample:
+    def test_the_readmes_embedding_example_runs_and_its_strict_test_passes(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """R-E1: the README's "Embedding it" code runs as written, the WARNING lines it
+        shows are what a typo logs, and its strict test passes."""
+        section = README.read_text().split("## Embedding it", 1)[1].split("\n## ", 1)[0]
+        blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+        [shown] = re.findall(r"```text\n(.*?)```", section, re.S)
+        monkeypatch.chdir(tmp_path)
+        scope: dict[str, Any] = {}
+        for block in blocks:
+            exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 -- the README's own code
+        (tmp_path / "strict").mkdir()
+        scope["test_a_typo_in_the_parent_fails_the_test"](tmp_path / "strict")
+        caplog.clear()
+        caplog.set_level(logging.WARNING, logger="session_awareness")
+        with open_service("sqlite:///:memory:") as svc:
+            svc.open_session("agent:main:main")
+            svc.record_goal_changed("agent:main:mian", summary="goal updated")
+            worker = "agent:main:subagent:worker"
+            svc.record_child_spawned(worker, parent="agent:main:mian", run_id="r1")
+        logged = [f"{r.levelname}:{r.name}:{r.getMessage()}" for r in caplog.records]
+        assert logged == shown.strip().splitlines()

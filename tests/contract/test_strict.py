@@ -120,6 +120,7 @@ class TestStrict:
         assert raised.value.key == TYPO
         with pytest.raises(UnknownSessionError):
             strict.session_status(CHILD)
+        assert strict.read_model.cursors_of_watcher(TYPO, pending_only=False) == []
         assert strict.record_child_spawned(CHILD, parent=MANAGER, run_id="r1") == 1
         assert cursor(strict, MANAGER, CHILD) == (1, 1, 1)
 
