@@ -98,7 +98,7 @@ class TestPasswords:
     @pytest.mark.parametrize(
         ("url", "error"),
         [
-            (f"postgresql://sa:{SECRET}@127.0.0.1:1/db", StoreUnavailableError),
+            (f"postgresql://sa:{SECRET}@127.0.0.1:1/db", ConfigurationError),  # not encoded
             (f"postgresql://sa:{SECRET}@[::1/db", ConfigurationError),
             ("postgresql://sa:pw@[::1/db?password=p%23ss%2Fw%3Frd", ConfigurationError),
             (

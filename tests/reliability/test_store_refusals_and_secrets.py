@@ -234,15 +234,16 @@ class TestClosedService:
             CLOSED_CALLS[name](svc)
 
     def test_a_producer_after_close_returns_none(self, open_svc: Any) -> None:
-        """R-L8: a producer never raises, closed or not; a closed service keeps nothing,
-        since nothing would ever record it, and says so in its log."""
+        """R-L8, R-E1: a producer that is not strict never raises, closed or not; a closed
+        service keeps nothing, since nothing would ever record it, and says so in its log,
+        at WARNING: calling it after `close()` is the caller's mistake."""
         svc = open_svc()
         spawn(svc)
         svc.close()
         with capture_logs() as logs:
             assert svc.record_goal_changed(CHILD, summary="goal updated") is None
-        assert [(e["event"], e["error"]) for e in logs] == [
-            ("signal_record_failed", "the service is closed")
+        assert [(e["event"], e["log_level"], e["detail"]) for e in logs] == [
+            ("signal_rejected", "warning", "the service is closed")
         ]
         assert svc.health()["signals"]["buffered"] == 0
 
