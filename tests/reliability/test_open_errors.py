@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from session_awareness.application import ConfigurationError, StoreUnavailableError, open_service
+from session_awareness.infrastructure.cli import main
 from session_awareness.testing.pgcluster import PostgresCluster
 
 SECRET = "S3cret-pw"  # noqa: S105 -- made up, to check it never shows
@@ -117,3 +118,15 @@ class TestRefusedAtOpen:
         assert SECRET not in str(raised.value)
         with open_service(f"{postgres.url}?schema=open_errors") as svc:  # it does answer
             assert svc.health()["store"] == "ok"
+
+
+class TestTheCli:
+    def test_an_unreachable_server_reads_as_such_and_exits_2(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """R-E3: the CLI's one line says the store is unavailable, without the password."""
+        url = f"postgresql://sa:{SECRET}@127.0.0.1:{closed_port()}/db?connect_timeout=2"
+        assert main(["audit", "--database-url", url]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: session store unavailable: cannot open postgresql://sa:***@")
+        assert "Connection refused" in err and SECRET not in err
