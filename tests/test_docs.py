@@ -3,12 +3,15 @@ every relative link of the README and docs/ resolves."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from session_awareness.application import open_service
 
@@ -75,6 +78,19 @@ class TestLinks:
         assert "docs/rules.md" in text
 
 
+@contextlib.contextmanager
+def stdlib_logging() -> Iterator[None]:
+    """The library's events on the standard library's logger, as for a host that has not
+    configured structlog (another test may have), then the configuration as it was."""
+    saved, was = structlog.get_config(), structlog.is_configured()
+    structlog.reset_defaults()
+    try:
+        yield
+    finally:
+        if was:
+            structlog.configure(**saved)
+
+
 class TestEmbeddingExample:
     def test_the_readmes_embedding_example_runs_and_its_strict_test_passes(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
@@ -92,7 +108,7 @@ class TestEmbeddingExample:
         scope["test_a_typo_in_the_parent_fails_the_test"](tmp_path / "strict")
         caplog.clear()
         caplog.set_level(logging.WARNING, logger="session_awareness")
-        with open_service("sqlite:///:memory:") as svc:
+        with stdlib_logging(), open_service("sqlite:///:memory:") as svc:
             svc.open_session("agent:main:main")
             svc.record_goal_changed("agent:main:mian", summary="goal updated")
             worker = "agent:main:subagent:worker"
