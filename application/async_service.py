@@ -118,7 +118,14 @@ class AsyncSessionAwareness(_OffLoop):
 
     @property
     def closed(self) -> bool:
+        """Whether `close()` was called."""
         return self.sync.closed
+
+    @property
+    def strict(self) -> bool:
+        """Whether the producers raise for the caller's mistakes (`strict=True` at open,
+        R-L9); either way never for a storage failure (R-L8)."""
+        return self.sync.strict
 
     @property
     def threads(self) -> int:

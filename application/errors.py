@@ -35,7 +35,8 @@ class InvalidChangesSinceError(SessionAwarenessError, ValueError):
 
 
 class InvalidArgumentError(SessionAwarenessError, ValueError):
-    """An argument of a query or lifecycle command that cannot be used; names the field."""
+    """An argument that cannot be used, of a query, a lifecycle command or (on a strict
+    service) a producer; `field` names it."""
 
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field}: {problem}")
@@ -43,11 +44,23 @@ class InvalidArgumentError(SessionAwarenessError, ValueError):
 
 
 class ConfigurationError(SessionAwarenessError, ValueError):
-    """The service cannot be opened as configured (bad URL, unreachable database)."""
+    """The service cannot be opened as configured: a malformed URL or option, credentials
+    or a database the server refuses. A server that cannot be reached at open is a
+    `StoreUnavailableError` instead (retryable)."""
+
+
+class ServiceClosedError(SessionAwarenessError, RuntimeError):
+    """A producer called after `close()` on a strict service (`open_service(strict=True)`);
+    a service that is not strict logs it (`signal_rejected`, WARNING) and returns None."""
+
+    def __init__(self) -> None:
+        super().__init__("the service is closed")
 
 
 class StoreUnavailableError(SessionAwarenessError):
-    """The session store cannot be reached (database down, pool exhausted, timed out)."""
+    """The session store cannot be reached (database down or restarting, connection refused,
+    unknown host, pool exhausted, timed out): worth trying again later. Producers never raise
+    it (R-L8)."""
 
     def __init__(self, reason: str, *, unconfirmed: object = None) -> None:
         super().__init__(f"session store unavailable: {reason}")

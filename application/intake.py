@@ -14,6 +14,8 @@ from typing import cast
 from session_awareness.application.backlog import Delivery, SignalBacklog
 from session_awareness.application.errors import (
     AmbiguousSessionError,
+    InvalidArgumentError,
+    ServiceClosedError,
     StoreUnavailableError,
     UnknownSessionError,
 )
@@ -36,10 +38,17 @@ from session_awareness.domain.session import (
     default_kind,
     ensure_open,
 )
+from session_awareness.domain.signals import ActorTypeWord, RunOutcomeWord
 from session_awareness.domain.watch import Via
 
 #: How long closing waits for the backlog's flusher to finish its attempt.
 FLUSHER_JOIN = 5.0
+
+
+class UnknownParentError(UnknownSessionError):
+    """A spawn's parent that is not an open session, on a strict service (R-L9)."""
+
+    field = "parent"
 
 
 class LandedAlready(Exception):
@@ -63,8 +72,11 @@ class Intake:
         backlog: SignalBacklog,
         main_key: str = notices.DEFAULT_MAIN_KEY,
         ambient_groups: bool = True,
+        strict: bool = False,
     ) -> None:
         self.store, self.maintenance, self.backlog = store, maintenance, backlog
+        #: Strict mode: the caller's mistakes raise from the producers too (R-L9).
+        self.strict = strict
         #: Ambient group watches (R-W7): on, for the main sessions `agent:<agentId>:<main_key>`.
         self.main_key, self.ambient_groups = main_key, ambient_groups
         self._flusher: threading.Thread | None = None
@@ -114,7 +126,7 @@ class Intake:
         key: str,
         *,
         summary: str,
-        actor_type: str = "system",
+        actor_type: ActorTypeWord = "system",
         actor_id: str | None = None,
         agent_id: str | None = None,
     ) -> int | None:
@@ -131,7 +143,7 @@ class Intake:
         )
 
     def record_run_terminal(
-        self, key: str, *, run_id: str, outcome: str, agent_id: str | None = None
+        self, key: str, *, run_id: str, outcome: RunOutcomeWord, agent_id: str | None = None
     ) -> int | None:
         return self._produce(
             key,
@@ -166,10 +178,18 @@ class Intake:
         return self._produce(child_key, "child_spawned", build)
 
     def spawn_once(
-        self, uow: UnitOfWork, ref: SessionRef, request: SignalRequest, now: datetime
+        self,
+        uow: UnitOfWork,
+        ref: SessionRef,
+        request: SignalRequest,
+        now: datetime,
+        *,
+        producing: bool = False,
     ) -> int | None:
         parent = cast(str, request.actor_id)
         held, lineage = uow.session(ref), lineage_of(uow, parent)
+        if producing:
+            self._check_parent(uow, ref, parent)
         kind = default_kind(ref, otherwise="other")
         session = ensure_open(
             held, ref, kind=kind, label=None, parent_key=parent, at=now, lineage=lineage
@@ -185,14 +205,55 @@ class Intake:
         self._recorded(ref, request, sequence)
         return sequence
 
+    def _check_parent(self, uow: UnitOfWork, ref: SessionRef, parent: str) -> None:
+        """A spawn's parent is known when it is a live session (R-L9): opened, not deleted.
+        A strict service refuses the spawn (`UnknownSessionError`, nothing recorded); any
+        other records it and warns after commit, since a typo would leave the real parent
+        without a cursor on its child."""
+        parent_ref = SessionRef.of(parent, agent_of(parent) or ref.agent_id)
+        if uow.live(parent_ref) is not None:
+            return
+        if self.strict:
+            raise UnknownParentError(parent)
+        uow.after_commit(partial(self._parent_unknown, ref.key, parent))
+
+    def _parent_unknown(self, child: str, parent: str) -> None:
+        log.warning("spawn_parent_unknown", session_key=child, field="parent", parent=parent,
+                    reason="not an open session: open the parent before its children")  # fmt: skip
+
     def _produce(self, key: str, kind: str, build: Callable[[datetime], Delivery]) -> int | None:
-        """Validate, then deliver; never raises (R-L8)."""
+        """Validate, then deliver. Never raises for a storage failure (R-L8); the caller's
+        mistakes are a WARNING, and raise on a strict service (R-L9)."""
+        if self.store.closing.is_set():
+            log.warning("signal_rejected", session_key=key, kind=kind, reason="closed",
+                        detail="the service is closed")  # fmt: skip
+            if self.strict:
+                raise ServiceClosedError
+            return None
         try:
             item = build(self.store.clock())
         except ValueError as error:
-            log.warning("signal_rejected", session_key=key, kind=kind, reason=str(error))
+            self._mistake(key, kind, error)
             return None
         return self._deliver(item)
+
+    def _mistake(self, key: str, kind: str, error: Exception) -> None:
+        """The caller's mistake, refused: a WARNING naming the key or the field; on a strict
+        service `UnknownSessionError`, `AmbiguousSessionError` or `InvalidArgumentError`
+        (R-L9)."""
+        if isinstance(error, UnknownSessionError | AmbiguousSessionError):
+            reason = "unknown_session" if isinstance(error, UnknownSessionError) else "ambiguous"
+            log.warning("signal_rejected", session_key=key, kind=kind, field=field_of(error),
+                        reason=reason, detail=str(error))  # fmt: skip
+            if self.strict:
+                raise error
+            return
+        field = "parent" if isinstance(error, ParentRefusedError) else field_of(error)
+        reason = error.reason if isinstance(error, ParentRefusedError) else str(error)
+        log.warning("signal_rejected", session_key=key, kind=kind, field=field, reason=reason,
+                    detail=str(error))  # fmt: skip
+        if self.strict:
+            raise InvalidArgumentError(field, str(error)) from None
 
     def _deliver(self, item: Delivery) -> int | None:
         closed = self.store.closing.is_set()
@@ -207,7 +268,7 @@ class Intake:
                 self._keep(item)
             return None
         try:
-            sequence = self._record_delivery(item)
+            sequence = self._record_delivery(item, producing=True)
         except StoreUnavailableError as error:
             log.error(
                 "signal_record_failed", session_key=item.key, kind=item.kind, error=str(error)
@@ -215,13 +276,9 @@ class Intake:
             self.backlog.rest()
             self._keep(item.unconfirmed_too(error.unconfirmed))
             return None
-        except (UnknownSessionError, AmbiguousSessionError) as error:
-            log.info("signal_skipped", session_key=item.key, kind=item.kind, reason=str(error))
-            return None
-        except ValueError as error:  # a refused input, a cycle or a re-parenting (R-T3)
-            reason = error.reason if isinstance(error, ParentRefusedError) else str(error)
-            log.warning("signal_rejected", session_key=item.key, kind=item.kind, reason=reason,
-                        detail=str(error))  # fmt: skip
+        except (UnknownSessionError, AmbiguousSessionError, ValueError) as error:
+            # an unknown key, a refused input, a cycle or a re-parenting (R-T3)
+            self._mistake(item.key, item.kind, error)
             return None
         except Exception as error:  # noqa: BLE001 -- best-effort recording (R-L8)
             # Not the caller's input and not a known outage: kept like one, tried again once
@@ -268,14 +325,21 @@ class Intake:
                 log.error("signal_backlog_flush_failed", error=repr(error))
                 self.backlog.rest()
 
-    def _record_delivery(self, item: Delivery) -> int | None:
+    def _record_delivery(self, item: Delivery, *, producing: bool = False) -> int | None:
+        """Record a delivery; `producing` when a producer's caller waits for it (its
+        unknown key and unknown parent are then the caller's mistakes, R-L9), not when
+        the backlog records what it kept."""
         now = self.store.clock()
         if item.spawn is not None:
             ref = item.spawn
-            record = partial(self.spawn_once, ref=ref, request=item.request, now=now)
+            record = partial(
+                self.spawn_once, ref=ref, request=item.request, now=now, producing=producing
+            )
         else:
             ref, _ = self.store.resolve_id(item.key, item.agent_id)
-            record = partial(self.record_once, ref=ref, request=item.request, now=now)
+            record = partial(
+                self.record_once, ref=ref, request=item.request, now=now, refuse=producing
+            )
         if item.unconfirmed:
             return self.store.run(partial(self._unless_landed, record, ref, item), kept=True)
         return self.store.run(record, kept=True)
@@ -337,10 +401,21 @@ class Intake:
             self.backlog.flushing.release()
 
     def record_once(
-        self, uow: UnitOfWork, ref: SessionRef, request: SignalRequest, now: datetime
+        self,
+        uow: UnitOfWork,
+        ref: SessionRef,
+        request: SignalRequest,
+        now: datetime,
+        *,
+        refuse: bool = False,
     ) -> int | None:
+        """Record the signal on the live session `ref`: its sequence, or None when the rules
+        skip it. An unknown or deleted session is skipped, or with `refuse` (a producer's
+        own call) an `UnknownSessionError` (R-L9)."""
         session = uow.live(ref)
         if session is None:
+            if refuse:
+                raise UnknownSessionError(ref.key)
             return self._skipped(ref, request, "unknown_session")
         if uow.seen(session, request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
@@ -441,3 +516,9 @@ class Intake:
             kind=request.kind.value,
             sequence=sequence,
         )
+
+
+def field_of(error: Exception) -> str:
+    """The producer argument a refusal names: the domain's `field`, else the key."""
+    field = getattr(error, "field", None)
+    return field if isinstance(field, str) and field else "key"

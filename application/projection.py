@@ -14,7 +14,7 @@ from uuid import UUID
 
 from session_awareness.domain.drains import Drains, acknowledgements
 from session_awareness.domain.session import Session
-from session_awareness.domain.signals import to_ms
+from session_awareness.domain.signals import RUN_STATUSES, RunOutcome, to_ms
 from session_awareness.domain.watch import Watch
 
 _T = TypeVar("_T", bound=tuple[Any, ...])
@@ -362,8 +362,8 @@ def _(event: Session.Signal, position: int) -> list[RowChange]:
     return rows
 
 
-#: A failed run's `payload.outcome` as the registry's run status.
-_FAILED_STATUS = {"error": "failed", "timeout": "timeout", "cancelled": "cancelled"}
+#: A failed run's `payload.outcome` as the registry's run status (the domain's mapping).
+_FAILED_STATUS = {o.value: s for o, s in RUN_STATUSES.items() if o is not RunOutcome.OK}
 
 
 def run_status(event: Session.RunCompleted | Session.RunFailed) -> str:

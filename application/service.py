@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from uuid import UUID
 
@@ -43,6 +43,7 @@ from session_awareness.application.retention import Maintenance, Retention
 from session_awareness.application.store import SessionStore, log
 from session_awareness.application.transcript_port import TranscriptSession, TranscriptSource
 from session_awareness.application.transcripts import Transcripts
+from session_awareness.application.unit_of_work import STORE_ERRORS
 from session_awareness.application.upstream import Upstream
 from session_awareness.application.upstream.monitor import PROVIDER_TIMEOUT, UpstreamMonitor
 from session_awareness.application.upstream.outcomes import LinkOutcome, Written
@@ -57,6 +58,7 @@ from session_awareness.application.wakes import DEFAULT_WAKE_COALESCE_SECONDS, W
 from session_awareness.application.watching import Watching
 from session_awareness.domain.keys import InvalidKeyError, SessionRef
 from session_awareness.domain.notices import DEFAULT_MAIN_KEY, check_main_key
+from session_awareness.domain.signals import ActorTypeWord, RunOutcomeWord
 
 if TYPE_CHECKING:
     from session_awareness.application.tools import SessionTools
@@ -74,6 +76,27 @@ POSTGRES_FACTORY_TOPIC = "session_awareness.infrastructure.postgres:ServicePostg
 
 
 VISIBILITIES = ("self", "tree", "agent", "all")
+#: What every producer's docstring ends with: what it returns, and raises (R-L8, R-L9).
+PRODUCER_RETURNS = """
+
+        Returns the new sequence, or None when nothing was recorded. Never raises for a
+        storage failure: the signal is kept and recorded once the store answers (R-L8). The
+        caller's mistakes (a key that names no live session, a value outside the producer's
+        vocabulary, malformed input, a call after `close()`) are logged `signal_rejected` at
+        WARNING naming the key or the field, and on a strict service
+        (`open_service(strict=True)`) raise: `UnknownSessionError` or `AmbiguousSessionError`
+        for a key, `InvalidArgumentError` for a value, `ServiceClosedError` after `close()`
+        (R-L9). A repeat, or the R-L6 gate, returns None (`signal_skipped`, INFO)."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _producer(method: F) -> F:
+    """A producer: its docstring, then what every producer returns and raises."""
+    method.__doc__ = (method.__doc__ or "") + PRODUCER_RETURNS
+    return method
+
+
 #: The modules of the `postgres` extra, which only the PostgreSQL backend imports.
 _POSTGRES_EXTRA = frozenset({"psycopg", "psycopg_pool"})
 _POSTGRES_EXTRA_HINT = " (install the postgres extra: pip install 'session-awareness[postgres]')"
@@ -107,6 +130,7 @@ class SessionAwareness:
         main_key: str = DEFAULT_MAIN_KEY,
         ambient_groups: bool = True,
         transcript_sources: tuple[TranscriptSource, ...] | None = None,
+        strict: bool = False,
     ) -> None:
         #: The write application: the event store, its recorder and the one retry loop.
         self.store = store
@@ -121,6 +145,7 @@ class SessionAwareness:
             backlog=SignalBacklog(signal_backlog),
             main_key=main_key,
             ambient_groups=ambient_groups,
+            strict=strict,
         )
         self._upstream = Upstream(store, self._intake)
         self._transcripts = Transcripts(store, transcript_sources)
@@ -158,6 +183,12 @@ class SessionAwareness:
     def closed(self) -> bool:
         """Whether `close()` was called."""
         return self.store.closed
+
+    @property
+    def strict(self) -> bool:
+        """Whether the producers raise for the caller's mistakes (`open_service(strict=True)`,
+        R-L9); either way they never raise for a storage failure (R-L8)."""
+        return self._intake.strict
 
     def start(self, *, listener_timeout: float = 5.0) -> None:
         """Startup duties: prune (R-R1), re-deliver wakes for pending notices (R-N6), and on
@@ -292,7 +323,16 @@ class SessionAwareness:
     def session_status(
         self, key: str, *, changes_since: object = None, agent_id: str | None = None
     ) -> dict[str, Any]:
-        """`{sessionKey, stateVersion, stateChanges?}`; never advances a cursor (R-S1)."""
+        """`{sessionKey, stateVersion, stateChanges?}`; never advances a cursor (R-S1).
+
+        With `changes_since=v` (a non-negative integer), `stateChanges` is `{events,
+        truncated, earliestAvailableSequence, historyGap}`: the events after `v`, oldest
+        first, at most 200 a page (R-R3); `truncated` is True when more follow, so ask again
+        from the last sequence returned. A `v` at or beyond the head answers `events: []`,
+        `truncated: False` (nothing newer; never an error). `historyGap` is True when events
+        after `v` were pruned (R-S3). Raises `UnknownSessionError` for an unknown or deleted
+        session, `InvalidChangesSinceError` for a `v` that is not a non-negative integer
+        (R-S4), `StoreUnavailableError` when the store cannot answer."""
         return self._queries.session_status(key, changes_since=changes_since, agent_id=agent_id)
 
     def sessions_list(
@@ -364,9 +404,13 @@ class SessionAwareness:
         return self._marks.set_session_label(key, label, agent_id=agent_id)
 
     def pin_session(self, key: str, *, agent_id: str | None = None) -> bool:
+        """Pin the session (a host's mark, a `pin_set` event): True when it changed.
+        `UnknownSessionError` for an unknown or deleted session."""
         return self._marks.pin_session(key, agent_id=agent_id)
 
     def unpin_session(self, key: str, *, agent_id: str | None = None) -> bool:
+        """Unpin the session: True when it changed. `UnknownSessionError` for an unknown or
+        deleted session."""
         return self._marks.unpin_session(key, agent_id=agent_id)
 
     def archive_session(self, key: str, *, agent_id: str | None = None) -> bool:
@@ -375,23 +419,34 @@ class SessionAwareness:
         return self._marks.archive_session(key, agent_id=agent_id)
 
     def unarchive_session(self, key: str, *, agent_id: str | None = None) -> bool:
+        """Bring an archived session back to `sessions_list`: True when it changed.
+        `UnknownSessionError` for an unknown or deleted session."""
         return self._marks.unarchive_session(key, agent_id=agent_id)
 
     def watch(self, watcher: str, target: str, *, target_agent_id: str | None = None) -> bool:
-        """Register `watcher` on `target` at its current head; refused → False (R-W2, R-W3)."""
+        """Register `watcher` on `target` at its current head: True when the pair has a
+        cursor (a pending notice survives, R-W2). Refused → False, logged `watch_refused` at
+        WARNING naming the field: the watcher is the target or not agent-qualified, the
+        target is unknown, ambiguous or another agent's bare key (R-W3). A watcher the
+        service has never seen (no session, no cursor) raises `UnknownSessionError`
+        (R-L9)."""
         return self._watching.watch(watcher, target, target_agent_id=target_agent_id)
 
     def unwatch(self, watcher: str, target: str, *, target_agent_id: str | None = None) -> bool:
-        """Remove the pair's cursor; False when there was none."""
+        """Remove the pair's cursor: True when there was one, else False. A watcher the
+        service has never seen raises `UnknownSessionError` (R-L9)."""
         return self._watching.unwatch(watcher, target, target_agent_id=target_agent_id)
 
     def pending_notices(self, watcher: str) -> list[str]:
-        """The watcher's pending notices, oldest first; reading acknowledges nothing."""
+        """The watcher's pending notices, oldest first; reading acknowledges nothing. A key
+        the service has never seen (no session, no cursor) raises `UnknownSessionError`
+        (R-L9); a known one with nothing pending answers `[]`."""
         return self._watching.pending_notices(watcher)
 
     def drain_notices(self, watcher: str) -> list[str]:
         """Hand over and acknowledge the pending notices; reopen one per pair with newer
-        material (R-N3). Returns the texts drained, oldest first."""
+        material (R-N3). Returns the texts drained, oldest first (`[]`: nothing pending). A
+        key the service has never seen raises `UnknownSessionError` (R-L9)."""
         return self._watching.drain_notices(watcher)
 
     def open_session(
@@ -481,6 +536,7 @@ class SessionAwareness:
         self._upstream.start_upstream_monitor()
 
     def stop_upstream_monitor(self) -> None:
+        """Stop the monitor's scans (a scan in flight finishes); `close()` does it too."""
         self._upstream.stop_upstream_monitor()
 
     def scan_upstream_once(self) -> list[LinkOutcome] | None:
@@ -518,6 +574,7 @@ class SessionAwareness:
         """The session's upstream link as JSON, or None when it has none."""
         return self._upstream.upstream_link(key, agent_id=agent_id)
 
+    @_producer
     def record_human_direct_message(
         self,
         key: str,
@@ -530,6 +587,11 @@ class SessionAwareness:
         turns: int | None = None,
         agent_id: str | None = None,
     ) -> int | None:
+        """Record that a human sent the session a turn directly (`channel`, e.g. `telegram`;
+        `turns` how many, when more than one): notify-eligible, and only when the session
+        has a parent or a watcher (R-L6). `occurred_at` (epoch ms or an aware datetime) is
+        clamped into the last 24 hours (R-L7); a repeated `idempotency_key` records nothing
+        (R-L5)."""
         return self._intake.record_human_direct_message(
             key,
             channel=channel,
@@ -541,36 +603,53 @@ class SessionAwareness:
             agent_id=agent_id,
         )
 
+    @_producer
     def record_goal_changed(
         self,
         key: str,
         *,
         summary: str,
-        actor_type: str = "system",
+        actor_type: ActorTypeWord = "system",
         actor_id: str | None = None,
         agent_id: str | None = None,
     ) -> int | None:
+        """Record a goal change: notify-eligible. `summary` is one of `goal created`, `goal
+        updated`, `goal objective changed`, `goal cleared` or `goal status changed to
+        <status>` (R-L3); `actor_type` is `human`, `agent` or `system`."""
         return self._intake.record_goal_changed(
             key, summary=summary, actor_type=actor_type, actor_id=actor_id, agent_id=agent_id
         )
 
+    @_producer
     def record_run_terminal(
-        self, key: str, *, run_id: str, outcome: str, agent_id: str | None = None
+        self, key: str, *, run_id: str, outcome: RunOutcomeWord, agent_id: str | None = None
     ) -> int | None:
+        """Record how the session's run `run_id` ended (log only, once per run, R-L5):
+        `outcome` in the words the rows' `runStatus` shows, `completed`, `failed`, `timeout`
+        or `cancelled` (the older `ok` and `error` stay accepted and record the same
+        events)."""
         return self._intake.record_run_terminal(
             key, run_id=run_id, outcome=outcome, agent_id=agent_id
         )
 
+    @_producer
     def record_compacted(
         self, key: str, *, operation_id: str, agent_id: str | None = None
     ) -> int | None:
+        """Record that the session's context was compacted (log only, once per
+        `operation_id`, R-L5)."""
         return self._intake.record_compacted(key, operation_id=operation_id, agent_id=agent_id)
 
+    @_producer
     def record_child_spawned(
         self, child_key: str, *, parent: str, run_id: str, agent_id: str | None = None
     ) -> int | None:
         """Record the spawn edge on the child (opening it if needed) and seed the parent's
-        cursor at the spawn's sequence (R-L5, R-W1)."""
+        cursor at the spawn's sequence (R-L5, R-W1); a repeated `run_id` records nothing.
+        Open the parent first: a parent that is not an open session is logged
+        `spawn_parent_unknown` (WARNING) and the spawn recorded all the same, or on a strict
+        service refused with `UnknownSessionError` naming the parent (R-L9). A parent that
+        would make a cycle, or replace the child's parent, is refused (R-T3)."""
         return self._intake.record_child_spawned(
             child_key, parent=parent, run_id=run_id, agent_id=agent_id
         )
@@ -609,6 +688,7 @@ def open_service(
     transcripts: Sequence[TranscriptSource] | None = None,
     main_key: str = DEFAULT_MAIN_KEY,
     ambient_groups: bool = True,
+    strict: bool = False,
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
     `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it.
@@ -621,7 +701,16 @@ def open_service(
     `transcripts` are the sources `sessions_history` reads, in order (default: local Claude
     Code transcripts; `[]`: none). With `ambient_groups`, a human turn on an agent's `group`
     session first gives its main session `agent:<agentId>:<main_key>` an ambient cursor on
-    it, whose notices queue up and never wake (R-W7)."""
+    it, whose notices queue up and never wake (R-W7). With `strict`, the producers raise for
+    the caller's mistakes as well as logging them (R-L9): for tests and for hosts that would
+    rather fail than lose a signal to a typo.
+
+    Raises `ConfigurationError` for a malformed URL or option (or credentials, a database
+    the server refuses), `StoreUnavailableError` when the server cannot be reached at open
+    (connection refused, unknown host, a server starting up or shutting down: worth trying
+    again), both with the server's words and the password redacted."""
+    if not isinstance(strict, bool):
+        raise ConfigurationError(f"strict must be a boolean, got {strict!r}")
     _check_arguments(
         database_url=database_url,
         visibility=visibility,
@@ -646,7 +735,11 @@ def open_service(
         )
     except ConfigurationError as error:
         raise ConfigurationError(f"cannot open {redact(url)}: {error}") from None
+    except StoreUnavailableError as error:
+        raise StoreUnavailableError(f"cannot open {redact(url)}: {error.reason}") from None
     except Exception as error:
+        if raised_from(error, lambda e: isinstance(e, STORE_ERRORS)):  # lost after connecting
+            raise StoreUnavailableError(f"cannot open {redact(url)}: {error}") from error
         hint = _POSTGRES_EXTRA_HINT if _lacks_postgres(error) else ""
         raise ConfigurationError(f"cannot open {redact(url)}: {error}{hint}") from error
     service = SessionAwareness(
@@ -656,6 +749,7 @@ def open_service(
         main_key=main_key,  # R-W7
         ambient_groups=ambient_groups,
         transcript_sources=sources,
+        strict=strict,  # R-L9
     )
     service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
     service.canceller = canceller

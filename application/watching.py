@@ -26,7 +26,8 @@ class Watching:
         self.store = store
 
     def watch(self, watcher: str, target: str, *, target_agent_id: str | None = None) -> bool:
-        """Register `watcher` on `target` at its current head; refused → False (R-W2, R-W3)."""
+        """Register `watcher` on `target` at its current head; refused → False (R-W2, R-W3);
+        a watcher the service has never seen → `UnknownSessionError` (R-L9)."""
         ref = self._watch_target(watcher, target, target_agent_id)
         if ref is None:
             return False
@@ -51,7 +52,8 @@ class Watching:
         return self.store.run(attempt)
 
     def unwatch(self, watcher: str, target: str, *, target_agent_id: str | None = None) -> bool:
-        """Remove the pair's cursor; False when there was none."""
+        """Remove the pair's cursor; False when there was none; a watcher the service has
+        never seen → `UnknownSessionError` (R-L9)."""
         ref = self._watch_target(watcher, target, target_agent_id)
         if ref is None:
             return False
@@ -71,12 +73,9 @@ class Watching:
     def _watch_target(
         self, watcher: str, target: str, target_agent_id: str | None
     ) -> SessionRef | None:
-        """The target's ref, or None (logged) when R-W3 refuses the pair."""
-        try:
-            check_key(watcher)
-        except InvalidKeyError:
-            self._refused(watcher, target, "invalid_watcher_key")
-            return None
+        """The target's ref, or None (logged) when R-W3 refuses the pair; a watcher the
+        service has never seen raises `UnknownSessionError` (R-L9)."""
+        self.check_known(watcher)
         if not is_agent_qualified(watcher):
             self._refused(watcher, target, "watcher_not_agent_qualified")
             return None
@@ -101,11 +100,29 @@ class Watching:
         return ref
 
     def _refused(self, watcher: object, target: object, reason: str) -> None:
-        log.info("watch_refused", watcher=watcher, target=target, reason=reason)
+        """A refused watch is the caller's mistake: a WARNING naming the field (R-L9)."""
+        field = "watcher" if reason.startswith("watcher") else "target"
+        log.warning("watch_refused", watcher=watcher, target=target, field=field, reason=reason)
+
+    def check_known(self, watcher: str) -> None:
+        """`UnknownSessionError` unless the service has seen the key (R-L9): a session of
+        that key (of any agent, deleted too), or a cursor it holds (a parent whose child was
+        recorded before the parent was opened)."""
+        try:
+            check_key(watcher)
+        except InvalidKeyError:
+            raise UnknownSessionError(str(watcher)) from None
+        read_model = self.store.read_model
+        if read_model.sessions_with_key(watcher, include_deleted=True):
+            return
+        if not read_model.cursors_of_watcher(watcher, pending_only=False):
+            raise UnknownSessionError(watcher)
 
     def pending_notices(self, watcher: str) -> list[str]:
         """The watcher's pending notices, oldest first; reading acknowledges nothing."""
         rows = self.store.read_model.cursors_of_watcher(watcher, pending_only=True)
+        if not rows:
+            self.check_known(watcher)
         return [notice_text(row.target_key, row.acknowledged) for row in rows]
 
     def drain_notices(self, watcher: str) -> list[str]:
@@ -135,4 +152,7 @@ class Watching:
                 uow.after_commit(lambda: self.store.wake([watcher]))
             return texts
 
-        return self.store.run(attempt)
+        drained = self.store.run(attempt)
+        if not drained:
+            self.check_known(watcher)
+        return drained

@@ -29,6 +29,7 @@ def seed(svc: SessionAwareness) -> None:
     watched_session(svc, WIDE, PARENT)  # the parent is the first watcher of each
     watched_session(svc, NARROW, PARENT)
     for number in range(1, WATCHERS):
+        svc.open_session(f"agent:peer{number}:main")  # a watcher the service knows (R-L9)
         if not svc.watch(f"agent:peer{number}:main", WIDE):
             raise RuntimeError("the watch was refused")
 

@@ -7,14 +7,17 @@ Pure functions from a producer's arguments to a `SignalRequest`; invalid input r
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from session_awareness.domain.keys import check_key
 from session_awareness.domain.signals import (
     CHILD_SPAWNED_SUMMARY,
     COMPACTED_SUMMARY,
     FAILED_RUN_SUMMARIES,
+    OUTCOME_WORDS,
     RUN_COMPLETED_SUMMARY,
     ActorType,
     InvalidSignalError,
@@ -30,6 +33,18 @@ from session_awareness.domain.signals import (
 )
 
 OCCURRED_AT_WINDOW = timedelta(hours=24)
+T = TypeVar("T")
+
+
+def checked(field: str, check: Callable[..., T], *args: object) -> T:
+    """`check(*args)`, its refusal naming the producer's argument `field` (its message
+    kept), so that the service can tell the caller which argument it refused."""
+    try:
+        return check(*args)
+    except ValueError as error:  # InvalidSignalError, InvalidKeyError
+        if getattr(error, "field", None):
+            raise
+        raise InvalidSignalError(str(error), field=field) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,16 +63,19 @@ class SignalRequest:
 def clamp_occurred_at(occurred_at: int | float | datetime | None, now: datetime) -> int:
     """Clamp a producer's time into [now − 24 h, now]; missing means now (R-L7)."""
     high, low = to_ms(now), to_ms(now - OCCURRED_AT_WINDOW)
+    field = "occurred_at"
     if occurred_at is None:
         return high
     if isinstance(occurred_at, datetime):
         if occurred_at.tzinfo is None:
-            raise InvalidSignalError("occurred_at must be timezone-aware")
+            raise InvalidSignalError("occurred_at must be timezone-aware", field=field)
         value = to_ms(occurred_at)
     elif isinstance(occurred_at, bool) or not isinstance(occurred_at, int | float):
-        raise InvalidSignalError("occurred_at must be epoch milliseconds or a datetime")
+        raise InvalidSignalError(
+            "occurred_at must be epoch milliseconds or a datetime", field=field
+        )
     elif not math.isfinite(occurred_at):
-        raise InvalidSignalError("occurred_at must be finite")
+        raise InvalidSignalError("occurred_at must be finite", field=field)
     else:
         value = int(occurred_at)
     return min(max(value, low), high)
@@ -66,9 +84,9 @@ def clamp_occurred_at(occurred_at: int | float | datetime | None, now: datetime)
 def _ident(value: str | None, name: str) -> str | None:
     if value is None:
         return None
-    text = one_line(value)
+    text = checked(name, one_line, value)
     if not text:
-        raise InvalidSignalError(f"{name} must not be blank")
+        raise InvalidSignalError(f"{name} must not be blank", field=name)
     return text
 
 
@@ -82,7 +100,7 @@ def human_direct_message(
     turns: int | None,
     now: datetime,
 ) -> SignalRequest:
-    channel = normalise_channel(channel)
+    channel = checked("channel", normalise_channel, channel)
     key = _ident(idempotency_key, "idempotency_key")
     return SignalRequest(
         SignalKind.HUMAN_DIRECT_MESSAGE,
@@ -91,7 +109,7 @@ def human_direct_message(
         clamp_occurred_at(occurred_at, now),
         actor_id=_ident(actor_id, "actor_id"),
         run_id=_ident(run_id, "run_id"),
-        payload=Payload(channel=channel, turns=check_turns(turns)),
+        payload=Payload(channel=channel, turns=checked("turns", check_turns, turns)),
         dedupe_key=f"human:{key}" if key else None,
         needs_audience=True,
     )
@@ -103,18 +121,20 @@ def goal_changed(
     try:
         actor = ActorType(actor_type)
     except ValueError:
-        raise InvalidSignalError("actor_type must be human, agent or system") from None
+        raise InvalidSignalError(
+            "actor_type must be human, agent or system", field="actor_type"
+        ) from None
     return SignalRequest(
         SignalKind.GOAL_CHANGED,
         actor,
-        goal_summary(summary),
+        checked("summary", goal_summary, summary),
         to_ms(now),
         actor_id=_ident(actor_id, "actor_id"),
     )
 
 
 def child_spawned(*, parent: str, run_id: str, now: datetime) -> SignalRequest:
-    check_key(parent)  # the parent becomes a watcher key and a stored actor id
+    checked("parent", check_key, parent)  # it becomes a watcher key and a stored actor id
     run = _ident(run_id, "run_id")
     return SignalRequest(
         SignalKind.CHILD_SPAWNED,
@@ -128,11 +148,15 @@ def child_spawned(*, parent: str, run_id: str, now: datetime) -> SignalRequest:
 
 
 def run_terminal(*, run_id: str, outcome: str, now: datetime) -> SignalRequest:
+    """A run's end: `outcome` in the rows' words (`completed`, `failed`, `timeout`,
+    `cancelled`) or the older ones (`ok`, `error`); both record the same event (R-L5)."""
     run = _ident(run_id, "run_id")
-    try:
-        result = RunOutcome(outcome)
-    except ValueError:
-        raise InvalidSignalError("outcome must be ok, error, timeout or cancelled") from None
+    result = OUTCOME_WORDS.get(outcome) if isinstance(outcome, str) else None
+    if result is None:
+        raise InvalidSignalError(
+            "outcome must be completed, failed, timeout or cancelled (or ok, error)",
+            field="outcome",
+        )
     if result is RunOutcome.OK:
         kind, summary, payload = SignalKind.RUN_COMPLETED, RUN_COMPLETED_SUMMARY, None
     else:

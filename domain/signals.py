@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 
 def to_ms(at: datetime) -> int:
@@ -53,6 +53,29 @@ class RunOutcome(StrEnum):
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
 
+
+#: The words a producer may record a run's end with (`record_run_terminal(outcome=…)`):
+#: the run statuses the rows show, and the older words, which stay accepted (R-L5).
+RunOutcomeWord = Literal["completed", "failed", "timeout", "cancelled", "ok", "error"]
+#: Each word's outcome; what is stored is the outcome, so the stored events are the same
+#: whichever word recorded them.
+OUTCOME_WORDS: dict[str, RunOutcome] = {
+    "completed": RunOutcome.OK,
+    "failed": RunOutcome.ERROR,
+    "timeout": RunOutcome.TIMEOUT,
+    "cancelled": RunOutcome.CANCELLED,
+    "ok": RunOutcome.OK,
+    "error": RunOutcome.ERROR,
+}
+#: An outcome as the rows' `runStatus` shows it.
+RUN_STATUSES: dict[RunOutcome, str] = {
+    RunOutcome.OK: "completed",
+    RunOutcome.ERROR: "failed",
+    RunOutcome.TIMEOUT: "timeout",
+    RunOutcome.CANCELLED: "cancelled",
+}
+#: Who caused a goal change (`record_goal_changed(actor_type=…)`), as `ActorType`'s values.
+ActorTypeWord = Literal["human", "agent", "system"]
 
 FAILED_RUN_SUMMARIES = {
     RunOutcome.ERROR: "child run failed",
@@ -207,4 +230,9 @@ def check_turns(turns: object) -> int | None:
 
 
 class InvalidSignalError(ValueError):
-    """A producer's input that cannot become a signal (bad payload, summary or field)."""
+    """A producer's input that cannot become a signal (bad payload, summary or field);
+    `field` names the producer's argument when it is known."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field

@@ -215,7 +215,9 @@ def apply(svc: SessionAwareness, signal: Signal, *, agent: str, drain: bool = Tr
         )
         svc.record_child_spawned(child, parent=key, run_id=str(signal.agent_id), agent_id=agent)
     else:
-        svc.record_run_terminal(child, run_id=str(signal.agent_id), outcome="ok", agent_id=agent)
+        svc.record_run_terminal(
+            child, run_id=str(signal.agent_id), outcome="completed", agent_id=agent
+        )
     return []
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationError
 
-from session_awareness.application.errors import SessionAwarenessError
+from session_awareness.application.errors import SessionAwarenessError, UnknownSessionError
 from session_awareness.application.tools.catalog import TOOLS, Tool
 from session_awareness.application.tools.errors import (
     INTERNAL_ERROR,
@@ -189,8 +189,15 @@ class McpSurface:
 
     def session_notices(self, given: SessionNoticesInput, caller: str) -> dict[str, Any]:
         drain = bool(given.drain)
-        texts = self.svc.drain_notices(caller) if drain else self.svc.pending_notices(caller)
-        return {"sessionKey": caller, "notices": texts, "drained": drain}
+        return {"sessionKey": caller, "notices": self._notices(caller, drain), "drained": drain}
+
+    def _notices(self, caller: str, drain: bool) -> list[str]:
+        """The caller's notices; none while no hook has opened its session yet (R-L9: the
+        service refuses a key it has never seen)."""
+        try:
+            return self.svc.drain_notices(caller) if drain else self.svc.pending_notices(caller)
+        except UnknownSessionError:
+            return []
 
     def session_watch(self, given: SessionWatchInput, caller: str) -> dict[str, Any]:
         row = self._visible(given.session_key, caller)
@@ -214,4 +221,4 @@ class McpSurface:
             caller = self.caller()
         except ToolError:
             return None, []
-        return caller, self.svc.pending_notices(caller)
+        return caller, self._notices(caller, drain=False)

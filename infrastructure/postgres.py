@@ -31,7 +31,11 @@ from psycopg.sql import SQL, Composable, Identifier
 from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
-from session_awareness.application.errors import ConfigurationError, raised_from
+from session_awareness.application.errors import (
+    ConfigurationError,
+    StoreUnavailableError,
+    raised_from,
+)
 from session_awareness.infrastructure.pg_config import (
     PostgresConfig,
     connection_failure,
@@ -383,19 +387,60 @@ class ServiceDatastore(PostgresDatastore):
 
     def probe(self) -> None:
         """Connect once, now, so that a wrong password, a missing database or a closed port
-        is reported as the server (or libpq) says it, not as a pool timeout."""
+        is reported as the server (or libpq) says it, not as a pool timeout: a server that
+        cannot be reached or is restarting as `StoreUnavailableError` (worth trying again),
+        any other refusal as `ConfigurationError`."""
         try:
             with psycopg.connect(self.config.conninfo) as conn:  # bounded by connect_timeout
                 conn.execute("SELECT 1")
         except psycopg.Error as error:
-            raise ConfigurationError(
-                f"cannot connect to {self.config.describe()}: "
-                f"{connection_failure(error, self.config)}"
-            ) from None
+            why = f"cannot connect to {self.config.describe()}: "
+            why += connection_failure(error, self.config)
+            if unreachable(error):
+                raise StoreUnavailableError(why) from None
+            raise ConfigurationError(why) from None
 
     def close(self) -> None:
         self.deadlines.close()
         super().close()
+
+
+#: SQLSTATE classes and codes of a server that cannot take connections now: connection
+#: exceptions, too many connections, shutting down, crashed, starting up.
+_UNREACHABLE_STATES = ("08", "53300", "57P01", "57P02", "57P03")
+#: What libpq says (it gives no SQLSTATE for most connection failures) when the server cannot
+#: be reached or is not accepting connections yet: worth trying again, unlike a refusal.
+_UNREACHABLE_WORDS = (
+    "connection refused",
+    "failed to resolve host",
+    "could not translate host name",
+    "name or service not known",
+    "temporary failure in name resolution",
+    "no route to host",
+    "network is unreachable",
+    "timeout expired",
+    "timed out",
+    "connection reset",
+    "server closed the connection unexpectedly",
+    "no such file or directory",  # a unix socket that is not there: no server
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "the database system is not yet accepting connections",
+    "the database system is not accepting connections",
+    "too many clients",
+)
+
+
+def unreachable(error: psycopg.Error) -> bool:
+    """Whether a failed connection says the server cannot be reached or cannot take
+    connections now (a refused connection, an unknown host, a restart), as opposed to
+    refusing this one (a password, a database or a role it does not know)."""
+    state = error.sqlstate or ""
+    if state and state.startswith(_UNREACHABLE_STATES):
+        return True
+    text = str(error).lower()
+    return any(words in text for words in _UNREACHABLE_WORDS)
 
 
 class ServicePostgresFactory(PostgresFactory):

@@ -4,11 +4,21 @@ in the index."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from session_awareness.application import open_service
 
 ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 RULES = ROOT / "docs" / "rules.md"
 RULE_ID = re.compile(r"\bR-[A-Z]\d+\b")
 #: `[text](target)` with a relative target (no scheme, no pure anchor).
@@ -43,10 +53,12 @@ class TestRules:
         assert undefined == {}
 
     def test_every_rule_is_defined_exactly_once(self) -> None:
-        """The families and their counts: K 3, L 8, W 7, N 7, S 5, R 3, C 2, U 5, T 4, M 3, O 1."""
+        """The families and their counts: K 3, L 9, W 7, N 7, S 5, R 3, C 2, E 1, U 5, T 4, M 3,
+        O 1."""
         ids = re.findall(r"\*\*(R-[A-Z]\d+)\.\*\*", RULES.read_text())
         families = {
-            "K": 3, "L": 8, "W": 7, "N": 7, "S": 5, "R": 3, "C": 2, "U": 5, "T": 4, "M": 3, "O": 1,
+            "K": 3, "L": 9, "W": 7, "N": 7, "S": 5, "R": 3, "C": 2, "E": 1, "U": 5, "T": 4, "M": 3,
+            "O": 1,
         }  # fmt: skip
         expected = [f"R-{f}{n}" for f, count in families.items() for n in range(1, count + 1)]
         assert sorted(ids) == sorted(expected)
@@ -166,3 +178,42 @@ class TestDecisionRecords:
             assert status is not None
             row = next(line for line in index.splitlines() if f"]({path.name})" in line)
             assert f"| {status.group(1)} |" in row, path.name
+
+
+@contextlib.contextmanager
+def stdlib_logging() -> Iterator[None]:
+    """The library's events on the standard library's logger, as for a host that has not
+    configured structlog (another test may have), then the configuration as it was."""
+    saved, was = structlog.get_config(), structlog.is_configured()
+    structlog.reset_defaults()
+    try:
+        yield
+    finally:
+        if was:
+            structlog.configure(**saved)
+
+
+class TestEmbeddingExample:
+    def test_the_readmes_embedding_example_runs_and_its_strict_test_passes(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """R-L9: the README's "Embedding it" code runs as written, the WARNING lines it
+        shows are what a typo logs, and its strict test passes."""
+        section = README.read_text().split("## Embedding it", 1)[1].split("\n## ", 1)[0]
+        blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+        [shown] = re.findall(r"```text\n(.*?)```", section, re.S)
+        monkeypatch.chdir(tmp_path)
+        scope: dict[str, Any] = {}
+        for block in blocks:
+            exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 -- the README's own code
+        (tmp_path / "strict").mkdir()
+        scope["test_a_typo_in_the_parent_fails_the_test"](tmp_path / "strict")
+        caplog.clear()
+        caplog.set_level(logging.WARNING, logger="session_awareness")
+        with stdlib_logging(), open_service("sqlite:///:memory:") as svc:
+            svc.open_session("agent:main:main")
+            svc.record_goal_changed("agent:main:mian", summary="goal updated")
+            worker = "agent:main:subagent:worker"
+            svc.record_child_spawned(worker, parent="agent:main:mian", run_id="r1")
+        logged = [f"{r.levelname}:{r.name}:{r.getMessage()}" for r in caplog.records]
+        assert logged == shown.strip().splitlines()

@@ -40,6 +40,32 @@ def test_on_sqlite(awareness_service, awareness_waker, awareness_clock, tmp_path
 
 def test_each_test_gets_a_fresh_store(awareness_service):
     assert awareness_service.sessions_list() == []
+
+
+def test_the_service_is_strict(awareness_service):
+    from session_awareness.application import UnknownSessionError
+
+    awareness_service.open_session(MANAGER)
+    try:
+        awareness_service.record_child_spawned(WORKER, parent="agent:main:mian", run_id="r")
+    except UnknownSessionError as error:
+        assert error.key == "agent:main:mian"
+    else:
+        raise AssertionError("a typo in the parent was recorded")
+"""
+
+LENIENT_TESTS = """
+import pytest
+
+
+@pytest.fixture
+def awareness_strict():
+    return False
+
+
+def test_a_host_may_open_it_lenient(awareness_service):
+    assert not awareness_service.strict
+    assert awareness_service.record_goal_changed("agent:main:mian", summary="goal updated") is None
 """
 
 POSTGRES_TESTS = """
@@ -116,7 +142,16 @@ class TestPlugin:
         clock and waker."""
         pytester.makepyfile(test_host=HOST_TESTS)
         result = pytester.runpytest("-p", "no:cacheprovider")
-        result.assert_outcomes(passed=2)
+        result.assert_outcomes(passed=3)
+
+    def test_the_services_open_strict_unless_the_host_says_otherwise(
+        self, pytester: pytest.Pytester
+    ) -> None:
+        """R-L9: the fixtures open strict (a typo raises, `test_the_service_is_strict`
+        above); a host's `awareness_strict` fixture returning False opens them lenient."""
+        pytester.makepyfile(test_lenient=LENIENT_TESTS)
+        result = pytester.runpytest("-p", "no:cacheprovider")
+        result.assert_outcomes(passed=1)
 
     def test_a_hosts_tests_run_on_a_throwaway_postgresql_server(
         self, pytester: pytest.Pytester

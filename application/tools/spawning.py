@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from session_awareness.application.errors import InvalidArgumentError
+from session_awareness.application.errors import InvalidArgumentError, SessionAwarenessError
 from session_awareness.application.tools.errors import (
     INVALID_INPUT,
     NOT_CONFIGURED,
@@ -61,7 +61,10 @@ def spawn(
             )  # fmt: skip
         except InvalidArgumentError:  # a parent the child cannot have (R-T3)
             raise _refused(caller, child, "parent_refused") from None
-    sequence = svc.record_child_spawned(child, parent=caller, run_id=run_id, agent_id=agent)
+    try:
+        sequence = svc.record_child_spawned(child, parent=caller, run_id=run_id, agent_id=agent)
+    except SessionAwarenessError:  # a strict service's refusal (R-L9): the rows below decide
+        sequence = None
     rows = svc.session_rows(keys=[child], agent_id=agent)
     if not rows or rows[0].parent_key != caller:  # refused (R-T3) or not recorded (R-L8)
         raise _refused(caller, child, "edge_not_recorded")

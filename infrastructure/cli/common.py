@@ -26,7 +26,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from session_awareness.application import ConfigurationError, SessionAwareness, open_service
+from session_awareness.application import (
+    ConfigurationError,
+    SessionAwareness,
+    StoreUnavailableError,
+    open_service,
+)
 from session_awareness.application.ports import system_clock
 from session_awareness.application.retention import Retention
 from session_awareness.application.service import (
@@ -138,6 +143,8 @@ def open_store(
             try:
                 store = SessionStore(env, clock=system_clock)
                 svc = SessionAwareness(store, retention=retention)
+            except StoreUnavailableError as error:  # unreachable or restarting (R-E1)
+                raise StoreUnavailableError(f"cannot open {redact(url)}: {error.reason}") from None
             except Exception as error:
                 raise ConfigurationError(f"cannot open {redact(url)}: {error}") from error
         try:

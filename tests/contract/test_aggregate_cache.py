@@ -39,8 +39,8 @@ class TestTwoWriters:
         a, b = two(open_svc)
         spawn(a)
         b.record_human_direct_message(CHILD, channel="chat")  # B caches the child
+        a.open_session(OTHER)  # a watcher the service knows (R-L9)
         assert a.watch(OTHER, CHILD) is True
-        a.open_session(OTHER)
         assert b.record_goal_changed(CHILD, summary="goal created") == 3
         assert b.pending_notices(OTHER) == [notice(CHILD, 2)]
 

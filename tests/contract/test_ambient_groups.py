@@ -63,6 +63,7 @@ class TestTheGrant:
         """R-W7: `main_key` names the agent's main session, `agent:<agentId>:<main_key>`."""
         svc = open_svc(main_key="lobby")
         group(svc, "agent:ops:team")
+        svc.open_session("agent:ops:main")
         assert svc.record_human_direct_message("agent:ops:team", channel="slack") == 1
         assert svc.pending_notices("agent:ops:lobby") == [notice("agent:ops:team", 0)]
         assert svc.pending_notices("agent:ops:main") == []
@@ -70,6 +71,7 @@ class TestTheGrant:
     def test_a_bare_key_group_makes_its_own_agents_main_aware(self, svc: SessionAwareness) -> None:
         """R-W7, R-W3: a bare-key group belongs to one agent, whose main may watch it."""
         svc.open_session("team", agent_id="ops", kind="group")
+        svc.open_session(MANAGER)
         assert svc.record_human_direct_message("team", agent_id="ops", channel="slack") == 1
         assert svc.pending_notices("agent:ops:main") == [notice("team", 0)]
         assert svc.pending_notices(MANAGER) == []
@@ -90,6 +92,7 @@ class TestTheGrant:
     ) -> None:
         """R-W7: only `group` sessions; a turn elsewhere without audience records nothing."""
         svc.open_session("agent:main:elsewhere", kind=kind)
+        svc.open_session(MANAGER)
         assert svc.record_human_direct_message("agent:main:elsewhere", channel="x") is None
         assert svc.pending_notices(MANAGER) == []
 
@@ -167,6 +170,7 @@ class TestPromotion:
     ) -> None:
         """R-W7, R-W2: main already watching the group keeps its cursor, which wakes."""
         group(svc)
+        svc.open_session(MANAGER)
         svc.watch(MANAGER, TEAM)
         svc.record_human_direct_message(TEAM, channel="slack")
         assert waker.woken == [MANAGER]
@@ -189,6 +193,7 @@ class TestExpiryAndRestart:
     ) -> None:
         """R-W6, R-W7: ambient cursors expire after 30 idle days like any other."""
         group(svc)
+        svc.open_session(MANAGER)
         svc.record_human_direct_message(TEAM, channel="slack")
         clock.advance(days=31)
         assert svc.prune()["expiredCursors"] == 1

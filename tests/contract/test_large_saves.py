@@ -22,6 +22,7 @@ class TestWideFanOut:
         """R-W4, R-N2, R-N5 at width: one save moves WIDE + 1 cursors."""
         spawn(svc)
         for watcher in watchers():
+            svc.open_session(watcher)
             assert svc.watch(watcher, CHILD) is True
         waker.woken.clear()
         assert svc.record_human_direct_message(CHILD, channel="chat") == 2

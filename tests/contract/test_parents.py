@@ -163,6 +163,7 @@ class TestBareKeys:
         one watcher read the same."""
         svc.open_session("global", agent_id="main")
         svc.open_session("global", agent_id="ops")
+        svc.open_session(MANAGER)
         assert svc.watch(MANAGER, "global", target_agent_id="main")
         assert not svc.watch(MANAGER, "global", target_agent_id="ops")
         svc.record_goal_changed("global", summary="goal created", agent_id="main")

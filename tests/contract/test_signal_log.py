@@ -182,6 +182,7 @@ class TestAudienceGate:
     def test_a_watcher_is_enough_for_a_human_message(self, svc: SessionAwareness) -> None:
         """R-L6: a watched session without a parent records human messages."""
         svc.open_session(PEER)
+        svc.open_session(MANAGER)
         svc.watch(MANAGER, PEER)
         assert svc.record_human_direct_message(PEER, channel="telegram") == 1
 

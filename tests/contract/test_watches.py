@@ -40,8 +40,9 @@ class TestExplicitWatch:
     def test_a_watch_starts_at_the_targets_current_head(self, svc: SessionAwareness) -> None:
         """R-W2: registration starts at T's stateVersion; earlier history never notifies."""
         svc.open_session(PEER)
+        svc.open_session(MANAGER)
         svc.open_session("agent:main:worker")
-        svc.watch(MANAGER, "agent:main:worker")  # watcher need not exist to be refused later
+        svc.watch(MANAGER, "agent:main:worker")
         svc.unwatch(MANAGER, "agent:main:worker")
         svc.record_goal_changed("agent:main:worker", summary="goal created")
         svc.record_goal_changed("agent:main:worker", summary="goal updated")
@@ -54,6 +55,7 @@ class TestExplicitWatch:
     def test_registering_again_keeps_a_pending_notice(self, svc: SessionAwareness) -> None:
         """R-W2: if the pair already has a cursor it is left untouched."""
         svc.open_session("agent:main:worker")
+        svc.open_session(PEER)
         assert svc.watch(PEER, "agent:main:worker")
         svc.record_goal_changed("agent:main:worker", summary="goal created")
         assert svc.watch(PEER, "agent:main:worker") is True
@@ -63,6 +65,7 @@ class TestExplicitWatch:
     def test_unwatch_removes_the_cursor_and_its_notices(self, svc: SessionAwareness) -> None:
         """R-W6 (Beyond): an explicit unwatch(W, T) removes the pair's cursor."""
         svc.open_session("agent:main:worker")
+        svc.open_session(PEER)
         svc.watch(PEER, "agent:main:worker")
         svc.record_goal_changed("agent:main:worker", summary="goal created")
         assert svc.unwatch(PEER, "agent:main:worker") is True
@@ -88,6 +91,7 @@ class TestRefusals:
 
     def test_an_unknown_target_is_refused(self, svc: SessionAwareness) -> None:
         """R-W3: a target that resolves to no session is refused."""
+        svc.open_session(MANAGER)
         assert svc.watch(MANAGER, "agent:main:nobody") is False
         assert svc.watch(MANAGER, "nobody") is False
 
@@ -96,6 +100,7 @@ class TestRefusals:
         and only the watcher's own agent's bare session may be watched."""
         svc.open_session("global", agent_id="main")
         svc.open_session("global", agent_id="ops")
+        svc.open_session(MANAGER)
         assert svc.watch(MANAGER, "global") is False
         assert svc.watch(MANAGER, "global", target_agent_id="ops") is False
         assert svc.watch(MANAGER, "global", target_agent_id="main") is True
@@ -121,6 +126,7 @@ class TestRefusals:
         """R-W3: a deleted session no longer resolves."""
         svc.open_session("agent:main:worker")
         svc.delete_session("agent:main:worker")
+        svc.open_session(PEER)
         assert svc.watch(PEER, "agent:main:worker") is False
 
 
@@ -136,6 +142,8 @@ class TestWatchersOfAnEvent:
     def test_every_cursor_holder_and_the_parent_are_told(self, svc: SessionAwareness) -> None:
         """R-W4: the watchers of an event are every cursor holder on T plus T's parent."""
         spawn(svc)
+        svc.open_session(PEER)
+        svc.open_session(OTHER)
         svc.watch(PEER, CHILD)
         svc.watch(OTHER, CHILD)
         svc.record_human_direct_message(CHILD, channel="telegram")
@@ -146,6 +154,7 @@ class TestWatchersOfAnEvent:
         """R-W5: a watcher whose key is the event's actorId is skipped, cursor untouched; the
         event still appears in a later changesSince."""
         spawn(svc)
+        svc.open_session(PEER)
         svc.watch(PEER, CHILD)
         before = cursor(svc, MANAGER, CHILD)
         svc.record_goal_changed(CHILD, summary="goal updated", actor_type="agent", actor_id=MANAGER)

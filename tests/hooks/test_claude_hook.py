@@ -66,6 +66,22 @@ class TestLeadAndWorkers:
         with open_service(database_url) as svc:
             assert svc.session_status(lead_key(WORKER_1))["stateVersion"] == 0
 
+    def test_a_first_prompt_without_a_session_start_drains_without_failing(
+        self, database_url: str, tmp_path: Path
+    ) -> None:
+        """R-L9: the hook opens the session before it drains it, so a prompt in a session the
+        service has never seen (no SessionStart ran) answers nothing and exits 0, rather than
+        meeting `UnknownSessionError`; a sub-agent's stop before its start records nothing
+        and fails nothing either."""
+        state = tmp_path / "state"
+        assert prompt(WORKER_1, database_url, state) is None
+        stop = run_hook(
+            fixture("subagent_stop", session_id=WORKER_1), url=database_url, state_dir=state
+        )
+        assert stop.returncode == 0, stop.stderr
+        with open_service(database_url) as svc:
+            assert svc.drain_notices(lead_key(WORKER_1)) == []
+
 
 class TestSubagents:
     def test_a_subagent_start_is_a_spawn_edge_the_parent_watches(

@@ -112,6 +112,7 @@ class TestLoadsFromSnapshots:
         from a snapshot as the replay has them (value objects, tuples, sets)."""
         svc = open_svc()
         spawn(svc)
+        svc.open_session("agent:ops:main")  # a watcher the service knows (R-L9)
         svc.watch("agent:ops:main", CHILD)
         svc.pin_session(CHILD)
         svc.note_transcript(CHILD, source="claude-code", ref="transcripts/child.jsonl")

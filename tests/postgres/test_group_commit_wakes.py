@@ -34,6 +34,7 @@ def test_a_batch_wakes_another_service_for_each_save_but_not_for_an_ambient_noti
     with open_service(pg_url, **quick) as a, open_service(pg_url, waker=there, **quick) as b:
         children = spawned(a, 4)
         a.open_session(team, kind="group")
+        a.open_session(explicit)  # a watcher the service knows (R-L9)
         a.watch(explicit, team)
         commits = group(a)
         with write_lock_held(a) as release:

@@ -28,6 +28,7 @@ def scenario(url: str) -> dict[str, Any]:
         svc.open_session(MANAGER)
         svc.record_child_spawned(CHILD, parent=MANAGER, run_id="r1")
         for watcher in WATCHERS:
+            svc.open_session(watcher)  # a watcher the service knows (R-L9)
             svc.watch(watcher, CHILD)
         clock.advance(seconds=1)
         sequences = [

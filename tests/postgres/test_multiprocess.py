@@ -119,6 +119,7 @@ def test_a_wide_fan_out_wakes_every_watcher_in_another_service(pg_url: str) -> N
     with open_service(pg_url) as a, open_service(pg_url, waker=there) as b:
         spawn(a)
         for watcher in watchers:
+            a.open_session(watcher)  # a watcher the service knows (R-L9)
             a.watch(watcher, CHILD)
         a.record_human_direct_message(CHILD, channel="chat")
         assert wait_until(lambda: len(there.woken) == len(watchers) + 1)
@@ -141,6 +142,7 @@ def test_an_ambient_notice_publishes_no_wake_to_another_service(pg_url: str, wat
     ):
         a.open_session(team, kind="group")
         for watcher in explicit:
+            a.open_session(watcher)
             a.watch(watcher, team)
         a.record_human_direct_message(team, channel="slack")
         assert wait_until(lambda: len(there.woken) == len(explicit))

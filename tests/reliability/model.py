@@ -267,7 +267,14 @@ class Model:
 
     # -- watches and notices (R-W2, R-W3, R-N1, R-N3) -----------------------------------------
 
+    def known(self, watcher: str) -> None:
+        """R-L9: a key the service has seen: a session of it (deleted too) or a cursor it
+        holds; any other watcher is refused as unknown."""
+        if watcher not in self.sessions and not any(w == watcher for w, _ in self.cursors):
+            raise Unknown(watcher)
+
     def watch(self, watcher: str, target: str) -> bool:
+        self.known(watcher)
         session = self.sessions.get(target)
         if (not may_hold_cursor(watcher, target) or watcher == target or session is None
                 or not session.live):  # fmt: skip
@@ -278,6 +285,7 @@ class Model:
         return True
 
     def unwatch(self, watcher: str, target: str) -> bool:
+        self.known(watcher)
         return self.cursors.pop((watcher, target), None) is not None
 
     def _pending(self, watcher: str) -> list[tuple[str, Cursor]]:
@@ -285,9 +293,11 @@ class Model:
         return sorted(mine, key=lambda item: (item[1].order, item[0]))
 
     def pending(self, watcher: str) -> list[str]:
+        self.known(watcher)
         return [notice(target, cursor.L) for target, cursor in self._pending(watcher)]
 
     def drain(self, watcher: str) -> list[str]:
+        self.known(watcher)
         texts = []
         for target, cursor in self._pending(watcher):
             texts.append(notice(target, cursor.L))

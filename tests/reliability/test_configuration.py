@@ -96,18 +96,23 @@ SECRET = "p#ss/w?rd"  # noqa: S105 -- made up, with the characters that end a UR
 
 class TestPasswords:
     @pytest.mark.parametrize(
-        "url",
+        ("url", "error"),
         [
-            f"postgresql://sa:{SECRET}@127.0.0.1:1/db",
-            f"postgresql://sa:{SECRET}@[::1/db",
-            "postgresql://sa:pw@[::1/db?password=p%23ss%2Fw%3Frd",
-            "postgresql://sa@127.0.0.1:1/db?password=p%23ss%2Fw%3Frd&connect_timeout=1",
+            (f"postgresql://sa:{SECRET}@127.0.0.1:1/db", ConfigurationError),  # not encoded
+            (f"postgresql://sa:{SECRET}@[::1/db", ConfigurationError),
+            ("postgresql://sa:pw@[::1/db?password=p%23ss%2Fw%3Frd", ConfigurationError),
+            (
+                "postgresql://sa@127.0.0.1:1/db?password=p%23ss%2Fw%3Frd&connect_timeout=1",
+                StoreUnavailableError,
+            ),
         ],
     )
     def test_a_password_never_appears_in_an_error_or_a_log(
-        self, url: str, caplog: pytest.LogCaptureFixture
+        self, url: str, error: type[Exception], caplog: pytest.LogCaptureFixture
     ) -> None:
-        with capture_logs() as logs, pytest.raises(ConfigurationError) as raised:
+        """A password never shows, whatever the failure (R-E1: a closed port is a
+        `StoreUnavailableError`, a malformed URL a `ConfigurationError`)."""
+        with capture_logs() as logs, pytest.raises(error) as raised:
             open_service(url)
         text = str(raised.value) + repr(logs) + caplog.text
         for piece in ("p#ss", "w?rd", "p%23ss", "w%3Frd"):
@@ -127,15 +132,20 @@ class TestPasswords:
 
 class TestConnectionFailures:
     def test_the_server_says_why(self, postgres: PostgresCluster) -> None:
-        """A wrong password, a missing database and a closed port each read as such, at once."""
+        """A wrong password, a missing database and a closed port each read as such, at once;
+        the closed port is a `StoreUnavailableError` (retryable), the others refusals of the
+        configuration (R-E1)."""
         wrong = postgres.url.replace(f":{postgres.password}@", ":not-it@")
-        cases = {
-            wrong: f'password authentication failed for user "{postgres.user}"',
-            postgres.url_for("nowhere"): 'database "nowhere" does not exist',
-            "postgresql://sa@127.0.0.1:1/db": "Connection refused",
+        cases: dict[str, tuple[str, type[Exception]]] = {
+            wrong: (
+                f'password authentication failed for user "{postgres.user}"',
+                ConfigurationError,
+            ),
+            postgres.url_for("nowhere"): ('database "nowhere" does not exist', ConfigurationError),
+            "postgresql://sa@127.0.0.1:1/db": ("Connection refused", StoreUnavailableError),
         }
-        for url, cause in cases.items():
-            with pytest.raises(ConfigurationError) as raised:
+        for url, (cause, error) in cases.items():
+            with pytest.raises(error) as raised:
                 open_service(url)
             assert cause in str(raised.value)
             assert "not-it" not in str(raised.value)
@@ -146,18 +156,21 @@ class TestConnectionFailures:
     ) -> None:
         """libpq never echoes the password, so a one-letter one masks nothing in its words: a
         wrong password `p` reads `password authentication failed`, a closed port `port 1`."""
-        cases = {
+        cases: dict[str, tuple[type[Exception], tuple[str, ...]]] = {
             postgres.url.replace(f":{postgres.password}@", ":p@"): (
-                f"port {postgres.port} failed",
-                f'password authentication failed for user "{postgres.user}"',
+                ConfigurationError,
+                (
+                    f"port {postgres.port} failed",
+                    f'password authentication failed for user "{postgres.user}"',
+                ),
             ),
             "postgresql://sa:p@127.0.0.1:1/db?connect_timeout=1": (
-                "port 1 failed",
-                "Connection refused",
+                StoreUnavailableError,
+                ("port 1 failed", "Connection refused"),
             ),
         }
-        for url, causes in cases.items():
-            with pytest.raises(ConfigurationError) as raised:
+        for url, (error, causes) in cases.items():
+            with pytest.raises(error) as raised:
                 open_service(url)
             for cause in causes:
                 assert cause in str(raised.value)

@@ -33,6 +33,7 @@ def build(url: str) -> None:
     with open_service(url) as svc:
         spawn(svc)
         spawn(svc, child=OTHER, run="run-2")
+        svc.open_session(OPS)  # a watcher the service knows (R-L9)
         assert svc.watch(OPS, OTHER)
 
 

@@ -132,6 +132,7 @@ class TestClockSteps:
         """R-R1, R-N4: one reading a year ahead records its signal but its prune refuses to
         remove rows or expire cursors (logged); the pending notice survives."""
         spawn(svc)
+        svc.open_session(PEER)  # a watcher the service knows (R-L9)
         assert svc.watch(PEER, CHILD)
         svc.record_human_direct_message(CHILD, channel="telegram")
         clock.advance(days=365)

@@ -33,6 +33,7 @@ def soak(url: str, per_writer: int, backend: str) -> None:
         spawn(svc)
         spawn(svc, child=OTHER, run="run-2")
         spawn(svc, child=THIRD, run="run-3")
+        svc.open_session(OPS)  # a watcher the service knows (R-L9)
         assert svc.watch(OPS, OTHER) and svc.watch(OPS, THIRD)
     drainers = {watcher: Proc("drain", url, watcher) for watcher in (MANAGER, OPS)}
     writers = [Proc("mix", url, f"w{n}", str(per_writer), str(n), *TARGETS) for n in range(4)]

@@ -164,22 +164,23 @@ SECRET = "Sup3r:S3cr%40t"  # noqa: S105 -- a made-up password with URL metachara
 
 class TestCredentials:
     @pytest.mark.parametrize(
-        "url",
+        ("url", "error"),
         [
-            f"postgresql://sa:{SECRET}@127.0.0.1:1/db?connect_timeout=1",
-            f"postgresql://:{SECRET}@127.0.0.1:1/db?connect_timeout=1",
-            f"postgresql://sa:{SECRET}@127.0.0.1:notaport/db",
-            f"postgresql://sa:{SECRET}@127.0.0.1:1/db?sslmode=disable",
-            f"mysql://sa:{SECRET}@127.0.0.1/db",
-            f"sqlite://sa:{SECRET}@host/sessions.db",
+            (f"postgresql://sa:{SECRET}@127.0.0.1:1/db?connect_timeout=1", StoreUnavailableError),
+            (f"postgresql://:{SECRET}@127.0.0.1:1/db?connect_timeout=1", StoreUnavailableError),
+            (f"postgresql://sa:{SECRET}@127.0.0.1:notaport/db", ConfigurationError),
+            (f"postgresql://sa:{SECRET}@127.0.0.1:1/db?sslmode=disable", StoreUnavailableError),
+            (f"mysql://sa:{SECRET}@127.0.0.1/db", ConfigurationError),
+            (f"sqlite://sa:{SECRET}@host/sessions.db", ConfigurationError),
         ],
     )
     def test_a_password_in_a_url_is_redacted_in_errors_and_logs(
-        self, url: str, caplog: pytest.LogCaptureFixture
+        self, url: str, error: type[Exception], caplog: pytest.LogCaptureFixture
     ) -> None:
-        """A database password never appears in an error message or a log line."""
+        """A database password never appears in an error message or a log line (a closed
+        port is a `StoreUnavailableError`, R-E1)."""
         caplog.set_level(logging.DEBUG)
-        with capture_logs() as logs, pytest.raises(ConfigurationError) as raised:
+        with capture_logs() as logs, pytest.raises(error) as raised:
             open_service(url)
         assert "S3cr" not in str(raised.value)
         assert "S3cr" not in repr(logs) + caplog.text
@@ -233,15 +234,16 @@ class TestClosedService:
             CLOSED_CALLS[name](svc)
 
     def test_a_producer_after_close_returns_none(self, open_svc: Any) -> None:
-        """R-L8: a producer never raises, closed or not; a closed service keeps nothing,
-        since nothing would ever record it, and says so in its log."""
+        """R-L8, R-L9: a producer that is not strict never raises, closed or not; a closed
+        service keeps nothing, since nothing would ever record it, and says so in its log,
+        at WARNING: calling it after `close()` is the caller's mistake."""
         svc = open_svc()
         spawn(svc)
         svc.close()
         with capture_logs() as logs:
             assert svc.record_goal_changed(CHILD, summary="goal updated") is None
-        assert [(e["event"], e["error"]) for e in logs] == [
-            ("signal_record_failed", "the service is closed")
+        assert [(e["event"], e["log_level"], e["detail"]) for e in logs] == [
+            ("signal_rejected", "warning", "the service is closed")
         ]
         assert svc.health()["signals"]["buffered"] == 0
 

@@ -48,6 +48,16 @@ class TestSessionsSpawn:
             }
         ]
 
+    def test_a_strict_service_records_the_edge_as_a_lenient_one_does(
+        self, open_world: WorldFactory
+    ) -> None:
+        """R-L9, R-L5: the tool opens its child under the caller, an open session, so a
+        strict service records the same spawn edge and seeds the caller's cursor."""
+        strict = open_world(strict=True)
+        assert spawn(strict)["childSessionKey"] == CHILD
+        assert [e["kind"] for e in events(strict, CHILD)] == ["child_spawned"]
+        assert cursor(strict, MAIN, CHILD) == (1, 1, 1)
+
     def test_the_spawner_gets_the_validated_request_with_defaults(
         self, world: SessionAwareness, spawner: RecordingSpawner
     ) -> None:

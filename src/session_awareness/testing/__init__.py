@@ -7,7 +7,9 @@
 - The pytest plugin `session_awareness.testing.plugin`, loaded automatically when the package
   is installed: fixtures `awareness_clock`, `awareness_waker`, `awareness_service` (a service on
   a temporary SQLite file) and `awareness_postgres_service` (a service in a schema of its own
-  on a throwaway PostgreSQL server, skipped when no server binaries are found).
+  on a throwaway PostgreSQL server, skipped when no server binaries are found). Both open
+  strict (`open_service(strict=True)`, R-L9): a misspelt key or value raises; a host's
+  `awareness_strict` fixture returning False opens them lenient.
 - `session_awareness.testing.pgcluster.PostgresCluster`: that throwaway server, for tests that
   stop, crash or restart it (needs the `postgres` extra).
 """

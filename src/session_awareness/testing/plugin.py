@@ -7,7 +7,9 @@
         svc.record_human_direct_message(child, channel="telegram")
         assert awareness_waker.woken == ["agent:main:main"]
 
-Every service fixture runs on `awareness_clock` and `awareness_waker` and is closed afterwards.
+Every service fixture runs on `awareness_clock` and `awareness_waker`, opens strict (a typo in
+a key or a value raises, R-L9; override the `awareness_strict` fixture to return False for a
+lenient service) and is closed afterwards.
 """
 
 from __future__ import annotations
@@ -39,12 +41,24 @@ def awareness_waker() -> RecordingWaker:
 
 
 @pytest.fixture
+def awareness_strict() -> bool:
+    """Whether the service fixtures open strict (`open_service(strict=True)`, R-L9): True, so
+    that a host's test fails on a misspelt key or value instead of recording nothing."""
+    return True
+
+
+@pytest.fixture
 def awareness_service(
-    tmp_path: Path, awareness_clock: FakeClock, awareness_waker: RecordingWaker
+    tmp_path: Path,
+    awareness_clock: FakeClock,
+    awareness_waker: RecordingWaker,
+    awareness_strict: bool,
 ) -> Iterator[SessionAwareness]:
     """A service on a new SQLite file in the test's temporary directory."""
     url = "sqlite:///" + str(tmp_path / "session-awareness.db")
-    with open_service(url, clock=awareness_clock, waker=awareness_waker) as svc:
+    with open_service(
+        url, clock=awareness_clock, waker=awareness_waker, strict=awareness_strict
+    ) as svc:
         yield svc
 
 
@@ -75,8 +89,16 @@ def awareness_postgres_url(awareness_postgres_cluster: PostgresCluster) -> str:
 
 @pytest.fixture
 def awareness_postgres_service(
-    awareness_postgres_url: str, awareness_clock: FakeClock, awareness_waker: RecordingWaker
+    awareness_postgres_url: str,
+    awareness_clock: FakeClock,
+    awareness_waker: RecordingWaker,
+    awareness_strict: bool,
 ) -> Iterator[SessionAwareness]:
     """A service in a schema of its own on the throwaway PostgreSQL server."""
-    with open_service(awareness_postgres_url, clock=awareness_clock, waker=awareness_waker) as svc:
+    with open_service(
+        awareness_postgres_url,
+        clock=awareness_clock,
+        waker=awareness_waker,
+        strict=awareness_strict,
+    ) as svc:
         yield svc
