@@ -16,13 +16,13 @@ from uuid import UUID
 
 from session_awareness.application.audit import AUDIT_PAGE_SIZE, KEEP_DIFFERENCES, Audit, Progress
 from session_awareness.application.audit_report import AuditReport
-from session_awareness.application.backlog import SignalBacklog
+from session_awareness.application.backlog import SignalBacklog, Spool, SpoolError
 from session_awareness.application.errors import (
     ConfigurationError,
     StoreUnavailableError,
     raised_from,
 )
-from session_awareness.application.intake import Intake
+from session_awareness.application.intake import CLOSE_MARGIN, Intake
 from session_awareness.application.lifecycle import Lifecycle
 from session_awareness.application.marks import Marks
 from session_awareness.application.ports import (
@@ -40,6 +40,11 @@ from session_awareness.application.ports import (
 )
 from session_awareness.application.queries import Queries
 from session_awareness.application.retention import Maintenance, Retention
+from session_awareness.application.spool import (
+    SignalSpool,
+    default_spool_dir,
+    spool_supported,
+)
 from session_awareness.application.store import SessionStore, log
 from session_awareness.application.transcript_port import TranscriptSession, TranscriptSource
 from session_awareness.application.transcripts import Transcripts
@@ -107,6 +112,7 @@ class SessionAwareness:
         main_key: str = DEFAULT_MAIN_KEY,
         ambient_groups: bool = True,
         transcript_sources: tuple[TranscriptSource, ...] | None = None,
+        spool: Spool | None = None,
     ) -> None:
         #: The write application: the event store, its recorder and the one retry loop.
         self.store = store
@@ -118,7 +124,7 @@ class SessionAwareness:
         self._intake = Intake(
             store,
             self._maintenance,
-            backlog=SignalBacklog(signal_backlog),
+            backlog=SignalBacklog(signal_backlog, spool=spool),
             main_key=main_key,
             ambient_groups=ambient_groups,
         )
@@ -166,6 +172,7 @@ class SessionAwareness:
         self.migrate_read_models()
         self._maintenance.maybe_prune(self.clock())
         self.sweep()
+        self._intake.adopt()  # what services of this store that closed or died left (R-L9)
         feed = getattr(self.store.recorder, "wake_listener", None)
         if feed is not None:
             self._listener = cast(WakeFeed, self.store.recorder).wake_listener(
@@ -201,8 +208,24 @@ class SessionAwareness:
             "backend": self._backend(),
             "store": store,
             "signals": self._intake.backlog.stats(),
+            "spool": self._spool_health(),
             "wakeListener": self._listener.state if self._listener is not None else "off",
         }
+
+    def _spool_health(self) -> dict[str, Any] | None:
+        """Where kept signals outlive the process (R-L9): its file, how many signals it holds
+        for this store (every process's), and how many kept here it could not take; None
+        without a spool."""
+        backlog = self._intake.backlog
+        spool = backlog.spool
+        if spool is None:
+            return None
+        health: dict[str, Any] = {"path": str(spool.path), "unspooled": backlog.unspooled_now()}
+        try:
+            health["signals"] = spool.count()
+        except SpoolError as error:
+            health["signals"], health["error"] = None, str(error)
+        return health
 
     def _backend(self) -> str:
         """`postgresql` or `sqlite`: the store's, whether or not it is open."""
@@ -210,14 +233,26 @@ class SessionAwareness:
 
     def close(self) -> None:
         """Stop the upstream monitor and the wake listener, then release the connections;
-        the service cannot be used afterwards."""
+        the service cannot be used afterwards. Signals still kept after a last try (bounded:
+        at most about the store's `connect_timeout` and a half second more) stay in the
+        spool for the next service of the store, a WARNING `signal_spool_left` says how
+        many (R-L9)."""
+        backlog = self._intake.backlog
+        if not self.closed and backlog.items and not backlog.resting():
+            self._intake.flush_signals(wait=False)  # the store may be back: a last try
         self.stop_upstream_monitor()
         if self._listener is not None:
             self._listener.stop()
             self._listener = None
         self.store.closing.set()
-        self._intake.close()
+        self._intake.close(join=self._call_deadline() + CLOSE_MARGIN)
         self.store.close()
+
+    def _call_deadline(self) -> float:
+        """How long one call to the store may take during an outage (`connect_timeout`)."""
+        datastore = getattr(self.store.recorder, "datastore", None)
+        timeout = getattr(datastore, "connect_timeout", None)
+        return float(timeout) if isinstance(timeout, int | float) else 1.0
 
     def resolve_id(self, key: str, agent_id: str | None = None) -> tuple[SessionRef, UUID]:
         """`resolve` and the session id (a uuid5). Memoised where the answer is a pure
@@ -580,10 +615,14 @@ class SessionAwareness:
         return len(self._intake.backlog)
 
     def flush_signals(self, *, wait: bool = True) -> bool:
-        """Record the signals kept while the store was unreachable, oldest first; False
-        while it still is (R-L8, Beyond). A kept signal the rules now skip is counted as
-        skipped; one that fails for any other reason is dropped (counted and logged).
-        Without `wait`, gives up at once (False) when another thread is flushing."""
+        """Record the signals kept while the store was unreachable, oldest first, and those
+        services of this store that closed or died left in the spool (R-L9); False while it
+        still is unreachable (R-L8, Beyond). A kept signal the rules now skip (a repeat) is
+        counted as skipped; one whose session was deleted meanwhile, or that fails for any
+        other reason, is dropped (counted and logged). Without `wait`, gives up at once
+        (False) when another thread is flushing."""
+        if wait:
+            self._intake.adopt()
         return self._intake.flush_signals(wait=wait)
 
 
@@ -608,6 +647,7 @@ def open_service(
     transcripts: Sequence[TranscriptSource] | None = None,
     main_key: str = DEFAULT_MAIN_KEY,
     ambient_groups: bool = True,
+    spool: str | os.PathLike[str] | bool = True,
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
     `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it.
@@ -620,7 +660,12 @@ def open_service(
     `transcripts` are the sources `sessions_history` reads, in order (default: local Claude
     Code transcripts; `[]`: none). With `ambient_groups`, a human turn on an agent's `group`
     session first gives its main session `agent:<agentId>:<main_key>` an ambient cursor on
-    it, whose notices queue up and never wake (R-W7)."""
+    it, whose notices queue up and never wake (R-W7).
+    `spool` is the folder where signals kept during an outage outlive the process (R-L9):
+    `True` (the default) is `$XDG_STATE_HOME/session-awareness/spool`, else
+    `~/.local/state/session-awareness/spool`; a path is that folder; `False` keeps them in
+    memory only. Each store has its own file there, named by a digest of the store (never
+    its password); an in-memory SQLite store has none."""
     _check_arguments(
         database_url=database_url,
         visibility=visibility,
@@ -630,6 +675,7 @@ def open_service(
         signal_backlog=signal_backlog,
         wake_coalesce_seconds=wake_coalesce_seconds,
         ambient={"main_key": main_key, "ambient_groups": ambient_groups},
+        spool=spool,
     )  # fmt: skip
     sources = _transcript_sources(transcripts) if transcripts is not None else None
     url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
@@ -655,6 +701,7 @@ def open_service(
         main_key=main_key,  # R-W7
         ambient_groups=ambient_groups,
         transcript_sources=sources,
+        spool=_spool_for(spool, url, store),
     )
     service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
     service.canceller = canceller
@@ -682,8 +729,11 @@ def _check_arguments(
     signal_backlog: object,
     wake_coalesce_seconds: object,
     ambient: dict[str, object],
+    spool: object = True,
 ) -> None:
     """`ConfigurationError` for an argument of `open_service` the service cannot use."""
+    if not isinstance(spool, bool | str | os.PathLike) or spool == "":
+        raise ConfigurationError(f"spool must be True, False or a folder, got {spool!r}")
     if not isinstance(ambient["ambient_groups"], bool):
         raise ConfigurationError(
             f"ambient_groups must be a boolean, got {ambient['ambient_groups']!r}"
@@ -720,6 +770,39 @@ def _check_arguments(
         raise ConfigurationError(
             f"wake_coalesce_seconds must be a non-negative number, got {wake_coalesce_seconds!r}"
         )
+
+
+def _spool_for(
+    given: str | os.PathLike[str] | bool, url: str, store: SessionStore
+) -> SignalSpool | None:
+    """The store's spool in the folder `given` names (R-L9); None when disabled, for an
+    in-memory SQLite store, or where files cannot be locked."""
+    identity = store_identity(url)
+    if given is False or identity is None:
+        return None
+    if not spool_supported():  # pragma: no cover -- not POSIX
+        log.warning("signal_spool_unsupported", reason="no file locking on this platform")
+        return None
+    folder = default_spool_dir() if given is True else os.fspath(given)
+    return SignalSpool(folder, identity, to_stored=store.mapper.to_stored_event)
+
+
+def store_identity(url: str) -> str | None:
+    """What names a store on this host, for its spool (R-L9), without any secret: a SQLite
+    file's real path; a PostgreSQL server's user, host, port, database and `schema` (other
+    options and the password aside). None for an in-memory SQLite store."""
+    name = environment_for(url).get("SQLITE_DBNAME")
+    if name is not None:
+        if name.startswith("file:session-awareness-"):
+            return None  # in memory: nothing outlives the process
+        path = unquote(name[5:].partition("?")[0]) if name.startswith("file:") else name
+        return "sqlite:" + os.path.realpath(path)
+    start = url.find("://") + 3
+    at = credentials_end(url)
+    user = "" if at is None else url[start:at].partition(":")[0]
+    place, _, query = url[(start if at is None else at + 1) :].partition("?")
+    schemas = [value for key, value in parse_qsl(query) if key == "schema"]
+    return f"postgresql://{user}@{place}?schema={schemas[-1] if schemas else ''}"
 
 
 def _transcript_sources(given: object) -> tuple[TranscriptSource, ...]:
