@@ -7,12 +7,14 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Self, cast
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
 
 from session_awareness.application.audit import AUDIT_PAGE_SIZE, KEEP_DIFFERENCES, Audit, Progress
 from session_awareness.application.audit_report import AuditReport
@@ -701,7 +703,7 @@ def open_service(
         main_key=main_key,  # R-W7
         ambient_groups=ambient_groups,
         transcript_sources=sources,
-        spool=_spool_for(spool, url, store),
+        spool=spool_for(spool, url, to_stored=store.mapper.to_stored_event),
     )
     service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
     service.canceller = canceller
@@ -772,11 +774,15 @@ def _check_arguments(
         )
 
 
-def _spool_for(
-    given: str | os.PathLike[str] | bool, url: str, store: SessionStore
+def spool_for(
+    given: str | os.PathLike[str] | bool,
+    url: str,
+    *,
+    to_stored: Callable[[Any], StoredEvent] | None = None,
 ) -> SignalSpool | None:
-    """The store's spool in the folder `given` names (R-L9); None when disabled, for an
-    in-memory SQLite store, or where files cannot be locked."""
+    """The store's spool in the folder `given` names (`True`: the default folder, R-L9);
+    None when disabled, for an in-memory SQLite store, or where files cannot be locked.
+    Without `to_stored` (the store's event mapper) it can only be read."""
     identity = store_identity(url)
     if given is False or identity is None:
         return None
@@ -784,7 +790,7 @@ def _spool_for(
         log.warning("signal_spool_unsupported", reason="no file locking on this platform")
         return None
     folder = default_spool_dir() if given is True else os.fspath(given)
-    return SignalSpool(folder, identity, to_stored=store.mapper.to_stored_event)
+    return SignalSpool(folder, identity, to_stored=to_stored)
 
 
 def store_identity(url: str) -> str | None:

@@ -182,7 +182,7 @@ class SignalSpool:
         directory: str | os.PathLike[str],
         identity: str,
         *,
-        to_stored: Callable[[Any], StoredEvent],
+        to_stored: Callable[[Any], StoredEvent] | None = None,
     ) -> None:
         self.directory = Path(directory).expanduser()
         self.identity = identity
@@ -263,7 +263,11 @@ class SignalSpool:
                 raise SpoolError(f"cannot write the spool {self.path}: {error}") from error
 
     def _stored(self, event: Any) -> StoredEvent:
-        return event if isinstance(event, StoredEvent) else self._to_stored(event)
+        if isinstance(event, StoredEvent):
+            return event
+        if self._to_stored is None:
+            raise SpoolError("this spool only reads (it has no event mapper)")
+        return self._to_stored(event)
 
     # -- what the backlog asks ------------------------------------------------------------------
 

@@ -10,6 +10,7 @@
     session-awareness transcript KEY [--limit N] [--offset N] [--include-tools]
     session-awareness audit [--rebuild]
     session-awareness prune [--dry-run] [--retention-days D] [--retention-rows R]
+    session-awareness health [--spool DIR]
     session-awareness upstream scan | adopt KEY --claude-transcript PATH
     session-awareness mcp [--caller KEY] [--visibility V]
     session-awareness hook claude-code [--agent A]
@@ -79,6 +80,7 @@ for command in (
     transcript.transcript,
     audit.audit,
     audit.prune,
+    audit.health,
     extras.upstream,
     extras.adopt,
     extras.tools_schema,

@@ -5,6 +5,7 @@ kept signal whose session was deleted before the flush is dropped (R-L8, item 7)
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -251,3 +252,33 @@ class TestSpoolPlace:
         for bad in (1, "", None, 2.5):
             with pytest.raises(ConfigurationError, match="spool must be"):
                 open_service("sqlite:///:memory:", spool=bad)  # type: ignore[arg-type]
+
+
+class TestSpoolInTheCli:
+    def test_health_shows_the_spool_and_the_signals_waiting_in_it(
+        self,
+        database_url: str,
+        services: list[SessionAwareness],
+        tmp_path: Path,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """R-L9: `session-awareness health` shows the store and this host's spool of it:
+        its file and how many kept signals wait there for the next service."""
+        from session_awareness.infrastructure.cli import main  # noqa: PLC0415
+
+        folder = tmp_path / "spool"
+        svc = open_on(database_url, services, spool=folder)
+        spawn(svc)
+        with unreachable(svc), capture_logs():
+            assert svc.record_goal_changed(CHILD, summary="goal updated") is None
+            svc.close()
+        capsys.readouterr()
+        assert main(["health", "--database-url", database_url, "--spool", str(folder)]) == 0
+        out = capsys.readouterr().out
+        assert "store  ok" in out
+        assert f"{svc.health()['spool']['path']}: 1 kept signal waiting" in out
+        assert main(["health", "--database-url", database_url, "--spool", str(folder),
+                     "--json"]) == 0  # fmt: skip
+        shown = json.loads(capsys.readouterr().out)
+        assert shown["store"] == "ok"
+        assert shown["spool"] == {"path": svc.health()["spool"]["path"], "signals": 1}
