@@ -104,8 +104,9 @@ class Intake:
 
     def adopt(self) -> int:
         """Take over the signals services of this store that closed or died left in the
-        spool (R-L9), before this service's own, and make sure the flusher records them;
-        how many. Never raises: a spool that cannot be read is an ERROR."""
+        spool (R-L9), before this service's own; how many (`flush_signals` records them, or
+        the flusher `ensure_flushing` starts). Never raises: a spool that cannot be read is
+        an ERROR."""
         spool = self.backlog.spool
         if spool is None or self.store.closing.is_set():
             return 0
@@ -118,9 +119,12 @@ class Intake:
             self.backlog.adopt(adopted.items)
         if adopted.broken:
             log.error("signal_spool_unreadable", count=adopted.broken, path=str(spool.path))
-        if adopted.items:
-            self._start_flusher()
         return len(adopted.items)
+
+    def ensure_flushing(self) -> None:
+        """While signals are kept, a background flusher records them as the store answers."""
+        if self.backlog.items:
+            self._start_flusher()
 
     # -- producers (R-L5); never raise (R-L8) -------------------------------------------------
 

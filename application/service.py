@@ -174,7 +174,9 @@ class SessionAwareness:
         self.migrate_read_models()
         self._maintenance.maybe_prune(self.clock())
         self.sweep()
-        self._intake.adopt()  # what services of this store that closed or died left (R-L9)
+        if self._intake.adopt():  # what services of this store that closed or died left
+            self._intake.flush_signals(wait=False)  # before this one records anything (R-L9)
+            self._intake.ensure_flushing()
         feed = getattr(self.store.recorder, "wake_listener", None)
         if feed is not None:
             self._listener = cast(WakeFeed, self.store.recorder).wake_listener(
@@ -623,9 +625,11 @@ class SessionAwareness:
         counted as skipped; one whose session was deleted meanwhile, or that fails for any
         other reason, is dropped (counted and logged). Without `wait`, gives up at once
         (False) when another thread is flushing."""
-        if wait:
-            self._intake.adopt()
-        return self._intake.flush_signals(wait=wait)
+        adopted = self._intake.adopt() if wait else 0
+        flushed = self._intake.flush_signals(wait=wait)
+        if adopted:
+            self._intake.ensure_flushing()
+        return flushed
 
 
 def open_service(

@@ -74,7 +74,8 @@ class TestSpool:
     ) -> None:
         """R-L9: each kept signal is in the spool file when its producer returns; close()
         leaves what it could not record there and says how many at WARNING; the next
-        service of the store records every one, once, in order."""
+        service of the store records every one, once, in order, before `open_service`
+        returns, so its own first signal is recorded at once, after them."""
         first = open_on(database_url, services)
         spawn(first)
         with unreachable(first):
@@ -87,13 +88,13 @@ class TestSpool:
         assert [(e["log_level"], e["count"]) for e in left] == [("warning", 3)]
         assert not [e for e in logs if e["event"] == "signal_backlog_lost"]
 
-        second = open_on(database_url, services)
-        assert wait_until(second.flush_signals)
+        second = open_on(database_url, services)  # records them before it returns
         assert goals(second) == [(2, GOALS[0]), (3, GOALS[1]), (4, GOALS[2])]
         assert second.session_status(CHILD)["stateVersion"] == 4
         signals = second.health()["signals"]
         assert (signals["kept"], signals["flushed"], signals["buffered"]) == (3, 3, 0)
         assert spooled(second) == 0
+        assert second.record_goal_changed(CHILD, summary="goal updated") == 5
         assert_audit_clean(second)
 
     def test_a_crash_between_the_commit_and_the_spools_removal_records_it_once(
