@@ -82,6 +82,7 @@ class Intake:
         self.main_key, self.ambient_groups = main_key, ambient_groups
         self._flusher: threading.Thread | None = None
         self._flusher_lock = threading.Lock()
+        self._closed = False
 
     def close(self, join: float = FLUSHER_JOIN) -> None:
         """Stop the backlog's flusher (the store's `closing` event ends its wait; an attempt
@@ -92,6 +93,9 @@ class Intake:
             flusher = self._flusher
         if flusher is not None and flusher is not threading.current_thread():
             flusher.join(timeout=join)
+        if self._closed:
+            return
+        self._closed = True
         left, unspooled = len(self.backlog), self.backlog.unspooled_now()
         spool = self.backlog.spool
         if spool is not None and left > unspooled:

@@ -793,7 +793,11 @@ def spool_for(
     if not spool_supported():  # pragma: no cover -- not POSIX
         log.warning("signal_spool_unsupported", reason="no file locking on this platform")
         return None
-    folder = default_spool_dir() if given is True else os.fspath(given)
+    try:
+        folder = default_spool_dir() if given is True else os.fspath(given)
+    except (RuntimeError, KeyError) as error:  # no home directory to put it under
+        log.warning("signal_spool_unsupported", reason=f"no home directory: {error}")
+        return None
     return SignalSpool(folder, identity, to_stored=to_stored)
 
 

@@ -49,6 +49,10 @@ def spooled(svc: SessionAwareness) -> int:
         return int(db.execute("SELECT count(*) FROM kept_signals").fetchone()[0])
 
 
+def sqlite_url(folder: Path) -> str:
+    return "sqlite:///" + str(folder / "sessions.db")
+
+
 def goals(svc: SessionAwareness) -> list[tuple[int, str]]:
     return [(e["sequence"], e["summary"]) for e in all_events(svc, CHILD)[1:]]
 
@@ -87,6 +91,9 @@ class TestSpool:
         left = [e for e in logs if e["event"] == "signal_spool_left"]
         assert [(e["log_level"], e["count"]) for e in left] == [("warning", 3)]
         assert not [e for e in logs if e["event"] == "signal_backlog_lost"]
+        with capture_logs() as logs:
+            first.close()  # said once
+        assert not [e for e in logs if e["event"] == "signal_spool_left"]
 
         second = open_on(database_url, services)  # records them before it returns
         assert goals(second) == [(2, GOALS[0]), (3, GOALS[1]), (4, GOALS[2])]
@@ -240,6 +247,23 @@ class TestSpoolPlace:
         assert store_identity("postgresql://me:other@db.local:5433/app?schema=a") == identity
         assert store_identity("postgresql://me@db.local:5433/app?schema=b") != identity
         assert store_identity("sqlite:///:memory:") is None
+
+    def test_without_a_home_directory_the_service_opens_without_a_spool(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-L9: a host with no home directory (a bare service account) still opens; it
+        keeps signals in memory only, and says so."""
+
+        def no_home() -> Path:
+            raise RuntimeError("Could not determine home directory.")
+
+        monkeypatch.delenv("XDG_STATE_HOME")
+        monkeypatch.setattr(Path, "home", staticmethod(no_home))
+        with capture_logs() as logs, open_service(sqlite_url(tmp_path)) as svc:
+            assert svc.health()["spool"] is None
+        assert [e["log_level"] for e in logs if e["event"] == "signal_spool_unsupported"] == [
+            "warning"
+        ]
 
     def test_an_in_memory_store_has_no_spool(self) -> None:
         """R-L9: nothing outlives an in-memory SQLite store: it has no spool."""
