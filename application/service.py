@@ -803,8 +803,9 @@ def spool_for(
 
 def store_identity(url: str) -> str | None:
     """What names a store on this host, for its spool (R-L9), without any secret: a SQLite
-    file's real path; a PostgreSQL server's user, host, port, database and `schema` (other
-    options and the password aside). None for an in-memory SQLite store."""
+    file's real path; a PostgreSQL server's user, host, port, database and `schema`, as the
+    URL writes them (the password and the options that do not change the store aside). None
+    for an in-memory SQLite store."""
     name = environment_for(url).get("SQLITE_DBNAME")
     if name is not None:
         if name.startswith("file:session-awareness-"):
@@ -815,8 +816,16 @@ def store_identity(url: str) -> str | None:
     at = credentials_end(url)
     user = "" if at is None else url[start:at].partition(":")[0]
     place, _, query = url[(start if at is None else at + 1) :].partition("?")
-    schemas = [value for key, value in parse_qsl(query) if key == "schema"]
-    return f"postgresql://{user}@{place}?schema={schemas[-1] if schemas else ''}"
+    where = dict(parse_qsl(query))
+    named = "&".join(f"{key}={where[key]}" for key in _STORE_OPTIONS if key in where)
+    return f"postgresql://{user}@{place}?schema={where.get('schema', '')}" + (
+        f"&{named}" if named else ""
+    )
+
+
+#: The libpq options of a URL that say which server, database or user it reaches (the schema
+#: aside); the others (timeouts, pool sizes, the password) leave the store the same.
+_STORE_OPTIONS = ("host", "hostaddr", "port", "dbname", "user", "service")
 
 
 def _transcript_sources(given: object) -> tuple[TranscriptSource, ...]:

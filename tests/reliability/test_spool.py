@@ -246,6 +246,8 @@ class TestSpoolPlace:
         assert "s3cret" not in spool_name(str(identity))
         assert store_identity("postgresql://me:other@db.local:5433/app?schema=a") == identity
         assert store_identity("postgresql://me@db.local:5433/app?schema=b") != identity
+        socket = "postgresql:///app?host=/run/a&password=s3cret&schema=a"
+        assert store_identity(socket) == "postgresql://@/app?schema=a&host=/run/a"
         assert store_identity("sqlite:///:memory:") is None
 
     def test_without_a_home_directory_the_service_opens_without_a_spool(
