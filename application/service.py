@@ -198,8 +198,9 @@ class SessionAwareness:
 
     def health(self) -> dict[str, Any]:
         """What an operator checks: the backend, the store (`ok`, why it cannot be reached,
-        or `closed` after `close()`), the signal backlog (R-L8) and the wake feed. It answers,
-        never raises."""
+        or `closed` after `close()`), the signal backlog (R-L8), the spool of kept signals
+        (R-L9: `{"path", "signals", "unspooled"}`, None without one) and the wake feed. It
+        answers, never raises."""
         if self.closed:
             store = "closed"
         else:
