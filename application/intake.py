@@ -11,7 +11,12 @@ from datetime import datetime
 from functools import partial
 from typing import cast
 
-from session_awareness.application.backlog import Delivery, SignalBacklog
+from session_awareness.application.backlog import (
+    Delivery,
+    SignalBacklog,
+    SpoolError,
+    SpoolReleasedError,
+)
 from session_awareness.application.errors import (
     AmbiguousSessionError,
     InvalidArgumentError,
@@ -41,8 +46,11 @@ from session_awareness.domain.session import (
 from session_awareness.domain.signals import ActorTypeWord, RunOutcomeWord
 from session_awareness.domain.watch import Via
 
-#: How long closing waits for the backlog's flusher to finish its attempt.
+#: How long closing waits for the backlog's flusher to finish its attempt, at most: an
+#: attempt is bounded by the store's `connect_timeout`, and closing waits that plus a little.
 FLUSHER_JOIN = 5.0
+#: What closing waits beyond the store's `connect_timeout` for the flusher's attempt.
+CLOSE_MARGIN = 0.5
 
 
 class UnknownParentError(UnknownSessionError):
@@ -57,6 +65,11 @@ class LandedAlready(Exception):
     def __init__(self, sequence: int | None) -> None:
         super().__init__(sequence)
         self.sequence = sequence
+
+
+class CannotLandError(Exception):
+    """A kept signal whose session was deleted or is unknown when it is flushed: it can no
+    longer land, and is dropped (counted and logged), not skipped."""
 
 
 class Intake:
@@ -81,13 +94,53 @@ class Intake:
         self.main_key, self.ambient_groups = main_key, ambient_groups
         self._flusher: threading.Thread | None = None
         self._flusher_lock = threading.Lock()
+        self._closed = False
 
-    def close(self) -> None:
-        """Stop the backlog's flusher (the store's `closing` event ends its wait)."""
+    def close(self, join: float = FLUSHER_JOIN) -> None:
+        """Stop the backlog's flusher (the store's `closing` event ends its wait; an attempt
+        under way is waited for, `join` seconds at most), then say what is left: in the
+        spool for the next service of the store (WARNING `signal_spool_left`), or lost with
+        this process when only memory held it (ERROR `signal_backlog_lost`)."""
         with self._flusher_lock:
             flusher = self._flusher
         if flusher is not None and flusher is not threading.current_thread():
-            flusher.join(timeout=FLUSHER_JOIN)
+            flusher.join(timeout=join)
+        if self._closed:
+            return
+        self._closed = True
+        left, unspooled = len(self.backlog), self.backlog.unspooled_now()
+        spool = self.backlog.spool
+        if spool is not None and left > unspooled:
+            log.warning("signal_spool_left", count=left - unspooled, path=str(spool.path))
+        if unspooled:
+            reason = "no spool" if spool is None else "the spool could not take them"
+            log.error("signal_backlog_lost", count=unspooled, reason=reason)
+        if spool is not None:
+            spool.close()
+
+    def adopt(self) -> int:
+        """Take over the signals services of this store that closed or died left in the
+        spool (R-L10), before this service's own; how many (`flush_signals` records them, or
+        the flusher `ensure_flushing` starts). Never raises: a spool that cannot be read is
+        an ERROR."""
+        spool = self.backlog.spool
+        if spool is None or self.store.closing.is_set():
+            return 0
+        with self.backlog.flushing:  # the first kept signal is not being recorded meanwhile
+            try:
+                adopted = spool.adopt()
+            except SpoolError as error:
+                log.error("signal_spool_failed", path=str(spool.path), error=str(error))
+                return 0
+            self.backlog.adopt(adopted.items)
+        if adopted.broken:
+            log.error("signal_spool_unreadable", count=adopted.broken, path=str(spool.path))
+        return len(adopted.items)
+
+    def ensure_flushing(self) -> None:
+        """While signals are kept, a background flusher records them as the store answers."""
+        if self.backlog.items:
+            self._start_flusher()
 
     # -- producers (R-L5); never raise (R-L8) -------------------------------------------------
 
@@ -301,6 +354,9 @@ class Intake:
         """Keep a signal, and make sure a background flusher records the kept ones as soon as
         the store answers (producers never wait for it)."""
         self.backlog.keep(item)
+        self._start_flusher()
+
+    def _start_flusher(self) -> None:
         with self._flusher_lock:
             if self._flusher is None and not self.store.closing.is_set():
                 self._flusher = threading.Thread(
@@ -325,10 +381,12 @@ class Intake:
                 log.error("signal_backlog_flush_failed", error=repr(error))
                 self.backlog.rest()
 
-    def _record_delivery(self, item: Delivery, *, producing: bool = False) -> int | None:
+    def _record_delivery(
+        self, item: Delivery, *, producing: bool = False, kept: bool = False
+    ) -> int | None:
         """Record a delivery; `producing` when a producer's caller waits for it (its
-        unknown key and unknown parent are then the caller's mistakes, R-L9), not when
-        the backlog records what it kept."""
+        unknown key and unknown parent are then the caller's mistakes, R-L9), `kept` when the
+        backlog records what it kept (a session gone meanwhile can no longer land)."""
         now = self.store.clock()
         if item.spawn is not None:
             ref = item.spawn
@@ -336,11 +394,16 @@ class Intake:
                 self.spawn_once, ref=ref, request=item.request, now=now, producing=producing
             )
         else:
-            ref, _ = self.store.resolve_id(item.key, item.agent_id)
+            try:
+                ref, _ = self.store.resolve_id(item.key, item.agent_id)
+            except UnknownSessionError as error:
+                if kept:
+                    raise CannotLandError(f"unknown_session: {error}") from None
+                raise
             record = partial(
                 self.record_once, ref=ref, request=item.request, now=now, refuse=producing
             )
-        if item.unconfirmed:
+        if kept:
             return self.store.run(partial(self._unless_landed, record, ref, item), kept=True)
         return self.store.run(record, kept=True)
 
@@ -355,50 +418,83 @@ class Intake:
         was confirmed, has landed since (ADR 010: recorded once, never twice). Asked in every
         attempt, after the session is loaded: an earlier save that commits after this load
         holds the same version of the session as this attempt's, so this attempt's save loses
-        the race, and the next attempt finds it."""
-        uow.session(ref)
+        the race, and the next attempt finds it. The earlier attempts of a spooled signal
+        include those of a process that ended (R-L10): before this attempt saves, its first
+        event is added to the signal's spool row. A signal whose session was deleted (or is
+        unknown) since it was kept can no longer land (`CannotLandError`)."""
+        session = uow.session(ref)
         for event in item.unconfirmed:
             landed = event_landed(self.store, event)
             if landed is None:
                 raise StoreUnavailableError("whether an earlier attempt landed is unknown")
             if landed:
                 raise LandedAlready(getattr(event, "sequence", None))
-        return record(uow)
+        if item.spawn is None and (session is None or session.deleted):
+            raise CannotLandError("session_deleted" if session else "unknown_session")
+        sequence = record(uow)
+        self._spool_attempt(item, uow)
+        return sequence
+
+    def _spool_attempt(self, item: Delivery, uow: UnitOfWork) -> None:
+        """Add the attempt's first event to the signal's spool row before it saves (R-L10).
+        A row that is no longer this service's stops the attempt; a spool that cannot be
+        written lets it save (only a crash before the row's removal could then repeat it)."""
+        spool, first = self.backlog.spool, uow.first_pending()
+        if spool is None or item.spooled is None or first is None:
+            return
+        try:
+            spool.attempting(item.spooled, first)
+        except SpoolReleasedError:
+            raise
+        except SpoolError as error:
+            log.error("signal_spool_failed", session_key=item.key, kind=item.kind, count=1,
+                      path=str(spool.path), error=str(error))  # fmt: skip
 
     def flush_signals(self, *, wait: bool = True) -> bool:
         """Record the signals kept while the store was unreachable, oldest first; False
-        while it still is (R-L8, Beyond). A kept signal the rules now skip is counted as
-        skipped; one that fails for any other reason is dropped (counted and logged).
-        Without `wait`, gives up at once (False) when another thread is flushing."""
+        while it still is (R-L8, Beyond). A kept signal the rules now skip (a repeat) is
+        counted as skipped; one whose session was deleted meanwhile, or that fails for any
+        other reason, is dropped (counted and logged). Without `wait`, gives up at once
+        (False) when another thread is flushing. Closing stops it: what is left stays in
+        the spool (R-L10)."""
         if not self.backlog.flushing.acquire(blocking=wait):
             return len(self.backlog) == 0
         try:
             if self.backlog.resting():
                 return len(self.backlog) == 0
             while (item := self.backlog.first()) is not None:
-                try:
-                    sequence = self._record_delivery(item)
-                except LandedAlready as landed:  # an earlier attempt's commit landed after all
-                    self.backlog.flushed_first(landed.sequence)
-                    continue
-                except StoreUnavailableError as error:
-                    if error.unconfirmed is not None:
-                        self.backlog.replace_first(item.unconfirmed_too(error.unconfirmed))
-                    self.backlog.rest()
+                if self.store.closing.is_set() or not self._flush_first(item):
                     return False
-                except (UnknownSessionError, AmbiguousSessionError, ValueError) as error:
-                    self.backlog.skipped_first(str(error))
-                    continue
-                except Exception as error:  # noqa: BLE001 -- a kept signal that cannot land
-                    self.backlog.drop_first(repr(error))
-                    continue
-                if sequence is None:
-                    self.backlog.skipped_first("nothing to record")
-                else:
-                    self.backlog.flushed_first(sequence)
             return True
         finally:
             self.backlog.flushing.release()
+
+    def _flush_first(self, item: Delivery) -> bool:
+        """Try the first kept signal once, and count what became of it; False when the
+        flush must stop (the store is unreachable, or the signal is no longer ours)."""
+        try:
+            sequence = self._record_delivery(item, kept=True)
+        except LandedAlready as landed:  # an earlier attempt's commit landed after all
+            self.backlog.flushed_first(landed.sequence)
+        except CannotLandError as error:  # its session went meanwhile (R-L8, R-L10)
+            self.backlog.drop_first(str(error))
+        except SpoolReleasedError:  # closed meanwhile: the next service records it
+            return False
+        except StoreUnavailableError as error:
+            if error.unconfirmed is not None:
+                self.backlog.replace_first(item.unconfirmed_too(error.unconfirmed))
+            self.backlog.rest()
+            return False
+        except (UnknownSessionError, AmbiguousSessionError, ValueError) as error:
+            self.backlog.skipped_first(str(error))
+        except Exception as error:  # noqa: BLE001 -- a kept signal that cannot land
+            self.backlog.drop_first(repr(error))
+        else:
+            if sequence is None:
+                self.backlog.skipped_first("nothing to record")
+            else:
+                self.backlog.flushed_first(sequence)
+        return True
 
     def record_once(
         self,

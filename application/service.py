@@ -14,15 +14,17 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from uuid import UUID
 
+from eventsourcing.persistence import StoredEvent
+
 from session_awareness.application.audit import AUDIT_PAGE_SIZE, KEEP_DIFFERENCES, Audit, Progress
 from session_awareness.application.audit_report import AuditReport
-from session_awareness.application.backlog import SignalBacklog
+from session_awareness.application.backlog import SignalBacklog, Spool, SpoolError
 from session_awareness.application.errors import (
     ConfigurationError,
     StoreUnavailableError,
     raised_from,
 )
-from session_awareness.application.intake import Intake
+from session_awareness.application.intake import CLOSE_MARGIN, Intake
 from session_awareness.application.lifecycle import Lifecycle
 from session_awareness.application.marks import Marks
 from session_awareness.application.ports import (
@@ -40,6 +42,11 @@ from session_awareness.application.ports import (
 )
 from session_awareness.application.queries import Queries
 from session_awareness.application.retention import Maintenance, Retention
+from session_awareness.application.spool import (
+    SignalSpool,
+    default_spool_dir,
+    spool_supported,
+)
 from session_awareness.application.store import SessionStore, log
 from session_awareness.application.transcript_port import TranscriptSession, TranscriptSource
 from session_awareness.application.transcripts import Transcripts
@@ -131,6 +138,7 @@ class SessionAwareness:
         ambient_groups: bool = True,
         transcript_sources: tuple[TranscriptSource, ...] | None = None,
         strict: bool = False,
+        spool: Spool | None = None,
     ) -> None:
         #: The write application: the event store, its recorder and the one retry loop.
         self.store = store
@@ -142,7 +150,7 @@ class SessionAwareness:
         self._intake = Intake(
             store,
             self._maintenance,
-            backlog=SignalBacklog(signal_backlog),
+            backlog=SignalBacklog(signal_backlog, spool=spool),
             main_key=main_key,
             ambient_groups=ambient_groups,
             strict=strict,
@@ -197,6 +205,9 @@ class SessionAwareness:
         self.migrate_read_models()
         self._maintenance.maybe_prune(self.clock())
         self.sweep()
+        if self._intake.adopt():  # what services of this store that closed or died left
+            self._intake.flush_signals(wait=False)  # before this one records anything (R-L10)
+            self._intake.ensure_flushing()
         feed = getattr(self.store.recorder, "wake_listener", None)
         if feed is not None:
             self._listener = cast(WakeFeed, self.store.recorder).wake_listener(
@@ -218,8 +229,9 @@ class SessionAwareness:
 
     def health(self) -> dict[str, Any]:
         """What an operator checks: the backend, the store (`ok`, why it cannot be reached,
-        or `closed` after `close()`), the signal backlog (R-L8) and the wake feed. It answers,
-        never raises."""
+        or `closed` after `close()`), the signal backlog (R-L8), the spool of kept signals
+        (R-L10: `{"path", "signals", "unspooled"}`, None without one) and the wake feed. It
+        answers, never raises."""
         if self.closed:
             store = "closed"
         else:
@@ -232,8 +244,24 @@ class SessionAwareness:
             "backend": self._backend(),
             "store": store,
             "signals": self._intake.backlog.stats(),
+            "spool": self._spool_health(),
             "wakeListener": self._listener.state if self._listener is not None else "off",
         }
+
+    def _spool_health(self) -> dict[str, Any] | None:
+        """Where kept signals outlive the process (R-L10): its file, how many signals it holds
+        for this store (every process's), and how many kept here it could not take; None
+        without a spool."""
+        backlog = self._intake.backlog
+        spool = backlog.spool
+        if spool is None:
+            return None
+        health: dict[str, Any] = {"path": str(spool.path), "unspooled": backlog.unspooled_now()}
+        try:
+            health["signals"] = spool.count()
+        except SpoolError as error:
+            health["signals"], health["error"] = None, str(error)
+        return health
 
     def _backend(self) -> str:
         """`postgresql` or `sqlite`: the store's, whether or not it is open."""
@@ -241,14 +269,26 @@ class SessionAwareness:
 
     def close(self) -> None:
         """Stop the upstream monitor and the wake listener, then release the connections;
-        the service cannot be used afterwards."""
+        the service cannot be used afterwards. Signals still kept after a last try (bounded:
+        at most about the store's `connect_timeout` and a half second more) stay in the
+        spool for the next service of the store, a WARNING `signal_spool_left` says how
+        many (R-L10)."""
+        backlog = self._intake.backlog
+        if not self.closed and backlog.items and not backlog.resting():
+            self._intake.flush_signals(wait=False)  # the store may be back: a last try
         self.stop_upstream_monitor()
         if self._listener is not None:
             self._listener.stop()
             self._listener = None
         self.store.closing.set()
-        self._intake.close()
+        self._intake.close(join=self._call_deadline() + CLOSE_MARGIN)
         self.store.close()
+
+    def _call_deadline(self) -> float:
+        """How long one call to the store may take during an outage (`connect_timeout`)."""
+        datastore = getattr(self.store.recorder, "datastore", None)
+        timeout = getattr(datastore, "connect_timeout", None)
+        return float(timeout) if isinstance(timeout, int | float) else 1.0
 
     def resolve_id(self, key: str, agent_id: str | None = None) -> tuple[SessionRef, UUID]:
         """`resolve` and the session id (a uuid5). Memoised where the answer is a pure
@@ -660,11 +700,17 @@ class SessionAwareness:
         return len(self._intake.backlog)
 
     def flush_signals(self, *, wait: bool = True) -> bool:
-        """Record the signals kept while the store was unreachable, oldest first; False
-        while it still is (R-L8, Beyond). A kept signal the rules now skip is counted as
-        skipped; one that fails for any other reason is dropped (counted and logged).
-        Without `wait`, gives up at once (False) when another thread is flushing."""
-        return self._intake.flush_signals(wait=wait)
+        """Record the signals kept while the store was unreachable, oldest first, and those
+        services of this store that closed or died left in the spool (R-L10); False while it
+        still is unreachable (R-L8, Beyond). A kept signal the rules now skip (a repeat) is
+        counted as skipped; one whose session was deleted meanwhile, or that fails for any
+        other reason, is dropped (counted and logged). Without `wait`, gives up at once
+        (False) when another thread is flushing."""
+        adopted = self._intake.adopt() if wait else 0
+        flushed = self._intake.flush_signals(wait=wait)
+        if adopted:
+            self._intake.ensure_flushing()
+        return flushed
 
 
 def open_service(
@@ -689,6 +735,7 @@ def open_service(
     main_key: str = DEFAULT_MAIN_KEY,
     ambient_groups: bool = True,
     strict: bool = False,
+    spool: str | os.PathLike[str] | bool = True,
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
     `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it.
@@ -705,6 +752,12 @@ def open_service(
     the caller's mistakes as well as logging them (R-L9): for tests and for hosts that would
     rather fail than lose a signal to a typo.
 
+    `spool` is the folder where signals kept during an outage outlive the process (R-L10):
+    `True` (the default) is `$XDG_STATE_HOME/session-awareness/spool`, else
+    `~/.local/state/session-awareness/spool`; a path is that folder; `False` keeps them in
+    memory only. Each store has its own file there, named by a digest of the store (never
+    its password); an in-memory SQLite store has none.
+
     Raises `ConfigurationError` for a malformed URL or option (or credentials, a database
     the server refuses), `StoreUnavailableError` when the server cannot be reached at open
     (connection refused, unknown host, a server starting up or shutting down: worth trying
@@ -720,6 +773,7 @@ def open_service(
         signal_backlog=signal_backlog,
         wake_coalesce_seconds=wake_coalesce_seconds,
         ambient={"main_key": main_key, "ambient_groups": ambient_groups},
+        spool=spool,
     )  # fmt: skip
     sources = _transcript_sources(transcripts) if transcripts is not None else None
     url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
@@ -750,6 +804,7 @@ def open_service(
         ambient_groups=ambient_groups,
         transcript_sources=sources,
         strict=strict,  # R-L9
+        spool=spool_for(spool, url, to_stored=store.mapper.to_stored_event),
     )
     service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
     service.canceller = canceller
@@ -777,8 +832,11 @@ def _check_arguments(
     signal_backlog: object,
     wake_coalesce_seconds: object,
     ambient: dict[str, object],
+    spool: object = True,
 ) -> None:
     """`ConfigurationError` for an argument of `open_service` the service cannot use."""
+    if not isinstance(spool, bool | str | os.PathLike) or spool == "":
+        raise ConfigurationError(f"spool must be True, False or a folder, got {spool!r}")
     if not isinstance(ambient["ambient_groups"], bool):
         raise ConfigurationError(
             f"ambient_groups must be a boolean, got {ambient['ambient_groups']!r}"
@@ -815,6 +873,56 @@ def _check_arguments(
         raise ConfigurationError(
             f"wake_coalesce_seconds must be a non-negative number, got {wake_coalesce_seconds!r}"
         )
+
+
+def spool_for(
+    given: str | os.PathLike[str] | bool,
+    url: str,
+    *,
+    to_stored: Callable[[Any], StoredEvent] | None = None,
+) -> SignalSpool | None:
+    """The store's spool in the folder `given` names (`True`: the default folder, R-L10);
+    None when disabled, for an in-memory SQLite store, or where files cannot be locked.
+    Without `to_stored` (the store's event mapper) it can only be read."""
+    identity = store_identity(url)
+    if given is False or identity is None:
+        return None
+    if not spool_supported():  # pragma: no cover -- not POSIX
+        log.warning("signal_spool_unsupported", reason="no file locking on this platform")
+        return None
+    try:
+        folder = default_spool_dir() if given is True else os.fspath(given)
+    except (RuntimeError, KeyError) as error:  # no home directory to put it under
+        log.warning("signal_spool_unsupported", reason=f"no home directory: {error}")
+        return None
+    return SignalSpool(folder, identity, to_stored=to_stored)
+
+
+def store_identity(url: str) -> str | None:
+    """What names a store on this host, for its spool (R-L10), without any secret: a SQLite
+    file's real path; a PostgreSQL server's user, host, port, database and `schema`, as the
+    URL writes them (the password and the options that do not change the store aside). None
+    for an in-memory SQLite store."""
+    name = environment_for(url).get("SQLITE_DBNAME")
+    if name is not None:
+        if name.startswith("file:session-awareness-"):
+            return None  # in memory: nothing outlives the process
+        path = unquote(name[5:].partition("?")[0]) if name.startswith("file:") else name
+        return "sqlite:" + os.path.realpath(path)
+    start = url.find("://") + 3
+    at = credentials_end(url)
+    user = "" if at is None else url[start:at].partition(":")[0]
+    place, _, query = url[(start if at is None else at + 1) :].partition("?")
+    where = dict(parse_qsl(query))
+    named = "&".join(f"{key}={where[key]}" for key in _STORE_OPTIONS if key in where)
+    return f"postgresql://{user}@{place}?schema={where.get('schema', '')}" + (
+        f"&{named}" if named else ""
+    )
+
+
+#: The libpq options of a URL that say which server, database or user it reaches (the schema
+#: aside); the others (timeouts, pool sizes, the password) leave the store the same.
+_STORE_OPTIONS = ("host", "hostaddr", "port", "dbname", "user", "service")
 
 
 def _transcript_sources(given: object) -> tuple[TranscriptSource, ...]:

@@ -23,7 +23,12 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import InterfaceError, OperationalError, RecordConflictError
+from eventsourcing.persistence import (
+    InterfaceError,
+    OperationalError,
+    RecordConflictError,
+    StoredEvent,
+)
 
 from session_awareness.application.aggregate_cache import AggregateCache
 from session_awareness.application.errors import StoreUnavailableError
@@ -255,10 +260,19 @@ class UnitOfWork:
         """Run `action` once this attempt's save has committed (wakes, logs)."""
         self._after_commit.append(action)
 
+    def _changed(self) -> list[Aggregate]:
+        return [a for a in self._loaded.values() if a is not None and a.pending_events]
+
+    def first_pending(self) -> Any:
+        """The event `save()` would remember as its first (None when nothing is pending):
+        every event of a save commits or none does, so it stands for the whole save."""
+        changed = self._changed()
+        return changed[0].pending_events[0] if changed else None
+
     def save(self) -> None:
         """Save every aggregate with pending events in one atomic save."""
         self._check_open()
-        changed = [a for a in self._loaded.values() if a is not None and a.pending_events]
+        changed = self._changed()
         if changed:
             self.first_event = changed[0].pending_events[0]
             # Notices opened on ambient cursors publish no wake, not even to other
@@ -302,7 +316,8 @@ def event_landed(app: Application[UUID], event: Any) -> bool | None:
     store cannot be asked."""
     if event is None:
         return False
-    expected = app.mapper.to_stored_event(event)
+    # A stored event stands for a domain event of an earlier process (the spool's, R-L10).
+    expected = event if isinstance(event, StoredEvent) else app.mapper.to_stored_event(event)
     try:
         stored = app.recorder.select_events(
             event.originator_id, gt=event.originator_version - 1, lte=event.originator_version

@@ -296,7 +296,9 @@ def _record(
 ) -> list[str]:
     from session_awareness.application import open_service  # noqa: PLC0415 -- the heavy part
 
-    with open_service(database_url) as svc:
+    # The hook keeps what the store refused in its own spool (below, ClaudeState): the
+    # service's would hold it a second time (R-L10).
+    with open_service(database_url, spool=False) as svc:
         for kept in state.take_spooled():
             try:
                 apply(svc, Signal.from_json(kept), agent=agent, drain=False)

@@ -89,3 +89,14 @@ def assert_rebuild_matches(service: SessionAwareness) -> None:
 @pytest.fixture
 def svc(open_svc: ServiceFactory) -> SessionAwareness:
     return open_svc()
+
+
+@pytest.fixture(autouse=True)
+def _own_state_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Each test's spool (R-L10) under a state directory of its own, never the user's: a
+    signal a test keeps is never picked up by another test, nor left behind."""
+    home = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("XDG_STATE_HOME", str(home))
+    return home

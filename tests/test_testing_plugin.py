@@ -42,6 +42,11 @@ def test_each_test_gets_a_fresh_store(awareness_service):
     assert awareness_service.sessions_list() == []
 
 
+def test_the_spool_is_the_tests_own(awareness_service, tmp_path):
+    spool = awareness_service.health()["spool"]
+    assert spool is not None and spool["path"].startswith(str(tmp_path))
+
+
 def test_the_service_is_strict(awareness_service):
     from session_awareness.application import UnknownSessionError
 
@@ -139,10 +144,10 @@ class TestPlugin:
         self, pytester: pytest.Pytester
     ) -> None:
         """`awareness_service` is a service on a new SQLite file per test, on the plugin's
-        clock and waker."""
+        clock and waker, its spool in the test's own directory (R-L10)."""
         pytester.makepyfile(test_host=HOST_TESTS)
         result = pytester.runpytest("-p", "no:cacheprovider")
-        result.assert_outcomes(passed=3)
+        result.assert_outcomes(passed=4)
 
     def test_the_services_open_strict_unless_the_host_says_otherwise(
         self, pytester: pytest.Pytester

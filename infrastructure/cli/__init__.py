@@ -10,6 +10,7 @@
     session-awareness transcript KEY [--limit N] [--offset N] [--include-tools]
     session-awareness audit [--rebuild]
     session-awareness prune [--dry-run] [--retention-days D] [--retention-rows R]
+    session-awareness health [--spool DIR]
     session-awareness upstream scan | adopt KEY --claude-transcript PATH
     session-awareness mcp [--caller KEY] [--visibility V]
     session-awareness console [--host 127.0.0.1] [--port 8765] [--token T]
@@ -59,6 +60,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "history": ("audit", "history", "A session's whole audit trail from the event store: "
                 "signals (pruned ones too), lifecycle events and every cursor transition on it, "
                 "in recording order."),
+    "health": ("audit", "health", "Whether the store answers, and the spool of this host "
+               "(R-L8, R-L10): the signals kept during an outage that wait there for the next "
+               "service of the store."),
     "hook": ("claude", "hook", "Record an agent host's hook event (JSON on stdin)."),
     "install": ("claude", "install", "Set an agent host up to use the service."),
     "list": ("sessions", "list_sessions", "Live sessions, most recently updated first (--json: "

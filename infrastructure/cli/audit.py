@@ -1,4 +1,5 @@
-"""Operating the store: `audit`, `history` and `prune` (R-R1, R-R2, DESIGN D8)."""
+"""Operating the store: `audit`, `history`, `prune` and `health` (R-L8, R-L10, R-R1, R-R2,
+DESIGN D8)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,12 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from session_awareness.application import SessionAwarenessError
 from session_awareness.application.audit import Progress as OnProgress
 from session_awareness.application.audit_report import AuditReport
+from session_awareness.application.backlog import SpoolError
 from session_awareness.application.retention import Retention
+from session_awareness.application.service import spool_for
 from session_awareness.infrastructure.cli.common import (
     counted,
     json_option,
@@ -34,6 +38,9 @@ from session_awareness.infrastructure.cli.common import (
     store_options,
     table,
     when,
+)
+from session_awareness.infrastructure.cli.common import (
+    database_url as url_of,
 )
 from session_awareness.infrastructure.cli.exits import EXIT_FAILURE, EXIT_OK
 from session_awareness.infrastructure.cli.history import describe
@@ -174,3 +181,45 @@ def prune(
             row(out, item["sessionKey"], item["agentId"], item["watermark"])
         show(out)
     return EXIT_OK
+
+
+@click.command()
+@click.option(
+    "--spool",
+    "spool_dir",
+    metavar="DIR",
+    help="The spool folder the host's services use (default: "
+    "$XDG_STATE_HOME/session-awareness/spool, else ~/.local/state/session-awareness/spool).",
+)
+@store_options
+@json_option
+def health(spool_dir: str | None, database_url: str | None, verbose: int, as_json: bool) -> int:
+    """Whether the store answers, and the spool of this host (R-L8, R-L10): the signals
+    kept during an outage that wait there for the next service of the store. Exit 1 when
+    the store does not answer; the spool is read either way."""
+    url = url_of(database_url)
+    spool = spool_for(spool_dir or True, url)
+    waiting: dict[str, Any] | None = None
+    if spool is not None:
+        try:
+            waiting = {"path": str(spool.path), "signals": spool.count()}
+        except SpoolError as error:
+            waiting = {"path": str(spool.path), "signals": None, "error": str(error)}
+    try:
+        with open_store(database_url, verbose=verbose) as svc:
+            report = svc.health()
+    except SessionAwarenessError as error:
+        report = {"backend": url.partition(":")[0], "store": str(error)}
+    result = {"backend": report["backend"], "store": report["store"], "spool": waiting}
+    if as_json:
+        print_json(result)
+    else:
+        line(f"store  {result['store']} ({result['backend']})")
+        if waiting is None:
+            line("spool  none (an in-memory store)")
+        elif waiting["signals"] is None:
+            line(f"spool  {waiting['path']}: cannot be read: {waiting['error']}")
+        else:
+            kept = counted(waiting["signals"], "kept signal")
+            line(f"spool  {waiting['path']}: {kept} waiting for the next service of this store")
+    return EXIT_OK if result["store"] == "ok" else EXIT_FAILURE

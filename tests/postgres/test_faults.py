@@ -290,11 +290,12 @@ class TestRestarts:
 
 
 class TestBacklogCounts:
-    def test_a_kept_signal_the_rules_now_skip_is_counted_as_skipped(
+    def test_a_kept_signal_whose_session_was_deleted_is_counted_as_dropped(
         self, own_cluster: PostgresCluster
     ) -> None:
-        """R-L8: kept = flushed + skipped + dropped (+ buffered); a signal kept during an
-        outage whose session was deleted before it could land is skipped, not flushed."""
+        """R-L8, R-L10: kept = flushed + skipped + dropped (+ buffered); a signal kept during
+        an outage whose session was deleted before it could land can no longer land: it is
+        dropped (issue 38 item 7), not flushed nor skipped."""
         url = f"{own_cluster.url}?schema=skipped&connect_timeout=1"
         with open_service(url) as svc:
             spawn(svc)
@@ -306,7 +307,7 @@ class TestBacklogCounts:
                 svc.delete_session(CHILD)
             assert wait_until(lambda: svc.health()["signals"]["buffered"] == 0, timeout=20)
             assert svc.health()["signals"] == {
-                "buffered": 0, "kept": 1, "flushed": 0, "skipped": 1, "dropped": 0,
+                "buffered": 0, "kept": 1, "flushed": 0, "skipped": 0, "dropped": 1,
             }  # fmt: skip
 
 

@@ -1,7 +1,12 @@
 """A separate OS process for the multi-process tests: `append` records a burst on one session;
 `listen` opens the service with a waker and reports wakes and pending notices as JSON lines.
 
-Run as `python worker.py append URL KEY COUNT GO_FILE` or `python worker.py listen URL WATCHER`.
+`keep` opens the service, waits for a line on stdin (the test stops the server meanwhile),
+records three goal changes the store cannot take, reports what it kept, and waits to be
+killed (R-L10).
+
+Run as `python worker.py append URL KEY COUNT GO_FILE`, `python worker.py listen URL WATCHER`
+or `python worker.py keep URL KEY`.
 """
 
 from __future__ import annotations
@@ -49,6 +54,18 @@ def listen(url: str, watcher: str) -> None:
         done.wait(120)
 
 
+def keep(url: str, key: str) -> None:
+    svc = open_service(url)
+    say(ready=True)
+    sys.stdin.readline()
+    results = [
+        svc.record_goal_changed(key, summary=summary)
+        for summary in ("goal created", "goal updated", "goal cleared")
+    ]
+    say(results=results, kept=svc.kept_signals, spool=svc.health()["spool"])
+    sys.stdin.readline()  # killed meanwhile: never closed
+
+
 if __name__ == "__main__":
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
@@ -57,5 +74,7 @@ if __name__ == "__main__":
     command, url, *rest = sys.argv[1:]
     if command == "append":
         append(url, rest[0], int(rest[1]), Path(rest[2]))
+    elif command == "keep":
+        keep(url, rest[0])
     else:
         listen(url, rest[0])

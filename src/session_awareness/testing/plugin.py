@@ -54,10 +54,15 @@ def awareness_service(
     awareness_waker: RecordingWaker,
     awareness_strict: bool,
 ) -> Iterator[SessionAwareness]:
-    """A service on a new SQLite file in the test's temporary directory."""
+    """A service on a new SQLite file in the test's temporary directory; signals it keeps
+    during an outage are spooled there too, never in the user's state directory (R-L10)."""
     url = "sqlite:///" + str(tmp_path / "session-awareness.db")
     with open_service(
-        url, clock=awareness_clock, waker=awareness_waker, strict=awareness_strict
+        url,
+        clock=awareness_clock,
+        waker=awareness_waker,
+        strict=awareness_strict,
+        spool=tmp_path / "spool",
     ) as svc:
         yield svc
 
@@ -89,16 +94,19 @@ def awareness_postgres_url(awareness_postgres_cluster: PostgresCluster) -> str:
 
 @pytest.fixture
 def awareness_postgres_service(
+    tmp_path: Path,
     awareness_postgres_url: str,
     awareness_clock: FakeClock,
     awareness_waker: RecordingWaker,
     awareness_strict: bool,
 ) -> Iterator[SessionAwareness]:
-    """A service in a schema of its own on the throwaway PostgreSQL server."""
+    """A service in a schema of its own on the throwaway PostgreSQL server; its spool is in
+    the test's temporary directory (R-L10)."""
     with open_service(
         awareness_postgres_url,
         clock=awareness_clock,
         waker=awareness_waker,
         strict=awareness_strict,
+        spool=tmp_path / "spool",
     ) as svc:
         yield svc
