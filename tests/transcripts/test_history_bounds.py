@@ -268,7 +268,7 @@ class TestStablePaging:
     def test_a_before_that_names_no_message_is_refused_naming_the_field(
         self, svc: SessionAwareness, tmp_path: Path
     ) -> None:
-        """R-T4, R-L9: a cursor that names nothing is a caller's mistake, never an empty page."""
+        """R-T4: a cursor that names nothing is a caller's mistake, never an empty page."""
         path = noted(svc, tmp_path / "t.jsonl")
         write(path, row("m01", "message 1"))
         answer = call(svc, before="m99")
