@@ -11,6 +11,7 @@ from starlette.testclient import TestClient
 from session_awareness.application import SessionAwareness
 from session_awareness.infrastructure.console import create_app
 from session_awareness.infrastructure.console.views import session_href, store_head
+from tests.conftest import ServiceFactory
 from tests.console.scenario import (
     BARE,
     CHILD,
@@ -127,6 +128,24 @@ class TestSessionPage:
         assert MANAGER in watchers[: watchers.index("</table>")]
         transitions = html[html.index('id="transitions"') :]
         assert "notice_opened" in transitions and "cursor_seeded" in transitions
+
+    def test_shows_the_watermark_and_history_gap_after_pruning(
+        self, client: TestClient, open_svc: ServiceFactory
+    ) -> None:
+        """R-O1, R-S3: once retention pruned the child's oldest rows, its page names the
+        watermark, starts at the earliest retained sequence and reports the history gap."""
+        pruner = open_svc(retention_rows=2)
+        pruner.prune()
+        watermark = pruner.read_model.session_state(
+            pruner.resolve_id(CHILD)[1], after=None, limit=0
+        ).head.pruned_watermark  # type: ignore[union-attr]
+        assert watermark > 0
+        html = client.get(session_href(CHILD)).text
+        assert f'id="watermark">{watermark}<' in html
+        assert f"history gap: rows up to #{watermark} were pruned" in html
+        assert f"earliest available #{watermark + 1}" in html
+        later = client.get(session_href(CHILD) + f"?since={watermark}").text
+        assert "no history gap" in later
 
     def test_what_a_session_watches(self, client: TestClient) -> None:
         """R-O1: the manager's page lists the cursors it holds, the pending one's notice too."""
