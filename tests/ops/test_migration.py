@@ -141,6 +141,11 @@ PREVIOUS_CURSOR_ROWS = {
 }
 
 
+def redelivered(rows: list[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
+    """The rows after the start-up sweep: each pending notice re-delivered at N = M (R-N6)."""
+    return [(t, ack, m if n > ack else n, m) for t, ack, n, m in rows]
+
+
 def cursor_rows(svc: SessionAwareness, watcher: str) -> list[tuple[str, int, int, int]]:
     rows = svc.read_model.cursors_of_watcher(watcher, pending_only=False)
     return [(r.target_key, r.acknowledged, r.notified, r.material) for r in rows]
@@ -161,14 +166,17 @@ class TestAStoreWithStoredMaterialAdvances:
     def test_its_cursors_and_notices_read_the_same_and_it_audits_clean(
         self, previous: str, clock: FakeClock
     ) -> None:
-        """R-N2, R-W4, R-W5, R-W7: rebuilt on start, every cursor shows the positions the
-        previous version showed (M derived from the targets now), the same notices are
-        pending, and an audit finds the rows equal to a replay."""
+        """R-N2, R-W4, R-W5, R-W7, R-N6: rebuilt on start, every cursor shows the positions
+        the previous version showed (M derived from the targets now), each pending one
+        re-delivered at N = M by the start-up sweep, the same notices are pending, and an
+        audit finds the rows equal to a replay."""
         with capture_logs() as logs:
             svc = open_service(previous, clock=clock)
         try:
             assert len(migrations(logs)) == 1
-            assert {w: cursor_rows(svc, w) for w in PREVIOUS_CURSOR_ROWS} == PREVIOUS_CURSOR_ROWS
+            assert {w: cursor_rows(svc, w) for w in PREVIOUS_CURSOR_ROWS} == {
+                w: redelivered(rows) for w, rows in PREVIOUS_CURSOR_ROWS.items()
+            }
             assert svc.pending_notices(MANAGER) == [since(WORKER, 2), since(GROUP, 0)]
             assert svc.pending_notices(PEER) == [since(WORK, 0)]
             assert svc.pending_notices(LEAD) == [since(WORK, 0)]
@@ -181,32 +189,33 @@ class TestAStoreWithStoredMaterialAdvances:
     def test_its_pending_cursors_drain_and_advance_as_before(
         self, previous: str, clock: FakeClock
     ) -> None:
-        """R-N3: a drain acknowledges N and reopens at the M the old events recorded; later
-        records advance M without a stored cursor event, self-suppressed as before (R-W5)."""
+        """R-N3, R-N6: re-delivered at start at the M the old events recorded, a drain
+        acknowledges up to it; later records advance M without a stored cursor event,
+        self-suppressed as before (R-W5)."""
         with open_service(previous, clock=clock) as svc:
             assert svc.drain_notices(MANAGER) == [since(WORKER, 2), since(GROUP, 0)]
-            assert cursor_rows(svc, MANAGER) == [(WORKER, 4, 7, 7), (GROUP, 1, 2, 2)]
+            assert cursor_rows(svc, MANAGER) == [(WORKER, 7, 7, 7), (GROUP, 2, 2, 2)]
             svc.drain_notices(PEER)
             svc.drain_notices(LEAD)
-            assert cursor_rows(svc, PEER) == [(WORK, 1, 3, 3)]
-            assert cursor_rows(svc, LEAD) == [(WORK, 1, 4, 4)]
-            svc.record_goal_changed(WORK, summary="goal updated", actor_id=PEER)  # 5
-            assert cursor_rows(svc, PEER) == [(WORK, 1, 3, 3)]
-            assert cursor_rows(svc, LEAD) == [(WORK, 1, 4, 5)]
-            svc.drain_notices(PEER)
             assert cursor_rows(svc, PEER) == [(WORK, 3, 3, 3)]
+            assert cursor_rows(svc, LEAD) == [(WORK, 4, 4, 4)]
+            svc.record_goal_changed(WORK, summary="goal updated", actor_id=PEER)  # 5
+            assert cursor_rows(svc, PEER) == [(WORK, 3, 3, 3)]
+            assert cursor_rows(svc, LEAD) == [(WORK, 4, 5, 5)]
             assert svc.pending_notices(PEER) == []
+            svc.drain_notices(LEAD)
+            assert cursor_rows(svc, LEAD) == [(WORK, 5, 5, 5)]
             svc.record_human_direct_message(WORKER, channel="telegram")  # 8
             assert cursor_rows(svc, SYNCED) == [(WORKER, 7, 8, 8)]
-            assert cursor_rows(svc, MANAGER)[0] == (WORKER, 4, 7, 8)
+            assert cursor_rows(svc, MANAGER) == [(GROUP, 2, 2, 2), (WORKER, 7, 8, 8)]
             report = svc.audit()
             assert report.clean, report.as_dict()
 
     def test_its_history_shows_each_stored_material_advance_once(
         self, previous: str, clock: FakeClock
     ) -> None:
-        """R-N2: the previous version's `MaterialAdvanced` events and the steps derived from
-        later signals read alike, each once."""
+        """R-N2, R-N6: the previous version's `MaterialAdvanced` events and the steps derived
+        from later signals read alike, each once; the start-up sweep's re-delivery is a step."""
         with open_service(previous, clock=clock) as svc:
             svc.record_goal_changed(WORKER, summary="goal updated", actor_type="human")  # 8
             steps = [
@@ -223,7 +232,8 @@ class TestAStoreWithStoredMaterialAdvances:
             ("material_advanced", 2, 4, 5),
             ("material_advanced", 2, 4, 6),
             ("material_advanced", 2, 4, 7),
-            ("material_advanced", 2, 4, 8),  # derived: nothing stored for it
+            ("redelivered", 2, 7, 7),  # the start-up sweep: N raised to M (R-N6)
+            ("material_advanced", 2, 7, 8),  # derived: nothing stored for it
         ]
 
 
@@ -246,10 +256,12 @@ class TestAStoreWithOneAcknowledgementPerPair:
     def test_its_cursors_read_the_same_drain_in_one_event_and_it_audits_clean(
         self, before: str, clock: FakeClock
     ) -> None:
-        """R-N3, R-W7: the stored acknowledgements replay as before; a drain now stores one
-        event for all of a watcher's pairs, and a restarted service reads both shapes."""
+        """R-N3, R-W7, R-N6: the stored acknowledgements replay as before; a drain now stores
+        one event for all of a watcher's pairs, and a restarted service reads both shapes."""
         with open_service(before, clock=clock) as svc:
-            assert {w: cursor_rows(svc, w) for w in BEFORE_DRAINS_ROWS} == BEFORE_DRAINS_ROWS
+            assert {w: cursor_rows(svc, w) for w in BEFORE_DRAINS_ROWS} == {
+                w: redelivered(rows) for w, rows in BEFORE_DRAINS_ROWS.items()
+            }
             assert svc.pending_notices(MANAGER) == [since(GROUP, 1), since(WORKER, 5)]
             assert svc.audit().clean
             stored = svc.store.recorder.max_notification_id()
@@ -260,8 +272,8 @@ class TestAStoreWithOneAcknowledgementPerPair:
             svc.record_human_direct_message(WORKER, channel="telegram")  # 7: opens
             svc.record_human_direct_message(GROUP, channel="slack")  # 3: opens, never woken
             assert cursor_rows(svc, MANAGER) == [(WORKER, 6, 7, 7), (GROUP, 2, 3, 3)]
-            svc.drain_notices(LEAD)
-            assert cursor_rows(svc, LEAD) == [(WORK, 1, 3, 3)]
+            svc.drain_notices(LEAD)  # re-delivered at the first start (R-N6)
+            assert cursor_rows(svc, LEAD) == [(WORK, 3, 3, 3)]
             report = svc.audit()
             assert report.clean, report.as_dict()
 
