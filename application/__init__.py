@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from session_awareness.application.errors import (
     AmbiguousSessionError,
     ConfigurationError,
+    ContentionError,
     InvalidArgumentError,
     InvalidChangesSinceError,
     SessionAwarenessError,
@@ -43,6 +44,7 @@ __all__ = [
     "AsyncSessionAwareness",
     "AsyncSessionTools",
     "ConfigurationError",
+    "ContentionError",
     "InvalidArgumentError",
     "InvalidChangesSinceError",
     "SessionAwareness",

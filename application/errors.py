@@ -46,6 +46,17 @@ class ConfigurationError(SessionAwarenessError, ValueError):
     """The service cannot be opened as configured (bad URL, unreachable database)."""
 
 
+class ContentionError(SessionAwarenessError):
+    """A command lost its race against concurrent writers of the same sessions or cursors on
+    every attempt (ADR 004, 027): nothing it decided was saved. Trying again later is safe."""
+
+    def __init__(self, attempts: int, reason: str) -> None:
+        super().__init__(
+            f"gave up after {attempts} attempts lost to concurrent writers: {reason}"
+        )
+        self.attempts = attempts
+
+
 class StoreUnavailableError(SessionAwarenessError):
     """The session store cannot be reached (database down, pool exhausted, timed out)."""
 
