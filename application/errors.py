@@ -51,9 +51,7 @@ class ContentionError(SessionAwarenessError):
     every attempt (ADR 004, 027): nothing it decided was saved. Trying again later is safe."""
 
     def __init__(self, attempts: int, reason: str) -> None:
-        super().__init__(
-            f"gave up after {attempts} attempts lost to concurrent writers: {reason}"
-        )
+        super().__init__(f"gave up after {attempts} attempts lost to concurrent writers: {reason}")
         self.attempts = attempts
 
 
