@@ -15,6 +15,7 @@ from session_awareness.application.errors import (
     InvalidChangesSinceError,
     SessionAwarenessError,
     StoreUnavailableError,
+    StoreVersionError,
     UnknownSessionError,
 )
 from session_awareness.application.service import SessionAwareness, open_service
@@ -50,6 +51,7 @@ __all__ = [
     "SessionAwareness",
     "SessionAwarenessError",
     "StoreUnavailableError",
+    "StoreVersionError",
     "UnknownSessionError",
     "open_async_service",
     "open_service",

@@ -55,6 +55,19 @@ class ContentionError(SessionAwarenessError):
         self.attempts = attempts
 
 
+class StoreVersionError(ConfigurationError):
+    """The store was migrated by a newer version of session-awareness than this one: this
+    process would misread it (a drained cursor as pending, an event it has no class for), so
+    it refuses to open it. Upgrade this process."""
+
+    def __init__(self, found: int, known: int) -> None:
+        super().__init__(
+            f"this store was migrated by a newer session-awareness (store version {found}; "
+            f"this version knows up to {known}): upgrade this process before opening it"
+        )
+        self.found, self.known = found, known
+
+
 class StoreUnavailableError(SessionAwarenessError):
     """The session store cannot be reached (database down, pool exhausted, timed out)."""
 

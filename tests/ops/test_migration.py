@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from session_awareness.application import SessionAwareness, open_service
+from session_awareness.application import (
+    ConfigurationError,
+    SessionAwareness,
+    StoreVersionError,
+    open_service,
+)
+from session_awareness.application.audit import STORE_VERSION
 from tests.conftest import FakeClock, ServiceFactory
 from tests.contract.helpers import CHILD, MANAGER, spawn
 from tests.ops.helpers import copied_store
@@ -297,3 +303,52 @@ class TestAStoreWithOneAcknowledgementPerPair:
             ("acknowledged", 5, 5, 5, False),
             ("acknowledged", 6, 7, 7, True),  # one event for both of the manager's pairs
         ]
+
+
+class TestTheStoreVersionMark:
+    def test_a_store_is_marked_with_the_version_it_was_migrated_to(
+        self, open_svc: ServiceFactory
+    ) -> None:
+        """ADR 032, on both backends: opening marks the store with this version's
+        `STORE_VERSION`; a lower mark never replaces a higher one."""
+        svc = open_svc()
+        assert svc.read_model.store_version() == STORE_VERSION
+        svc.read_model.mark_store_version(STORE_VERSION - 1)
+        assert svc.read_model.store_version() == STORE_VERSION
+
+    def test_a_store_a_newer_version_migrated_is_refused_in_one_line(
+        self, open_svc: ServiceFactory
+    ) -> None:
+        """ADR 032, on both backends: a process of an older version refuses, with one clear
+        line, a store a newer version marked, instead of reading it (drained cursors as
+        pending, events it has no class for); the mark is left as it was."""
+        svc = open_svc()
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="telegram")
+        svc.drain_notices(MANAGER)
+        recorder: Any = svc.store.recorder
+        with recorder.datastore.transaction(commit=True) as c:
+            c.execute(recorder.sql("UPDATE {s}session_awareness_marks SET value = 99"))
+        svc.close()
+        with capture_logs() as logs, pytest.raises(StoreVersionError) as raised:
+            open_svc()
+        message = str(raised.value)
+        assert isinstance(raised.value, ConfigurationError)
+        assert "\n" not in message and "newer" in message and "99" in message
+        assert (raised.value.found, raised.value.known) == (99, STORE_VERSION)
+        assert [e["found"] for e in logs if e["event"] == "store_version_refused"] == [99]
+        assert migrations(logs) == []
+
+    def test_a_store_of_the_previous_version_is_marked_once_migrated(
+        self, tmp_path: Path, clock: FakeClock
+    ) -> None:
+        """ADR 032: a store written before the mark has none; its first open migrates it and
+        marks it, the next open finds it marked and writes nothing."""
+        previous = copied_store(PREVIOUS_STORE, tmp_path)
+        with capture_logs() as logs, open_service(previous, clock=clock) as svc:
+            assert svc.read_model.store_version() == STORE_VERSION
+        marked = [e for e in logs if e["event"] == "store_version_marked"]
+        assert [(e["version"], e["was"]) for e in marked] == [(STORE_VERSION, None)]
+        with capture_logs() as logs, open_service(previous, clock=clock):
+            pass
+        assert [e for e in logs if e["event"] == "store_version_marked"] == []
