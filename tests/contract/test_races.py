@@ -44,3 +44,41 @@ class TestACommandThatKeepsLosing:
         assert rows[CHILD]["pinned"] is False
         assert svc.session_status(CHILD)["stateVersion"] == 5
         assert svc.pin_session(CHILD) is True
+
+
+A, B = "agent:main:subagent:a", "agent:main:subagent:b"
+
+
+def parents(svc: Any) -> dict[str, str | None]:
+    return {row["sessionKey"]: row.get("parentSessionKey") for row in svc.sessions_list()}
+
+
+class TestSpawnEdgesRacing:
+    def test_two_processes_never_close_a_parent_cycle(
+        self, open_svc: ServiceFactory, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-T3, on both backends: one process records A as B's parent while another, between
+        its read and its save, records B as A's parent. Each checked its own edge against
+        the ancestry it read; the first to save wins and the other is refused on fresh state
+        (logged `signal_rejected`, `parent_cycle`): the sessions never form a cycle."""
+        first, second = open_svc(), open_svc()
+        first.open_session(A)
+        first.open_session(B)
+        save, raced = UnitOfWork.save, []
+
+        def racing(uow: Any) -> None:
+            if uow._app is first.store and not raced:  # once, between read and save
+                raced.append(second.record_child_spawned(A, parent=B, run_id="run-a"))
+            save(uow)
+
+        monkeypatch.setattr(UnitOfWork, "save", racing)
+        with capture_logs() as logs:
+            recorded = first.record_child_spawned(B, parent=A, run_id="run-b")
+        monkeypatch.undo()
+        assert raced == [1]  # the other process's edge landed first
+        assert recorded is None
+        refused = [e for e in logs if e["event"] == "signal_rejected"]
+        assert [(e["session_key"], e["reason"]) for e in refused] == [(B, "parent_cycle")]
+        assert parents(first)[A] == B
+        assert parents(first)[B] is None
+        assert first.audit().clean
