@@ -86,7 +86,8 @@ class BulkWrites(ReadModelWrites):
                     self.notice_opened(c, change.watch_id)  # type: ignore[union-attr]
         self.check_no_cursor_behind(c, changes)
         self.check_cursors_held(c, changes)
-        self.check_sessions_held(c, held)
+        if held:  # a spawn's or an open's: the others pay nothing, not even the call
+            self.check_sessions_held(c, held)
 
     def check_no_cursor_behind(self, c: Any, changes: Sequence[p.RowChange]) -> None:
         """Refuse, as a conflict the service retries, a save that leaves a cursor it touched

@@ -129,7 +129,8 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         projected = save.kwargs.get("projected_events")
         if projected:
             changes = p.project(list(zip(ids, projected, strict=True)))
-            held = held_before(save.kwargs.get("held_sessions", ()), ids)
+            holds = save.kwargs.get("held_sessions")
+            held = held_before(holds, ids) if holds else ()
             self.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()), held)
         if savepoint:
             rows.sql.append("RELEASE SAVEPOINT save")
@@ -169,7 +170,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                         raise RuntimeError("the event store returned no notification ids")
                     if projected_events:
                         changes = p.project(list(zip(ids, projected_events, strict=True)))
-                        held = held_before(held_sessions, ids)
+                        held = held_before(held_sessions, ids) if held_sessions else ()
                         self.apply_inline(_Pipelined(curs), changes, quiet_notices, held)
                     curs.execute("COMMIT")
                     pipeline.sync()

@@ -175,7 +175,7 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
                             if ids is None or len(ids) != len(stored_events):
                                 raise RuntimeError("the event store returned no notification ids")
                             changes = p.project(list(zip(ids, projected_events, strict=True)))
-                            held = held_before(held_sessions, ids)
+                            held = held_before(held_sessions, ids) if held_sessions else ()
                             self.apply_inline(curs, changes, quiet_notices, held)
                         pipeline.sync()  # surface the rows' errors before COMMIT
                     except Exception as error:  # noqa: BLE001 -- re-raised below

@@ -122,7 +122,7 @@ class SQLiteReadModelRecorder(JoinedSessionState, ReadModelStore, SQLiteApplicat
             if notification_ids is None:  # the SQLite recorder always returns them
                 raise RuntimeError("the event store returned no notification ids")
             positions = list(zip(notification_ids, projected_events, strict=True))
-            held = held_before(held_sessions, notification_ids)
+            held = held_before(held_sessions, notification_ids) if held_sessions else ()
             self.apply_inline(c, p.project(positions), quiet_notices, held)
         return notification_ids
 
