@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.application.lifecycle import remove_cursors
 from session_awareness.application.store import SessionStore
 from session_awareness.application.unit_of_work import UnitOfWork
@@ -131,12 +132,24 @@ class Maintenance:
         watchers = [
             w for w in self.store.read_model.watchers_with_pending() if not self._is_gone(w)
         ]
-        redelivered = sum(self._redeliver(w) for w in watchers) if redeliver else 0
+        redelivered = self._redeliver_all(watchers) if redeliver else 0
         # A watcher whose pending notices are all ambient is not woken (R-W7).
         loud = [w for w in watchers if not is_subagent(w) and self._has_loud_notice(w)]
         woken = self.store.wake(loud, coalesce=False)
         log.info("notices_swept", watchers=len(watchers), woken=woken, redelivered=redelivered)
         return woken
+
+    def _redeliver_all(self, watchers: list[str]) -> int:
+        """Re-deliver each watcher's notices; a store that cannot be written (a read-only
+        file) keeps them as they are, logged once."""
+        redelivered = 0
+        for watcher in watchers:
+            try:
+                redelivered += self._redeliver(watcher)
+            except StoreUnavailableError as error:
+                log.warning("notices_not_redelivered", watcher=watcher, error=str(error))
+                break
+        return redelivered
 
     def _redeliver(self, watcher: str) -> int:
         """Raise N to M on each of the watcher's pending notices with material past N, in one

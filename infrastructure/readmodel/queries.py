@@ -163,7 +163,14 @@ class ReadModelQueries(Rendered):
         return bool(self.fetch(_OUTDATED, (INDEXED,)))
 
     def store_version(self) -> int | None:
-        rows = self.fetch_tuples(_MARK, (STORE_VERSION_MARK,))
+        try:
+            rows = self.fetch_tuples(_MARK, (STORE_VERSION_MARK,))
+        except Exception as error:
+            # Only a store older than the mark lacks its table (one opened read-only, which
+            # creates nothing): unmarked.
+            if "no such table: session_awareness_marks" in str(error):
+                return None
+            raise
         return int(rows[0][0]) if rows else None
 
     def mark_store_version(self, version: int) -> None:

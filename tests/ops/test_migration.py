@@ -3,6 +3,7 @@ store on start, and it audits clean (R-R2)."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -352,3 +353,24 @@ class TestTheStoreVersionMark:
         with capture_logs() as logs, open_service(previous, clock=clock):
             pass
         assert [e for e in logs if e["event"] == "store_version_marked"] == []
+
+    def test_a_read_only_open_of_an_unmarked_store_changes_nothing(
+        self, tmp_path: Path, clock: FakeClock
+    ) -> None:
+        """ADR 031, ADR 032: a store of the version before the mark (no marks table) with a
+        notice to re-deliver opens read-only (`?mode=ro` creates and writes nothing): it is
+        taken as unmarked, and its notice stays as it was, logged `notices_not_redelivered`."""
+        path = tmp_path / "sessions.db"
+        with open_service(f"sqlite:///{path}", clock=clock) as svc:
+            spawn(svc)
+            svc.record_human_direct_message(CHILD, channel="telegram")  # 2: opens
+            svc.record_human_direct_message(CHILD, channel="telegram")  # 3
+        with sqlite3.connect(path) as conn:
+            conn.execute("DROP TABLE session_awareness_marks")
+        before = path.read_bytes()
+        with capture_logs() as logs, open_service(f"sqlite:///{path}?mode=ro", clock=clock) as svc:
+            assert svc.read_model.store_version() is None
+            assert cursor_rows(svc, MANAGER) == [(CHILD, 1, 2, 3)]
+            assert svc.pending_notices(MANAGER) == [since(CHILD, 1)]
+        assert [e["watcher"] for e in logs if e["event"] == "notices_not_redelivered"] == [MANAGER]
+        assert path.read_bytes() == before
