@@ -25,7 +25,7 @@ from session_awareness.application.errors import (
 )
 from session_awareness.application.history import history_entries, watchers_named
 from session_awareness.application.invariants import Invariants
-from session_awareness.application.ports import AuditView, ReplayTarget
+from session_awareness.application.ports import AuditView, ReadModel, ReplayTarget
 from session_awareness.application.projection import RowChange, project
 from session_awareness.application.replay import EventDecoder
 from session_awareness.application.store import SessionStore, log
@@ -43,6 +43,18 @@ from session_awareness.domain.keys import (
 #: read model whose rows older code would take for something else. 1 was never marked (the
 #: versions before the mark); 2 adds `Drains.Redelivered` (ADR 031).
 STORE_VERSION = 2
+
+
+def check_store_version(read_model: ReadModel) -> int | None:
+    """The store's version mark (None: unmarked); `StoreVersionError` when a newer version
+    than this one marked it (ADR 032): run before anything else reads the store. The error
+    is the one line said: no log besides it."""
+    marked = read_model.store_version()
+    if marked is not None and marked > STORE_VERSION:
+        raise StoreVersionError(marked, STORE_VERSION)
+    return marked
+
+
 #: Stored events per page (at most; a store may read fewer at a time): read, decoded,
 #: checked, projected and written together.
 AUDIT_PAGE_SIZE = 2000
@@ -145,10 +157,7 @@ class Audit:
         marked is refused (`StoreVersionError`) before anything reads it; an unmarked or
         older one is marked with `STORE_VERSION` once migrated (ADR 032)."""
         read_model = self.store.read_model
-        marked = read_model.store_version()
-        if marked is not None and marked > STORE_VERSION:
-            log.error("store_version_refused", found=marked, known=STORE_VERSION)
-            raise StoreVersionError(marked, STORE_VERSION)
+        marked = check_store_version(read_model)
         migrated = read_model.read_models_outdated()
         if migrated:
             report = self.audit(rebuild=True)

