@@ -38,16 +38,16 @@ from session_awareness.domain.keys import (
     watch_id,
 )
 
-#: The store format this version reads and writes (ADR 032), marked in every store it opens.
+#: The store format this version reads and writes (ADR 035), marked in every store it opens.
 #: Raise it with any change an older version would misread: a new stored event class, or a
 #: read model whose rows older code would take for something else. 1 was never marked (the
-#: versions before the mark); 2 adds `Drains.Redelivered` (ADR 031).
+#: versions before the mark); 2 adds `Drains.Redelivered` (ADR 034).
 STORE_VERSION = 2
 
 
 def check_store_version(read_model: ReadModel) -> int | None:
     """The store's version mark (None: unmarked); `StoreVersionError` when a newer version
-    than this one marked it (ADR 032): run before anything else reads the store. The error
+    than this one marked it (ADR 035): run before anything else reads the store. The error
     is the one line said: no log besides it."""
     marked = read_model.store_version()
     if marked is not None and marked > STORE_VERSION:
@@ -155,7 +155,7 @@ class Audit:
         (a read model this version keeps is missing rows): True when it did. Checked on
         every start, so a rebuild that did not finish is done again. A store a newer version
         marked is refused (`StoreVersionError`) before anything reads it; an unmarked or
-        older one is marked with `STORE_VERSION` once migrated (ADR 032)."""
+        older one is marked with `STORE_VERSION` once migrated (ADR 035)."""
         read_model = self.store.read_model
         marked = check_store_version(read_model)
         migrated = read_model.read_models_outdated()

@@ -7,7 +7,7 @@ most one notice at a time and moves only as SPEC §5 allows (R-N2, R-N3, R-N4); 
 cursor on a target is announced in that target's watcher index, which `history` relies on.
 A drain's acknowledgements (ADR 024) move the cursors they name like stored `Acknowledged`
 events, and each must name the version its cursor had (a later cursor event supersedes it);
-a sweep's re-deliveries (ADR 031) keep a pending cursor's L and raise its N (R-N6).
+a sweep's re-deliveries (ADR 034) keep a pending cursor's L and raise its N (R-N6).
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ class Invariants:
                 self._move(position, wid, Watch.Acknowledged, moved)
 
     def _redelivered(self, position: int, wid: UUID, moved: tuple[int, int, int]) -> None:
-        """A sweep's re-delivery (ADR 031): a pending notice keeps its L, N rises to M (R-N6)."""
+        """A sweep's re-delivery (ADR 034): a pending notice keeps its L, N rises to M (R-N6)."""
         before = self.cursors.get(wid)
         if before is not None and not (
             before[1] > before[0] and moved[0] == before[0] and moved[1] >= before[1]

@@ -498,7 +498,7 @@ def _(event: Drains.Drained, position: int) -> list[RowChange]:
 
 @_rows.register
 def _(event: Drains.Redelivered, position: int) -> list[RowChange]:
-    """Each re-delivered notice keeps its place and its L; N moves to M (R-N6, ADR 031). No
+    """Each re-delivered notice keeps its place and its L; N moves to M (R-N6, ADR 034). No
     wake is published: the sweep wakes its watchers itself."""
     at = to_ms(event.timestamp)
     entries = acknowledgements(event)

@@ -124,7 +124,7 @@ class Maintenance:
     def sweep(self, *, redeliver: bool = True) -> int:
         """Startup sweep (R-N6): re-deliver every pending notice, raising its N to its M as
         the reference's sweep re-materializes it (its drain then acknowledges up to M, no
-        follow-up for what its page covers; ADR 031), and wake every non-sub-agent watcher
+        follow-up for what its page covers; ADR 034), and wake every non-sub-agent watcher
         with a pending notice, once, skipping watchers whose session is gone. Returns the
         number of wakes issued. It re-delivers wakes that may have been lost, so it is not
         coalesced (R-N5). Without `redeliver` (the wake feed reconnected, the process kept
@@ -153,7 +153,7 @@ class Maintenance:
 
     def _redeliver(self, watcher: str) -> int:
         """Raise N to M on each of the watcher's pending notices with material past N, in one
-        event on its `Drains` (ADR 031); the number re-delivered so."""
+        event on its `Drains` (ADR 034); the number re-delivered so."""
         rows = self.store.read_model.cursors_of_watcher(watcher, pending_only=True)
         if all(row.material <= row.notified for row in rows):  # M derived (ADR 023)
             return 0

@@ -183,7 +183,7 @@ class SessionAwareness:
         """The store is back: record what was kept, then re-deliver every pending wake,
         since wakes published meanwhile were lost (R-N6, R-N7)."""
         self.flush_signals()
-        self._maintenance.sweep(redeliver=False)  # the process kept its notices (ADR 031)
+        self._maintenance.sweep(redeliver=False)  # the process kept its notices (ADR 034)
 
     def health(self) -> dict[str, Any]:
         """What an operator checks: the backend, the store (`ok`, why it cannot be reached,
@@ -438,7 +438,7 @@ class SessionAwareness:
 
     def sweep(self) -> int:
         """Startup sweep (R-N6): re-deliver every pending notice, its N raised to its M so its
-        drain acknowledges up to M (ADR 031), and wake every non-sub-agent watcher with a
+        drain acknowledges up to M (ADR 034), and wake every non-sub-agent watcher with a
         pending notice, once, skipping watchers whose session is gone. Returns the number of
         wakes issued. It re-delivers wakes that may have been lost, so it is not coalesced
         (R-N5)."""

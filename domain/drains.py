@@ -83,7 +83,7 @@ class Drains(Aggregate):
             aggregate.take(self.entries, self.timestamp)
 
     class Redelivered(Event):
-        """The start-up sweep re-delivered pending notices (R-N6, ADR 031): each entry keeps
+        """The start-up sweep re-delivered pending notices (R-N6, ADR 034): each entry keeps
         its cursor's L and raises N to M, as the reference's sweep re-materializes a notice,
         so the notice's drain acknowledges everything up to M. Not a drain: nothing was
         acknowledged."""

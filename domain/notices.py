@@ -149,7 +149,7 @@ def redeliver(
 ) -> tuple[Drains | None, list[Acknowledgement]]:
     """The start-up sweep's re-delivery of the watcher's pending notices, each given with its
     target's M for the watcher (R-N6): every one with material past its frozen N has N raised
-    to M, L kept, in ONE event on the watcher's `Drains` (ADR 031), so its drain acknowledges
+    to M, L kept, in ONE event on the watcher's `Drains` (ADR 034), so its drain acknowledges
     up to M. Returns the `Drains` to save (None when nothing moved) and the entries."""
     moved = [watch.redelivery(material=held, at=at) for watch, held in pending]
     entries = [entry for entry in moved if entry is not None]

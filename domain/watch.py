@@ -324,7 +324,7 @@ class Watch(Aggregate):
         reference's sweep re-materializes it: L and the notice's text kept, N raised to M
         (`material` being the target's M for this watcher), so draining it acknowledges
         everything up to M and opens no follow-up for what its page already covers. None
-        when N is M already. The watcher's `Drains` stores it (ADR 031)."""
+        when N is M already. The watcher's `Drains` stores it (ADR 034)."""
         if not self.pending:
             raise WatchStateError("no pending notice to re-deliver")
         held = max(self.material, material)

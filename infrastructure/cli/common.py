@@ -145,7 +145,7 @@ def open_store(
                 svc = SessionAwareness(store, retention=retention)
             except Exception as error:
                 raise ConfigurationError(f"cannot open {redact(url)}: {error}") from error
-            try:  # a look without start-up still refuses a newer version's store (ADR 032)
+            try:  # a look without start-up still refuses a newer version's store (ADR 035)
                 check_store_version(svc.read_model)
             except BaseException:
                 svc.close()

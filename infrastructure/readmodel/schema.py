@@ -191,7 +191,7 @@ DERIVED_UPDATED = (
 )
 
 #: The store's marks, by name: `store_version`, the store format the newest version that
-#: opened the store migrated it to (ADR 032). Not a read model: no event writes it, and an
+#: opened the store migrated it to (ADR 035). Not a read model: no event writes it, and an
 #: audit neither compares nor rebuilds it.
 MARKS = Table("session_awareness_marks", (_text("name"), _int("value", NOT_NULL)), key=("name",))
 STORE_VERSION_MARK = "store_version"

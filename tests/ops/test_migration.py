@@ -311,7 +311,7 @@ class TestTheStoreVersionMark:
     def test_a_store_is_marked_with_the_version_it_was_migrated_to(
         self, open_svc: ServiceFactory
     ) -> None:
-        """ADR 032, on both backends: opening marks the store with this version's
+        """ADR 035, on both backends: opening marks the store with this version's
         `STORE_VERSION`; a lower mark never replaces a higher one."""
         svc = open_svc()
         assert svc.read_model.store_version() == STORE_VERSION
@@ -321,7 +321,7 @@ class TestTheStoreVersionMark:
     def test_a_store_a_newer_version_migrated_is_refused_in_one_line(
         self, open_svc: ServiceFactory
     ) -> None:
-        """ADR 032, on both backends: a process of an older version refuses, with one clear
+        """ADR 035, on both backends: a process of an older version refuses, with one clear
         line, a store a newer version marked, instead of reading it (drained cursors as
         pending, events it has no class for); the mark is left as it was."""
         svc = open_svc()
@@ -342,7 +342,7 @@ class TestTheStoreVersionMark:
     def test_a_store_of_the_previous_version_is_marked_once_migrated(
         self, tmp_path: Path, clock: FakeClock
     ) -> None:
-        """ADR 032: a store written before the mark has none; its first open migrates it and
+        """ADR 035: a store written before the mark has none; its first open migrates it and
         marks it, the next open finds it marked and writes nothing."""
         previous = copied_store(PREVIOUS_STORE, tmp_path)
         with capture_logs() as logs, open_service(previous, clock=clock) as svc:
@@ -356,7 +356,7 @@ class TestTheStoreVersionMark:
     def test_a_read_only_open_of_an_unmarked_store_changes_nothing(
         self, tmp_path: Path, clock: FakeClock
     ) -> None:
-        """ADR 031, ADR 032: a store of the version before the mark (no marks table) with a
+        """ADR 034, ADR 035: a store of the version before the mark (no marks table) with a
         notice to re-deliver opens read-only (`?mode=ro` creates and writes nothing): it is
         taken as unmarked, and its notice stays as it was, logged `notices_not_redelivered`."""
         path = tmp_path / "sessions.db"
@@ -377,7 +377,7 @@ class TestTheStoreVersionMark:
     def test_a_look_by_an_older_cli_refuses_a_newer_store_too(
         self, tmp_path: Path, clock: FakeClock, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """ADR 032: the CLI's commands that only look (no start-up) refuse a store a newer
+        """ADR 035: the CLI's commands that only look (no start-up) refuse a store a newer
         version marked as the service's open does: exit 2, one line."""
         path = tmp_path / "sessions.db"
         with open_service(f"sqlite:///{path}", clock=clock) as svc:
