@@ -48,7 +48,7 @@ class ConfigurationError(SessionAwarenessError, ValueError):
 
 class ContentionError(SessionAwarenessError):
     """A command lost its race against concurrent writers of the same sessions or cursors on
-    every attempt (ADR 004, 027): nothing it decided was saved. Trying again later is safe."""
+    every attempt (ADR 027, 036): nothing it decided was saved. Trying again later is safe."""
 
     def __init__(self, attempts: int, reason: str) -> None:
         super().__init__(f"gave up after {attempts} attempts lost to concurrent writers: {reason}")

@@ -6,7 +6,7 @@ proposal's effect can be measured before the lead applies the real change. Every
 checks whether its proposal is active and otherwise does exactly what the original does, so
 `bench.ab` can switch a proposal on and off round by round in one process.
 
-    python -m bench.ab no-grow-only-set --only history
+    python -m bench.ab no-resolved-cache --only history
 """
 
 from __future__ import annotations
@@ -61,21 +61,6 @@ def _no_aggregate_cache() -> None:
             self._cache = None
 
     UnitOfWork.__init__ = __init__  # type: ignore[method-assign]
-
-
-def _no_grow_only_set() -> None:
-    """A session's idempotency keys are a `GrowOnlySet`, copied in O(recent additions); off:
-    every copy is a whole copy, as a plain `set` copies."""
-    from session_awareness.domain.copying import GrowOnlySet  # noqa: PLC0415
-
-    ours = GrowOnlySet.copy
-
-    def copy(self: Any) -> Any:
-        if active("no-grow-only-set"):
-            return GrowOnlySet(frozenset(self))
-        return ours(self)
-
-    GrowOnlySet.copy = copy  # type: ignore[method-assign]
 
 
 def _no_resolved_cache() -> None:
@@ -230,7 +215,6 @@ def _no_prepared_statements() -> None:
 PATCHES: dict[str, Callable[[], None]] = {
     "no-save-override": _no_save_override,
     "no-aggregate-cache": _no_aggregate_cache,
-    "no-grow-only-set": _no_grow_only_set,
     "no-resolved-cache": _no_resolved_cache,
     "no-pg-write-path": _no_pg_write_path,
     "no-bulk-inline": _no_bulk_inline,

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from eventsourcing.domain import Aggregate
 
-from session_awareness.domain.copying import GrowOnlySet, copy_state
+from session_awareness.domain.copying import copy_state
 from session_awareness.domain.keys import SessionRef, is_subagent
 from session_awareness.domain.signals import (
     MAX_SUMMARY_LENGTH,
@@ -150,7 +150,7 @@ class Session(Aggregate):
             aggregate.state_version = self.sequence
             if self.dedupe_key is not None:
                 if len(aggregate.seen) >= RECENT_KEYS:
-                    aggregate.seen = GrowOnlySet()
+                    aggregate.seen = set()
                 aggregate.seen.add(self.dedupe_key)
             if self.KIND.notifies:
                 aggregate.material_moved(self.sequence, self.actor_id, self.timestamp)
@@ -323,7 +323,7 @@ class Session(Aggregate):
         self.pruned_watermark = 0
         self.deleted = False
         self.watchers: dict[str, bool] = {}
-        self.seen = GrowOnlySet()  # the latest idempotency keys recorded (R-L5)
+        self.seen: set[str] = set()  # the latest idempotency keys recorded (R-L5)
         self.upstream: UpstreamLink | None = None
         self.link_generation = 0
 
@@ -346,7 +346,7 @@ class Session(Aggregate):
     def restore_state(cls, state: dict[str, Any]) -> dict[str, Any]:
         """The attributes `snapshot_state` wrote, as the session keeps them."""
         attributes = dict(state)
-        attributes["seen"] = GrowOnlySet(frozenset(state["seen"]))
+        attributes["seen"] = set(state["seen"])
         for name in ("material", "material_other"):  # tuples, stored as JSON's lists
             if name in state:
                 attributes[name] = tuple(state[name])

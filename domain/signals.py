@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -205,15 +204,6 @@ def check_turns(turns: object) -> int | None:
     if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
         raise InvalidSignalError("turns must be a positive integer")
     return turns if turns > 1 else None
-
-
-def is_finite_number(value: object) -> bool:
-    """Whether a value is an int or a finite float (bool excluded)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    return isinstance(value, float) and math.isfinite(value)
 
 
 class InvalidSignalError(ValueError):

@@ -1,7 +1,7 @@
 """Snapshots of aggregates whose state is written out explicitly, in JSON's own types.
 
 The library's `Snapshot.take` stores `vars(aggregate)` as it is, which the JSON transcoder
-cannot always encode (value objects, grow-only sets) or decodes into other types (a tuple
+cannot always encode (value objects, sets) or decodes into other types (a tuple
 comes back a list). An aggregate snapshotted here says what its state is instead:
 `snapshot_state()` gives it in JSON's types, tagged with its `SNAPSHOT_SHAPE`, and
 `restore_state(state)` turns it back into the aggregate's attributes. A snapshot is only a

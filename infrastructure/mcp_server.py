@@ -9,11 +9,13 @@ structured content, flagged `isError` for a typed error.
 Notices are also the resource `session-awareness://notices`. When a notice opens for the caller
 its subscribers are told (`notifications/resources/updated` after `resources/subscribe`, or a
 `subscriptions/listen` stream on the 2026 protocol): at once through the service's waker for
-notices opened here and, on PostgreSQL, by other processes (their NOTIFY, R-N7); on SQLite,
-which has no cross-process wake, by reading the caller's pending notices every `poll_seconds`.
-Whatever path reports it, a notice is announced once: only a notice text not seen pending
-before is news. The SDK points fd 1 at stderr while it serves, and the service's logs go to
-stderr or nowhere, so stdout carries protocol traffic only.
+notices opened here and, on PostgreSQL, by other processes (their NOTIFY, R-N7); and, for the
+notices no wake announces, by reading the caller's pending notices every `poll_seconds`:
+ambient notices (R-W7), which wake no one on either backend, and on SQLite, which has no
+cross-process wake, every notice another process opens. Whatever path reports it, a notice is
+announced once: only a notice text not seen pending before is news (R-M3). The SDK points
+fd 1 at stderr while it serves, and the service's logs go to stderr or nowhere, so stdout
+carries protocol traffic only; stdin is read by `mcp_stdio` (R-M1, R-M2).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 from contextlib import suppress
 from functools import partial
 from pathlib import Path
@@ -32,17 +35,19 @@ import mcp_types as types
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
-from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
 from session_awareness import __version__
+from session_awareness.infrastructure.mcp_stdio import stdio_transport
 from session_awareness.infrastructure.mcp_tools import McpSurface
 from session_awareness.logs import get_logger
 
 log = get_logger()
 
 NOTICES_URI = "session-awareness://notices"
+#: `serve_stdio`'s answer when the client ended the session (else the signal's name).
+STDIN_CLOSED = "stdin_closed"
 RESOURCE_NOT_FOUND = -32002
 INSTRUCTIONS = (
     "Session awareness: when another actor (a human, another agent) changes a session you "
@@ -203,17 +208,34 @@ async def serve_stdio(
     poll_seconds: float | None,
     hook_socket: Path | None = None,
     database_url: str | None = None,
-) -> None:
-    """Serve until the client closes stdin; with `hook_socket`, also take this Claude Code
-    process's hook signals there (`infrastructure/claude_relay.py`)."""
+) -> str:
+    """Serve until the client closes stdin or the process gets SIGINT or SIGTERM (Claude Code
+    sends SIGINT at every session end and waits), then return at once, so the caller closes
+    the store: why it stopped, `STDIN_CLOSED` or the signal's name. With `hook_socket`,
+    also take this Claude Code process's hook signals there (`infrastructure/claude_relay.py`).
+    """
     feed = NoticeFeed(surface, relay, poll_seconds=poll_seconds)
     server = build_server(surface, feed)
-    async with stdio_server() as (read, write), anyio.create_task_group() as tasks:
+    stopped = STDIN_CLOSED
+    async with stdio_transport() as (read, write), anyio.create_task_group() as tasks:
         tasks.start_soon(feed.run)
         if hook_socket is not None:
             tasks.start_soon(partial(serve_hooks, surface, hook_socket, database_url))
-        await server.run(read, write, server.create_initialization_options())
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with anyio.create_task_group() as serving:
+
+                async def until_signal() -> None:
+                    nonlocal stopped
+                    async for number in signals:
+                        stopped = signal.Signals(number).name
+                        serving.cancel_scope.cancel()
+
+                serving.start_soon(until_signal)
+                await server.run(read, write, server.create_initialization_options())
+                serving.cancel_scope.cancel()
         tasks.cancel_scope.cancel()
+    log.info("mcp_server_stopped", reason=stopped)
+    return stopped
 
 
 async def serve_hooks(surface: McpSurface, path: Path, database_url: str | None) -> None:

@@ -27,7 +27,7 @@ from session_awareness.application.tools.errors import (
     shown,
     unknown_tool,
 )
-from session_awareness.application.tools.inputs import SessionKey, ToolInput
+from session_awareness.application.tools.inputs import CURRENT, SessionKey, ToolInput
 from session_awareness.application.tools.schema import parameters_schema, tool_schemas
 from session_awareness.application.tools.visibility import Visibility
 from session_awareness.domain.keys import InvalidKeyError, check_key
@@ -57,11 +57,15 @@ class SessionNoticesInput(ToolInput):
 
 
 class SessionWatchInput(ToolInput):
-    session_key: SessionKey = Field(alias="sessionKey", description="The session to watch.")
+    session_key: SessionKey = Field(
+        alias="sessionKey", description='The session to watch; "current" is your own.'
+    )
 
 
 class SessionUnwatchInput(ToolInput):
-    session_key: SessionKey = Field(alias="sessionKey", description="The session to stop watching.")
+    session_key: SessionKey = Field(
+        alias="sessionKey", description='The session to stop watching; "current" is your own.'
+    )
 
 
 EXTRA_TOOLS: dict[str, Tool] = {
@@ -199,6 +203,9 @@ class McpSurface:
         return {"sessionKey": row.key, "unwatched": removed}
 
     def _visible(self, key: str, caller: str) -> Any:
+        """The visible session a key names; "current" is the caller, as in every session
+        tool (a watch of it is the refused self-watch, R-W3)."""
+        key = caller if key == CURRENT else key
         return Visibility.of(self.svc, self.svc.visibility, caller).find(self.svc, key)
 
     def pending(self) -> tuple[str | None, list[str]]:

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import click
 import psycopg
 import pytest
 import structlog
@@ -27,6 +28,7 @@ import session_awareness
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.service import DATABASE_URL_ENV, redact
 from session_awareness.application.tools.schema import tool_schemas
+from session_awareness.infrastructure import cli
 from session_awareness.infrastructure.cli import main
 from session_awareness.infrastructure.cli.common import log_level
 from session_awareness.testing.pgcluster import PostgresCluster
@@ -419,6 +421,42 @@ class TestArguments:
         out = capsys.readouterr().out
         assert "demo" in out
         assert "status" in out
+
+    def test_the_listed_line_of_each_command_is_its_own_help(self) -> None:
+        """`--help` lists each command by the line written beside its name (so listing imports
+        no command); that line is the first sentence of the command's own help, and every
+        command is listed."""
+        group = cli.cli
+        ctx = click.Context(group)
+        for name, (_, _, summary) in cli.COMMANDS.items():
+            command = group.get_command(ctx, name)
+            assert command is not None, name
+            assert command.name == name
+            assert command.get_short_help_str(10_000) == summary, name
+
+    @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["status", "--help"]])
+    def test_version_and_help_import_no_more_than_they_need(self, argv: list[str]) -> None:
+        """`--version` and `--help` start without the service: the application layer, the
+        event store library and rich are not imported (a command's own `--help` imports its
+        module, and only that)."""
+        probe = (
+            "import sys\n"
+            "from session_awareness.infrastructure.cli import main\n"
+            f"code = main({argv!r})\n"
+            "heavy = sorted(m for m in ('session_awareness.application', 'eventsourcing',"
+            " 'rich', 'pydantic') if m in sys.modules)\n"
+            "print('HEAVY', heavy, file=sys.stderr)\n"
+            "raise SystemExit(code)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        heavy = done.stderr.rsplit("HEAVY ", 1)[1].strip()
+        if argv[0] == "status":
+            assert "session_awareness.application" in heavy  # its module was loaded
+        else:
+            assert heavy == "[]"
 
 
 class TestServiceLogs:

@@ -1,8 +1,10 @@
 """The documents a clone holds: every rule id cited anywhere is defined in docs/rules.md, and
-every relative link of the README and docs/ resolves."""
+every relative link of the README and docs/ resolves; every ADR has a status, is short and is
+in the index."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
@@ -41,9 +43,9 @@ class TestRules:
         assert undefined == {}
 
     def test_every_rule_is_defined_exactly_once(self) -> None:
-        """The families and their counts: K 3, L 8, W 7, N 7, S 5, R 3, C 2, U 5, T 3."""
+        """The families and their counts: K 3, L 8, W 7, N 7, S 5, R 3, C 2, U 5, T 3, M 3."""
         ids = re.findall(r"\*\*(R-[A-Z]\d+)\.\*\*", RULES.read_text())
-        families = {"K": 3, "L": 8, "W": 7, "N": 7, "S": 5, "R": 3, "C": 2, "U": 5, "T": 3}
+        families = {"K": 3, "L": 8, "W": 7, "N": 7, "S": 5, "R": 3, "C": 2, "U": 5, "T": 3, "M": 3}
         expected = [f"R-{f}{n}" for f, count in families.items() for n in range(1, count + 1)]
         assert sorted(ids) == sorted(expected)
 
@@ -64,3 +66,101 @@ class TestLinks:
         text = (ROOT / "README.md").read_text()
         assert "../shared" not in text
         assert "docs/rules.md" in text
+
+
+class TestTheApiPage:
+    """docs/api.md is checked against the code, so it cannot drift from it."""
+
+    PAGE = ROOT / "docs" / "api.md"
+
+    def test_every_parameter_the_page_names_is_the_calls_own(self) -> None:
+        """A call written out as `name(parameters)` names only parameters the method (or
+        `open_service`) has, spelled as the code spells them."""
+        from session_awareness.application import SessionAwareness, open_service  # noqa: PLC0415
+
+        wrong = []
+        for name, arguments in re.findall(r"`(\w+)\(([^`]*)\)`", self.PAGE.read_text()):
+            call = open_service if name == "open_service" else getattr(SessionAwareness, name, None)
+            if call is None or "…" in arguments:
+                continue
+            named = {
+                part.split("=")[0].strip()
+                for part in arguments.split(",")
+                if part.strip() not in ("", "*")
+            }
+            real = set(inspect.signature(call).parameters) - {"self"}
+            wrong += [f"{name}({parameter})" for parameter in sorted(named - real)]
+        assert wrong == []
+
+    def test_every_option_of_open_service_is_documented(self) -> None:
+        """Each keyword of `open_service` is named on the API page or a page it links to."""
+        from session_awareness.application import open_service  # noqa: PLC0415
+
+        pages = " ".join(path.read_text() for path in (ROOT / "docs").glob("*.md"))
+        missing = [
+            name
+            for name in inspect.signature(open_service).parameters
+            if not re.search(rf"`{name}[`=(]|\b{name}=", pages)
+        ]
+        assert missing == []
+
+    def test_the_readme_reads_in_minutes(self) -> None:
+        """The README stays an introduction: at most 250 lines, the reference in docs/."""
+        assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+
+
+ADRS = ROOT / "docs" / "adr"
+#: The status line every ADR carries under its title.
+ADR_STATUS = re.compile(
+    r"\*\*Status:\*\* (accepted( \(\d{4}-\d{2}-\d{2}\))?"
+    r"|(superseded|amended) by ADR \d{3}(, ADR \d{3})*|proposed)"
+)
+#: About 400 words, as `wc -w` counts them, with room for a table's pipes.
+ADR_MAX_WORDS = 450
+
+
+def adrs() -> list[Path]:
+    return sorted(ADRS.glob("[0-9][0-9][0-9]-*.md"))
+
+
+class TestDecisionRecords:
+    """docs/adr: a newcomer reads each decision in minutes and sees whether it still holds."""
+
+    def test_every_adr_opens_with_its_title_and_a_status_line(self) -> None:
+        """Title line `# NNN. …` (NNN its file's number), then one status of the allowed forms."""
+        wrong = []
+        for path in adrs():
+            lines = [line for line in path.read_text().splitlines() if line.strip()]
+            title_ok = lines[0].startswith(f"# {path.name[:3]}. ")
+            if not title_ok or not ADR_STATUS.fullmatch(lines[1]):
+                wrong.append(f"{path.name}: {lines[:2]}")
+        assert adrs() and wrong == []
+
+    def test_a_later_adr_is_named_by_a_status(self) -> None:
+        """`superseded by` / `amended by` name ADRs that exist and come later."""
+        numbers = {path.name[:3] for path in adrs()}
+        wrong = []
+        for path in adrs():
+            status = next(line for line in path.read_text().splitlines() if "**Status:**" in line)
+            for later in re.findall(r"ADR (\d{3})", status):
+                if later not in numbers or later <= path.name[:3]:
+                    wrong.append(f"{path.name}: ADR {later}")
+        assert wrong == []
+
+    def test_every_adr_is_about_four_hundred_words_at_most(self) -> None:
+        """Counted as `wc -w` counts: whitespace-separated tokens."""
+        long = {p.name: n for p in adrs() if (n := len(p.read_text().split())) > ADR_MAX_WORDS}
+        assert long == {}
+
+    def test_the_index_lists_every_adr_and_its_links_resolve(self) -> None:
+        """docs/adr/README.md links each ADR file once, with the status the ADR states."""
+        index = (ADRS / "README.md").read_text()
+        targets = LINK.findall(index)
+        assert all((ADRS / t.split("#")[0]).resolve().exists() for t in targets)
+        listed = [t for t in targets if re.fullmatch(r"\d{3}-[^/]+\.md", t)]
+        assert sorted(listed) == [path.name for path in adrs()]
+        for path in adrs():
+            status = ADR_STATUS.search(path.read_text())
+            assert status is not None
+            row = next(line for line in index.splitlines() if f"]({path.name})" in line)
+            assert f"| {status.group(1)} |" in row, path.name

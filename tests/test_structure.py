@@ -25,10 +25,10 @@ def test_a_circle_is_found_when_there_is_one() -> None:
 
 
 def test_the_facade_shows_only_the_documented_api() -> None:
-    """Every public name of `SessionAwareness` is one the README's API documents (as
+    """Every public name of `SessionAwareness` is one docs/api.md documents (as
     `` `name` `` or `` `name(…)` ``), and none comes from the eventsourcing library: the
     write application stays behind `store`."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
     public = {name for name in dir(SessionAwareness) if not name.startswith("_")}
     undocumented = {n for n in public if not re.search(rf"`{re.escape(n)}[`(]", readme)}
     assert undocumented == set()

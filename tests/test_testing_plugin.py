@@ -127,9 +127,9 @@ class TestPlugin:
         result = pytester.runpytest("-p", "no:cacheprovider")
         result.assert_outcomes(passed=1)
 
-    def test_the_readmes_example_passes(self, pytester: pytest.Pytester) -> None:
-        """The test the README shows for hosts runs green as written."""
-        readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    def test_the_docs_example_passes(self, pytester: pytest.Pytester) -> None:
+        """The test docs/api.md shows for hosts runs green as written."""
+        readme = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
         section = readme.split("## Testing a host's integration", 1)[1]
         [example] = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)
         pytester.makepyfile(test_readme=example)

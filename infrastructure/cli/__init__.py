@@ -25,6 +25,7 @@ closed pipe, as in `| head`). Errors are one line on stderr, never a traceback.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
@@ -32,17 +33,48 @@ import sys
 import click
 
 from session_awareness import __version__
-from session_awareness.application import SessionAwarenessError
-from session_awareness.infrastructure.cli import audit, claude, extras, sessions, transcript
-from session_awareness.infrastructure.cli.common import (
+from session_awareness.infrastructure.cli.exits import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     PROG,
-    NoDatabaseError,
 )
-from session_awareness.infrastructure.demo import DatabaseNotEmptyError
+
+#: Every command: its module in this package, the attribute that holds it, and the line
+#: `--help` lists it with (the first sentence of its own help; a test holds them equal). A
+#: command's module, and the service with it, is imported only when that command is run or
+#: asked for its help, so `--version` and `--help` start in the time click takes to import.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "adopt": ("extras", "adopt", "Adopt an upstream thread into session KEY: its new human "
+              "turns become signals (R-U1)."),
+    "audit": ("audit", "audit", "Replay the event store into scratch read models and compare "
+              "them with the live ones, row by row; exit 1 when anything differs or a recorded "
+              "fact breaks a rule."),
+    "demo": ("extras", "demo", "Tell the whole story on a fresh database, as a timeline."),
+    "history": ("audit", "history", "A session's whole audit trail from the event store: "
+                "signals (pruned ones too), lifecycle events and every cursor transition on it, "
+                "in recording order."),
+    "hook": ("claude", "hook", "Record an agent host's hook event (JSON on stdin)."),
+    "install": ("claude", "install", "Set an agent host up to use the service."),
+    "list": ("sessions", "list_sessions", "Live sessions, most recently updated first (--json: "
+             "the sessions_list tool's rows)."),
+    "mcp": ("claude", "mcp", "Serve the session tools over MCP on stdin/stdout, for one caller."),
+    "notices": ("sessions", "notices", "A watcher's pending notices, oldest first; --drain "
+                "acknowledges them."),
+    "prune": ("audit", "prune", "Apply retention (R-R1): drop old changesSince rows, raising "
+              "watermarks, and expire idle cursors."),
+    "status": ("sessions", "status", "A session's stateVersion, and with --changes-since N the "
+               "exact delta after N."),
+    "tools-schema": ("extras", "tools_schema", "Print the session tools' schemas as JSON, in "
+                     "the shape a function-calling API takes."),
+    "transcript": ("transcript", "transcript", "A session's transcript as sessions_history "
+                   "shows it: bounded and safety-filtered."),
+    "uninstall": ("claude", "uninstall", "Remove what `install` added."),
+    "upstream": ("extras", "upstream", "Upstream monitoring of adopted sessions (SPEC §8)."),
+    "watches": ("sessions", "watches", "Cursor positions (L acknowledged, N notified, M "
+                "material) and pending state."),
+}  # fmt: skip
 
 
 class StdoutClosed(Exception):
@@ -50,8 +82,29 @@ class StdoutClosed(Exception):
 
 
 class Commands(click.Group):
-    """The command group; a closed stdout leaves it as `StdoutClosed`, because click itself
-    would turn the `BrokenPipeError` into exit code 1."""
+    """The command group: it loads a command's module when the command is asked for
+    (`COMMANDS`), and a closed stdout leaves it as `StdoutClosed`, because click itself would
+    turn the `BrokenPipeError` into exit code 1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attribute, _ = COMMANDS[cmd_name]
+        command = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+        return command if isinstance(command, click.Command) else None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list, from `COMMANDS`: listing needs none of their modules."""
+        limit = formatter.width - 6 - max(map(len, COMMANDS))
+        rows = [
+            (name, click.Command(name, help=summary).get_short_help_str(limit))
+            for name, (_, _, summary) in sorted(COMMANDS.items())
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -67,27 +120,6 @@ class Commands(click.Group):
 def cli() -> None:
     """Operate session-awareness: a durable signal log, one notice per change, exact
     reconciliation, and an event store that audits it all."""
-
-
-for command in (
-    extras.demo,
-    sessions.status,
-    sessions.list_sessions,
-    sessions.notices,
-    sessions.watches,
-    audit.history,
-    transcript.transcript,
-    audit.audit,
-    audit.prune,
-    extras.upstream,
-    extras.adopt,
-    extras.tools_schema,
-    claude.mcp,
-    claude.hook,
-    claude.install,
-    claude.uninstall,
-):
-    cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 -- one exit per outcome
@@ -107,11 +139,21 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 -- one exit per
     except (BrokenPipeError, StdoutClosed):  # e.g. `… history KEY | head`: the reader left
         silence_stdout()
         return EXIT_BROKEN_PIPE
-    except (SessionAwarenessError, DatabaseNotEmptyError, NoDatabaseError) as error:
-        return fail(str(error), EXIT_BAD_INPUT)
     except Exception as error:  # noqa: BLE001 -- an operator gets one line, never a traceback
+        if isinstance(error, bad_input_errors()):
+            return fail(str(error), EXIT_BAD_INPUT)
         return fail(f"{type(error).__name__}: {error}", EXIT_FAILURE)
     return result if isinstance(result, int) else 0
+
+
+def bad_input_errors() -> tuple[type[Exception], ...]:
+    """The errors that are the operator's input (exit 2): imported only once one is raised,
+    since by then the command that raised it has imported them."""
+    from session_awareness.application import SessionAwarenessError  # noqa: PLC0415
+    from session_awareness.infrastructure.cli.common import NoDatabaseError  # noqa: PLC0415
+    from session_awareness.infrastructure.demo import DatabaseNotEmptyError  # noqa: PLC0415
+
+    return (SessionAwarenessError, DatabaseNotEmptyError, NoDatabaseError)
 
 
 def fail(message: str, code: int) -> int:

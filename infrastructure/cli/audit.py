@@ -23,8 +23,6 @@ from session_awareness.application.audit import Progress as OnProgress
 from session_awareness.application.audit_report import AuditReport
 from session_awareness.application.retention import Retention
 from session_awareness.infrastructure.cli.common import (
-    EXIT_FAILURE,
-    EXIT_OK,
     counted,
     json_option,
     line,
@@ -37,6 +35,7 @@ from session_awareness.infrastructure.cli.common import (
     table,
     when,
 )
+from session_awareness.infrastructure.cli.exits import EXIT_FAILURE, EXIT_OK
 from session_awareness.infrastructure.cli.history import describe
 
 

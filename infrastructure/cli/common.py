@@ -38,10 +38,6 @@ from session_awareness.application.service import (
     redact,
 )
 
-PROG = "session-awareness"
-EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
-#: The shell's codes for a process ended by SIGINT and by SIGPIPE (128 + the signal number).
-EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 #: The width tables get when stdout is not a terminal (pipes, files, captured output).
 PIPE_WIDTH = 200
 #: The table every session-awareness store on SQLite holds: the event store's own.

@@ -17,8 +17,6 @@ from session_awareness.application.service import DATABASE_URL_ENV
 from session_awareness.application.tools.catalog import TOOLS
 from session_awareness.application.tools.schema import FLAVORS, tool_schemas
 from session_awareness.infrastructure.cli.common import (
-    EXIT_OK,
-    PROG,
     counted,
     json_option,
     line,
@@ -31,6 +29,7 @@ from session_awareness.infrastructure.cli.common import (
     store_options,
     table,
 )
+from session_awareness.infrastructure.cli.exits import EXIT_OK, PROG
 from session_awareness.infrastructure.demo import run_demo, temporary_database_url
 
 #: Imported only when an upstream command runs.

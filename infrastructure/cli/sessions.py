@@ -10,7 +10,6 @@ from session_awareness.application import SessionAwareness, UnknownSessionError
 from session_awareness.application.ports import CursorRow
 from session_awareness.domain.watch import notice_text
 from session_awareness.infrastructure.cli.common import (
-    EXIT_OK,
     counted,
     json_option,
     line,
@@ -22,6 +21,7 @@ from session_awareness.infrastructure.cli.common import (
     table,
     when,
 )
+from session_awareness.infrastructure.cli.exits import EXIT_OK
 
 #: Later than any stored time: `cursors_updated_before(EVERY)` lists every cursor.
 EVERY = 2**62

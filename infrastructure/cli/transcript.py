@@ -6,7 +6,6 @@ from __future__ import annotations
 import click
 
 from session_awareness.infrastructure.cli.common import (
-    EXIT_OK,
     json_option,
     line,
     open_store,
@@ -14,6 +13,7 @@ from session_awareness.infrastructure.cli.common import (
     store_options,
     when,
 )
+from session_awareness.infrastructure.cli.exits import EXIT_OK
 
 
 @click.command()

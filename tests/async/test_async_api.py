@@ -117,7 +117,7 @@ class TestAsyncService:
     def test_after_close_a_read_says_the_service_is_closed_and_health_answers(
         self, database_url: str
     ) -> None:
-        """README (Thread model): after close() a query raises StoreUnavailableError (not
+        """docs/api.md (Thread model): after close() a query raises StoreUnavailableError (not
         the library's raw error) and health() answers, its store `closed`."""
 
         async def scenario() -> None:

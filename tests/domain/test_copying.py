@@ -5,7 +5,7 @@ from __future__ import annotations
 from copy import deepcopy
 from datetime import UTC, datetime
 
-from session_awareness.domain.copying import GrowOnlySet
+from session_awareness.domain.copying import copy_state
 from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import ActorType, SignalKind
@@ -43,29 +43,22 @@ class TestCopying:
         assert (watch.acknowledged, watch.notified, watch.material) == (1, 1, 1)
         assert watch.pending_events == [] and not watch.pending
 
-
-class TestGrowOnlySet:
-    """R-L5: a session's idempotency keys, copied cheaply for every command."""
-
-    def test_a_copy_and_its_original_grow_apart(self) -> None:
-        original = GrowOnlySet()
-        original.add("a")
-        copy = original.copy()
-        copy.add("b")
-        original.add("c")
-        assert set(original) == {"a", "c"} and set(copy) == {"a", "b"}
-        assert "b" not in original and "c" not in copy
-
-    def test_membership_survives_the_merges_into_a_new_base(self) -> None:
-        keys = [f"k{number}" for number in range(GrowOnlySet.MERGE * 3 + 7)]
-        grown = GrowOnlySet()
-        snapshots = []
-        for number, key in enumerate(keys):
-            grown.add(key)
-            grown.add(key)  # adding twice changes nothing
-            if number % GrowOnlySet.MERGE == 0:
-                snapshots.append((number, grown.copy()))
-        assert len(grown) == len(keys) and all(key in grown for key in keys)
-        for number, snapshot in snapshots:
-            assert set(snapshot) == set(keys[: number + 1])
-            assert keys[number + 1] not in snapshot
+    def test_a_copy_of_a_session_keeps_its_own_idempotency_keys(self) -> None:
+        """R-L5: the keys a command's copy records are not the cached session's, and the
+        other way round (`copy_state` copies the set, one level deep)."""
+        session = Session.open(
+            SessionRef.of("agent:main:c"), kind="subagent", label=None, parent_key=None, at=AT
+        )
+        session.record(
+            SignalKind.COMPACTED, actor_type=ActorType.SYSTEM, summary="session compacted",
+            occurred_at=1, at=AT, dedupe_key="compaction:a",
+        )  # fmt: skip
+        copy = copy_state(session)
+        for target, key in ((copy, "compaction:b"), (session, "compaction:c")):
+            target.record(
+                SignalKind.COMPACTED, actor_type=ActorType.SYSTEM, summary="session compacted",
+                occurred_at=2, at=AT, dedupe_key=key,
+            )  # fmt: skip
+        assert session.has_seen("compaction:c") and not session.has_seen("compaction:b")
+        assert copy.has_seen("compaction:b") and not copy.has_seen("compaction:c")
+        assert session.has_seen("compaction:a") and copy.has_seen("compaction:a")

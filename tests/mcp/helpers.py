@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import queue
+import subprocess
 import sys
+import threading
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -83,3 +87,74 @@ async def subscribe(client: Client) -> None:
     with warnings.catch_warnings():  # the 2025 protocol's subscription, deprecated by 2026's
         warnings.simplefilter("ignore")
         await client.subscribe_resource(NOTICES)
+
+
+class RawServer:
+    """A server process driven over raw stdio: bytes in, each line out read with a deadline,
+    as a client that is not the SDK sees it."""
+
+    INITIALIZE = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+
+    def __init__(self, url: str, state_dir: Path, *args: str) -> None:
+        params = server_params(url, state_dir, *args)
+        self.process = subprocess.Popen(
+            [params.command, *params.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=params.env,
+        )
+        self._lines: queue.Queue[bytes] = queue.Queue()
+        self._errors: list[bytes] = []
+        out, err = self.process.stdout, self.process.stderr
+        assert out is not None and err is not None
+        threading.Thread(target=lambda: [self._lines.put(x) for x in out], daemon=True).start()
+        self._stderr = threading.Thread(target=lambda: self._errors.extend(err), daemon=True)
+        self._stderr.start()
+
+    def __enter__(self) -> RawServer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=DEADLINE)
+
+    def send(self, line: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + b"\n")
+        self.process.stdin.flush()
+
+    def answer(self, timeout: float = 30) -> dict[str, Any]:
+        """The next message on stdout; fails if none comes before the deadline."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no answer within {timeout} s") from None
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def initialize(self) -> None:
+        self.send(json.dumps(self.INITIALIZE).encode())
+        assert self.answer()["id"] == 0
+        self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+
+    def stderr(self) -> str:
+        """What the process wrote on stderr (all of it once it has exited)."""
+        if self.process.poll() is not None:
+            self._stderr.join(timeout=DEADLINE)
+        return b"".join(self._errors).decode(errors="replace")
+
+    def events(self) -> list[dict[str, Any]]:
+        """The log events on stderr, for a server started with `--log-format json`."""
+        lines = self.stderr().splitlines()
+        return [json.loads(line) for line in lines if line.startswith("{")]

@@ -90,10 +90,10 @@ class TestListing:
 
         run(scenario)
 
-    def test_the_readmes_tool_list_names_every_tool_the_server_can_offer(self) -> None:
-        """The README's MCP section lists each tool the server may offer (the service's
-        tools and the notice tools), so a reader knows what a client can call."""
-        readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    def test_the_docs_tool_list_names_every_tool_the_server_can_offer(self) -> None:
+        """The MCP server's section of docs/claude-code.md lists each tool the server may offer
+        (the service's tools and the notice tools), so a reader knows what a client can call."""
+        readme = (Path(__file__).resolve().parents[2] / "docs" / "claude-code.md").read_text()
         section = readme[readme.index("**The MCP server**") :]
         bullet = section[section.index("- Tools: ") :].split("\n- ", 1)[0]
         named = set(re.findall(r"`(\w+)`", bullet))

@@ -278,7 +278,7 @@ class TestResolve:
     def test_resolve_refuses_a_qualified_key_no_live_session_has(
         self, svc: SessionAwareness, agent_id: str | None
     ) -> None:
-        """R-K1, README API table: `resolve` raises UnknownSessionError for a key that names no
+        """R-K1, docs/api.md: `resolve` raises UnknownSessionError for a key that names no
         live session, unknown or deleted; `resolve_id` stays a pure function of its arguments."""
         svc.open_session(MAIN)
         assert svc.resolve(MAIN, agent_id).key == MAIN

@@ -224,7 +224,7 @@ class TestClosedService:
     def test_a_read_or_command_after_close_raises_store_unavailable(
         self, open_svc: Any, name: str
     ) -> None:
-        """README (Thread model): after close() a query or a command raises
+        """docs/api.md (Thread model): after close() a query or a command raises
         StoreUnavailableError saying the service is closed, not the library's raw error."""
         svc = open_svc()
         spawn(svc)
