@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any
 from session_awareness.application.errors import (
     AmbiguousSessionError,
     ConfigurationError,
+    ContentionError,
     InvalidArgumentError,
     InvalidChangesSinceError,
     ServiceClosedError,
     SessionAwarenessError,
     StoreUnavailableError,
+    StoreVersionError,
     UnknownSessionError,
 )
 from session_awareness.application.service import SessionAwareness, open_service
@@ -44,12 +46,14 @@ __all__ = [
     "AsyncSessionAwareness",
     "AsyncSessionTools",
     "ConfigurationError",
+    "ContentionError",
     "InvalidArgumentError",
     "InvalidChangesSinceError",
     "ServiceClosedError",
     "SessionAwareness",
     "SessionAwarenessError",
     "StoreUnavailableError",
+    "StoreVersionError",
     "UnknownSessionError",
     "open_async_service",
     "open_service",

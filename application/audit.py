@@ -20,11 +20,12 @@ from session_awareness.application.errors import (
     AmbiguousSessionError,
     InvalidArgumentError,
     StoreUnavailableError,
+    StoreVersionError,
     UnknownSessionError,
 )
 from session_awareness.application.history import history_entries, watchers_named
 from session_awareness.application.invariants import Invariants
-from session_awareness.application.ports import AuditView, ReplayTarget
+from session_awareness.application.ports import AuditView, ReadModel, ReplayTarget
 from session_awareness.application.projection import RowChange, project
 from session_awareness.application.replay import EventDecoder
 from session_awareness.application.store import SessionStore, log
@@ -36,6 +37,23 @@ from session_awareness.domain.keys import (
     drains_id,
     watch_id,
 )
+
+#: The store format this version reads and writes (ADR 035), marked in every store it opens.
+#: Raise it with any change an older version would misread: a new stored event class, or a
+#: read model whose rows older code would take for something else. 1 was never marked (the
+#: versions before the mark); 2 adds `Drains.Redelivered` (ADR 034).
+STORE_VERSION = 2
+
+
+def check_store_version(read_model: ReadModel) -> int | None:
+    """The store's version mark (None: unmarked); `StoreVersionError` when a newer version
+    than this one marked it (ADR 035): run before anything else reads the store. The error
+    is the one line said: no log besides it."""
+    marked = read_model.store_version()
+    if marked is not None and marked > STORE_VERSION:
+        raise StoreVersionError(marked, STORE_VERSION)
+    return marked
+
 
 #: Stored events per page (at most; a store may read fewer at a time): read, decoded,
 #: checked, projected and written together.
@@ -135,12 +153,23 @@ class Audit:
     def migrate_read_models(self) -> bool:
         """Rebuild the read models from the event store when an earlier version wrote them
         (a read model this version keeps is missing rows): True when it did. Checked on
-        every start, so a rebuild that did not finish is done again."""
-        if not self.store.read_model.read_models_outdated():
-            return False
-        report = self.audit(rebuild=True)
-        log.info("read_models_migrated", events=report.events, rebuilt=report.rebuilt)
-        return True
+        every start, so a rebuild that did not finish is done again. A store a newer version
+        marked is refused (`StoreVersionError`) before anything reads it; an unmarked or
+        older one is marked with `STORE_VERSION` once migrated (ADR 035)."""
+        read_model = self.store.read_model
+        marked = check_store_version(read_model)
+        migrated = read_model.read_models_outdated()
+        if migrated:
+            report = self.audit(rebuild=True)
+            log.info("read_models_migrated", events=report.events, rebuilt=report.rebuilt)
+        if marked is None or marked < STORE_VERSION:
+            try:
+                read_model.mark_store_version(STORE_VERSION)
+            except StoreUnavailableError as error:  # a role or a file that may not write
+                log.warning("store_version_not_marked", version=STORE_VERSION, error=str(error))
+            else:
+                log.info("store_version_marked", version=STORE_VERSION, was=marked)
+        return migrated
 
     def _compare(
         self, view: AuditView, keep: int

@@ -57,6 +57,28 @@ class ServiceClosedError(SessionAwarenessError, RuntimeError):
         super().__init__("the service is closed")
 
 
+class ContentionError(SessionAwarenessError):
+    """A command lost its race against concurrent writers of the same sessions or cursors on
+    every attempt (ADR 027, 036): nothing it decided was saved. Trying again later is safe."""
+
+    def __init__(self, attempts: int, reason: str) -> None:
+        super().__init__(f"gave up after {attempts} attempts lost to concurrent writers: {reason}")
+        self.attempts = attempts
+
+
+class StoreVersionError(ConfigurationError):
+    """The store was migrated by a newer version of session-awareness than this one: this
+    process would misread it (a drained cursor as pending, an event it has no class for), so
+    it refuses to open it. Upgrade this process."""
+
+    def __init__(self, found: int, known: int) -> None:
+        super().__init__(
+            f"this store was migrated by a newer session-awareness (store version {found}; "
+            f"this version knows up to {known}): upgrade this process before opening it"
+        )
+        self.found, self.known = found, known
+
+
 class StoreUnavailableError(SessionAwarenessError):
     """The session store cannot be reached (database down or restarting, connection refused,
     unknown host, pool exhausted, timed out): worth trying again later. Producers never raise

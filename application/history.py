@@ -103,8 +103,10 @@ class _Cursors:
         return False
 
     def drained(self, position: int, event: Any, target_key: str) -> list[dict[str, Any]]:
-        """The `acknowledged` steps of a drain, for the cursors on this session it names."""
+        """The `acknowledged` steps of a drain (`redelivered` of a sweep's re-delivery, ADR
+        031), for the cursors on this session it names."""
         steps = []
+        redelivered = isinstance(event, Drains.Redelivered)
         for drained in acknowledgements(event):
             watcher = self._watchers.get(drained.watch_id)
             if watcher is None:  # a cursor on another session
@@ -114,11 +116,12 @@ class _Cursors:
             step: dict[str, Any] = {
                 "position": position,
                 "recordedAt": to_ms(event.timestamp),
-                "event": "acknowledged",
+                "event": "redelivered" if redelivered else "acknowledged",
                 "watcher": watcher,
                 "cursor": _positions(*moved),
-                "reopened": drained.reopened,
             }
+            if not redelivered:
+                step["reopened"] = drained.reopened
             if drained.reopened:
                 step["notice"] = notice_text(target_key, drained.acknowledged)
             steps.append(step)

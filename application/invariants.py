@@ -6,7 +6,8 @@ so no retained row is ever at or below one (R-S3); every cursor keeps L ≤ N �
 most one notice at a time and moves only as SPEC §5 allows (R-N2, R-N3, R-N4); and every
 cursor on a target is announced in that target's watcher index, which `history` relies on.
 A drain's acknowledgements (ADR 024) move the cursors they name like stored `Acknowledged`
-events, and each must name the version its cursor had (a later cursor event supersedes it).
+events, and each must name the version its cursor had (a later cursor event supersedes it);
+a sweep's re-deliveries (ADR 034) keep a pending cursor's L and raise its N (R-N6).
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class Invariants:
             (Watch.MadeExplicit, self._made_explicit),
             (Watch.Promoted, self._promoted),
             (Watch.Removed, self._removed),
-            (Drains.Started | Drains.Drained, self._drained),
+            (Drains.Started | Drains.Drained | Drains.Redelivered, self._drained),
         ]
         return next((rule for kinds, rule in rules if issubclass(cls, kinds)), None)
 
@@ -152,7 +153,9 @@ class Invariants:
         if self.cursors.get(wid) != carried:
             self.violate("R-W7", position, f"cursor {wid.hex} promoted with other positions")
 
-    def _drained(self, position: int, event: Drains.Started | Drains.Drained) -> None:
+    def _drained(
+        self, position: int, event: Drains.Started | Drains.Drained | Drains.Redelivered
+    ) -> None:
         if isinstance(event, Drains.Started):
             if event.originator_id != drains_id(event.watcher):
                 self.violate("R-N4", position, f"drains {event.originator_id.hex} misnamed")
@@ -172,7 +175,19 @@ class Invariants:
                 )  # fmt: skip
                 continue
             moved = (drained.acknowledged, drained.notified, drained.material)
-            self._move(position, wid, Watch.Acknowledged, moved)
+            if isinstance(event, Drains.Redelivered):
+                self._redelivered(position, wid, moved)
+            else:
+                self._move(position, wid, Watch.Acknowledged, moved)
+
+    def _redelivered(self, position: int, wid: UUID, moved: tuple[int, int, int]) -> None:
+        """A sweep's re-delivery (ADR 034): a pending notice keeps its L, N rises to M (R-N6)."""
+        before = self.cursors.get(wid)
+        if before is not None and not (
+            before[1] > before[0] and moved[0] == before[0] and moved[1] >= before[1]
+        ):
+            self.violate("R-N6", position, f"cursor {wid.hex} re-delivered from {before}")
+        self._move(position, wid, Watch.Moved, moved)
 
     def _move(
         self, position: int, wid: UUID, kind: type[Watch.Moved], moved: tuple[int, int, int]

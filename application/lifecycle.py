@@ -133,13 +133,16 @@ T = TypeVar("T")
 
 def lineage_of(uow: UnitOfWork, parent: str | None) -> list[str]:
     """`parent` and its ancestors, nearest first, as far as the sessions know them (at
-    most `MAX_LINEAGE`): what a spawn edge from `parent` is checked against (R-T3)."""
+    most `MAX_LINEAGE`): what a spawn edge from `parent` is checked against (R-T3). Each is
+    held (`UnitOfWork.hold`): a concurrent save that gives one of them a parent (the edge
+    that would close a cycle with this one) makes this save a conflict, retried on fresh
+    state, so of two racing edges that close a cycle one is refused."""
     chain: list[str] = []
     key = parent
     while key is not None and key not in chain and len(chain) < MAX_LINEAGE:
         chain.append(key)
         try:
-            session = uow.session(SessionRef.of(key))
+            session = uow.hold(SessionRef.of(key))
         except InvalidKeyError:
             break
         key = session.parent_key if session is not None else None

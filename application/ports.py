@@ -181,6 +181,13 @@ class ReadModel(Protocol):
     def read_models_outdated(self) -> bool:
         """Whether the read models were written by an earlier version (a rebuild migrates)."""
 
+    def store_version(self) -> int | None:
+        """The store format version the store was last migrated to (`STORE_VERSION` of the
+        newest version that opened it), or None when no version marked it yet."""
+
+    def mark_store_version(self, version: int) -> None:
+        """Raise the store's version mark to `version`; a lower one never replaces it."""
+
     def dedupe_key_seen(self, session_id: UUID, dedupe_key: str) -> bool:
         """Whether the session ever recorded this idempotency key (R-L5): exact for every
         key, read from the key index its signals wrote."""

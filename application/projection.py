@@ -496,6 +496,19 @@ def _(event: Drains.Drained, position: int) -> list[RowChange]:
     return _drained(event, position)
 
 
+@_rows.register
+def _(event: Drains.Redelivered, position: int) -> list[RowChange]:
+    """Each re-delivered notice keeps its place and its L; N moves to M (R-N6, ADR 034). No
+    wake is published: the sweep wakes its watchers itself."""
+    at = to_ms(event.timestamp)
+    entries = acknowledgements(event)
+    rows: list[RowChange] = [
+        CursorMoved(e.watch_id, e.acknowledged, e.notified, e.material, None, at) for e in entries
+    ]
+    rows.append(CursorsHeld(tuple((e.watch_id, e.version) for e in entries), position))
+    return rows
+
+
 def _drained(event: Drains.Started | Drains.Drained, position: int) -> list[RowChange]:
     """Each drained cursor moves as a stored `Acknowledged` moved it (ADR 024)."""
     at = to_ms(event.timestamp)

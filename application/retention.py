@@ -6,9 +6,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.application.lifecycle import remove_cursors
 from session_awareness.application.store import SessionStore
 from session_awareness.application.unit_of_work import UnitOfWork
+from session_awareness.domain import notices
+from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import is_subagent
 from session_awareness.domain.signals import to_ms
 from session_awareness.domain.watch import RemovalReason, Watch
@@ -118,18 +121,57 @@ class Maintenance:
             self._pruned(now)
             log.error("history_prune_failed", error=repr(error))
 
-    def sweep(self) -> int:
-        """Startup sweep (R-N6): wake every non-sub-agent watcher with a pending notice, once,
-        skipping watchers whose session is gone. Returns the number of wakes issued. It
-        re-delivers wakes that may have been lost, so it is not coalesced (R-N5)."""
+    def sweep(self, *, redeliver: bool = True) -> int:
+        """Startup sweep (R-N6): re-deliver every pending notice, raising its N to its M as
+        the reference's sweep re-materializes it (its drain then acknowledges up to M, no
+        follow-up for what its page covers; ADR 034), and wake every non-sub-agent watcher
+        with a pending notice, once, skipping watchers whose session is gone. Returns the
+        number of wakes issued. It re-delivers wakes that may have been lost, so it is not
+        coalesced (R-N5). Without `redeliver` (the wake feed reconnected, the process kept
+        its notices) it only wakes."""
         watchers = [
             w for w in self.store.read_model.watchers_with_pending() if not self._is_gone(w)
         ]
+        redelivered = self._redeliver_all(watchers) if redeliver else 0
         # A watcher whose pending notices are all ambient is not woken (R-W7).
         loud = [w for w in watchers if not is_subagent(w) and self._has_loud_notice(w)]
         woken = self.store.wake(loud, coalesce=False)
-        log.info("notices_swept", watchers=len(watchers), woken=woken)
+        log.info("notices_swept", watchers=len(watchers), woken=woken, redelivered=redelivered)
         return woken
+
+    def _redeliver_all(self, watchers: list[str]) -> int:
+        """Re-deliver each watcher's notices; a store that cannot be written (a read-only
+        file) keeps them as they are, logged once."""
+        redelivered = 0
+        for watcher in watchers:
+            try:
+                redelivered += self._redeliver(watcher)
+            except StoreUnavailableError as error:
+                log.warning("notices_not_redelivered", watcher=watcher, error=str(error))
+                break
+        return redelivered
+
+    def _redeliver(self, watcher: str) -> int:
+        """Raise N to M on each of the watcher's pending notices with material past N, in one
+        event on its `Drains` (ADR 034); the number re-delivered so."""
+        rows = self.store.read_model.cursors_of_watcher(watcher, pending_only=True)
+        if all(row.material <= row.notified for row in rows):  # M derived (ADR 023)
+            return 0
+
+        def attempt(uow: UnitOfWork) -> int:
+            pending = []
+            for wid, material in self.store.read_model.pending_to_drain(watcher):
+                watch = uow.cursor_to_read(wid)
+                if watch is not None and watch.pending:
+                    pending.append((watch, material))
+            drains, entries = notices.redeliver(
+                uow.drains(watcher), watcher, pending, at=self.store.clock()
+            )
+            if entries:
+                uow.add(cast(Drains, drains))
+            return len(entries)
+
+        return self.store.run(attempt)
 
     def _has_loud_notice(self, watcher: str) -> bool:
         """Whether one of the watcher's pending notices is on a cursor that is not ambient

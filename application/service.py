@@ -225,7 +225,7 @@ class SessionAwareness:
         """The store is back: record what was kept, then re-deliver every pending wake,
         since wakes published meanwhile were lost (R-N6, R-N7)."""
         self.flush_signals()
-        self.sweep()
+        self._maintenance.sweep(redeliver=False)  # the process kept its notices (ADR 034)
 
     def health(self) -> dict[str, Any]:
         """What an operator checks: the backend, the store (`ok`, why it cannot be reached,
@@ -533,9 +533,11 @@ class SessionAwareness:
         return self._maintenance.prune()
 
     def sweep(self) -> int:
-        """Startup sweep (R-N6): wake every non-sub-agent watcher with a pending notice, once,
-        skipping watchers whose session is gone. Returns the number of wakes issued. It
-        re-delivers wakes that may have been lost, so it is not coalesced (R-N5)."""
+        """Startup sweep (R-N6): re-deliver every pending notice, its N raised to its M so its
+        drain acknowledges up to M (ADR 034), and wake every non-sub-agent watcher with a
+        pending notice, once, skipping watchers whose session is gone. Returns the number of
+        wakes issued. It re-delivers wakes that may have been lost, so it is not coalesced
+        (R-N5)."""
         return self._maintenance.sweep()
 
     def record_upstream_activity(self, row: UpstreamLinkRow, activity: UpstreamActivity) -> Written:

@@ -17,6 +17,7 @@ from eventsourcing.persistence import RecordConflictError
 from session_awareness.application.aggregate_cache import AggregateCache, NotificationLog
 from session_awareness.application.errors import (
     AmbiguousSessionError,
+    ContentionError,
     StoreUnavailableError,
     UnknownSessionError,
 )
@@ -230,9 +231,10 @@ class SessionStore(Application[UUID]):
                         str(error), unconfirmed=uow.first_event if landed is None else None
                     ) from error
                 reconnected = True
-            except RecordConflictError:
+            except RecordConflictError as error:
                 if number == MAX_ATTEMPTS:
-                    raise
+                    log.warning("command_contended", attempts=number, error=str(error))
+                    raise ContentionError(number, str(error)) from error
                 log.debug("command_conflict_retried", attempt=number)
                 # Jittered, growing back-off, so a slow attempt is not starved by fast ones.
                 time.sleep(random.uniform(0, min(0.002 * 1.5**number, 0.05)))  # noqa: S311 -- jitter, not crypto

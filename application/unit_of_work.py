@@ -110,6 +110,8 @@ class UnitOfWork:
         self._loaded: dict[UUID, Aggregate | None] = {}
         self._after_commit: list[Callable[[], object]] = []
         self._quiet: list[UUID] = []
+        #: Sessions read and not necessarily written, by id: the version each was read at.
+        self._held: dict[UUID, int] = {}
         self._saved: tuple[list[Aggregate], dict[UUID, int], list[int]] | None = None
         self.first_event: Any = None
 
@@ -190,6 +192,14 @@ class UnitOfWork:
 
     def session(self, ref: SessionRef | UUID) -> Session | None:
         return cast(Session | None, self.get(ref if isinstance(ref, UUID) else ref.session_id))
+
+    def hold(self, ref: SessionRef) -> Session | None:
+        """A session the attempt decides by without writing it (a new parent's ancestry,
+        R-T3): the save is refused as a conflict, and the attempt run again, if another save
+        changed it (or created it, when absent) after it was read here."""
+        session = self.session(ref)
+        self._held.setdefault(ref.session_id, 0 if session is None else session.version)
+        return session
 
     def live(self, ref: SessionRef) -> Session | None:
         """The session unless it is unknown or deleted."""
@@ -279,11 +289,12 @@ class UnitOfWork:
             # processes (R-W7, R-N7).
             quiet = [a.id for a in changed if isinstance(a, Watch) and a.ambient]
             quiet += self._quiet
-            recordings = (
-                self._app.save(*changed, quiet_notices=frozenset(quiet))
-                if quiet
-                else self._app.save(*changed)
-            )
+            kwargs: dict[str, Any] = {}
+            if quiet:
+                kwargs["quiet_notices"] = frozenset(quiet)
+            if self._held:  # checked unchanged in the save's transaction
+                kwargs["held_sessions"] = tuple(self._held.items())
+            recordings = self._app.save(*changed, **kwargs)
             positions: dict[UUID, int] = {}
             ids: list[int] = []
             for recording in recordings or ():

@@ -82,6 +82,18 @@ class Drains(Aggregate):
         def apply(self, aggregate: Drains) -> None:
             aggregate.take(self.entries, self.timestamp)
 
+    class Redelivered(Event):
+        """The start-up sweep re-delivered pending notices (R-N6, ADR 034): each entry keeps
+        its cursor's L and raises N to M, as the reference's sweep re-materializes a notice,
+        so the notice's drain acknowledges everything up to M. Not a drain: nothing was
+        acknowledged."""
+
+        TOPIC = f"{T}.Redelivered"
+        entries: list[list[Any]]
+
+        def apply(self, aggregate: Drains) -> None:
+            aggregate.take(self.entries, self.timestamp)
+
     class Snapshot(StateSnapshot):
         """The watcher's latest acknowledgements at a version (ADR 022)."""
 
@@ -129,6 +141,20 @@ class Drains(Aggregate):
         drains.trigger_event(cls.Drained, timestamp=at, entries=entries)
         return drains
 
+    @classmethod
+    def redeliver(
+        cls, drains: Drains | None, watcher: str, entries: list[Acknowledgement], *, at: datetime
+    ) -> Drains:
+        """Store one sweep's re-deliveries of `watcher`'s notices on its `Drains` (created,
+        empty, when the watcher never drained)."""
+        if drains is None:
+            drains = cls._create(
+                cls.Started, id=drains_id(watcher), timestamp=at, watcher=watcher, entries=[]
+            )
+        stored = [entry.stored() for entry in entries]
+        drains.trigger_event(cls.Redelivered, timestamp=at, entries=stored)
+        return drains
+
     def snapshot_state(self) -> dict[str, Any]:
         """The watcher and its acknowledgements in JSON's types (`Drains.Snapshot`)."""
         state = snapshot_attributes(self)
@@ -142,8 +168,10 @@ class Drains(Aggregate):
         return {**state, "latest": latest}
 
 
-def acknowledgements(event: Drains.Started | Drains.Drained) -> list[Acknowledgement]:
-    """The pairs a stored drain acknowledged, at its time."""
+def acknowledgements(
+    event: Drains.Started | Drains.Drained | Drains.Redelivered,
+) -> list[Acknowledgement]:
+    """The pairs a stored drain acknowledged (or a sweep re-delivered), at its time."""
     return [Acknowledgement.of(entry, event.timestamp) for entry in event.entries]
 
 

@@ -11,6 +11,8 @@ commit, the watchers of the notices this module says opened.
   active cursor gets one at L = 0 first (R-W4).
 - `material` is a cursor's M, derived from the target; `acknowledge` drains a pending
   notice with it (R-N3); `last_moved` is when the cursor last moved, M included (R-W6).
+- `redeliver` raises a pending notice's N to its M when the start-up sweep re-delivers it,
+  so its drain acknowledges up to M (R-N6).
 - `seed_spawn` sets the parent's cursor at the spawn's sequence (R-W1).
 - `register` starts an explicit watch at the target's head, leaving an active one as it is
   (R-W2), and promotes an ambient one for good (R-W7).
@@ -140,6 +142,20 @@ def drain(
     if not drained:
         return drains, drained
     return Drains.record(drains, watcher, drained, at=at), drained
+
+
+def redeliver(
+    drains: Drains | None, watcher: str, pending: Iterable[tuple[Watch, int]], *, at: datetime
+) -> tuple[Drains | None, list[Acknowledgement]]:
+    """The start-up sweep's re-delivery of the watcher's pending notices, each given with its
+    target's M for the watcher (R-N6): every one with material past its frozen N has N raised
+    to M, L kept, in ONE event on the watcher's `Drains` (ADR 034), so its drain acknowledges
+    up to M. Returns the `Drains` to save (None when nothing moved) and the entries."""
+    moved = [watch.redelivery(material=held, at=at) for watch, held in pending]
+    entries = [entry for entry in moved if entry is not None]
+    if not entries:
+        return drains, entries
+    return Drains.redeliver(drains, watcher, entries, at=at), entries
 
 
 def last_moved(watch: Watch, session: Session | None) -> datetime:

@@ -319,6 +319,19 @@ class Watch(Aggregate):
         notified = max(self.material, material)
         return Acknowledgement(self.id, self.version, self.notified, notified, notified, at)
 
+    def redelivery(self, *, material: int, at: datetime) -> Acknowledgement | None:
+        """What the start-up sweep's re-delivery of the pending notice leaves (R-N6), as the
+        reference's sweep re-materializes it: L and the notice's text kept, N raised to M
+        (`material` being the target's M for this watcher), so draining it acknowledges
+        everything up to M and opens no follow-up for what its page already covers. None
+        when N is M already. The watcher's `Drains` stores it (ADR 034)."""
+        if not self.pending:
+            raise WatchStateError("no pending notice to re-deliver")
+        held = max(self.material, material)
+        if held <= self.notified:
+            return None
+        return Acknowledgement(self.id, self.version, self.acknowledged, held, held, at)
+
     def acknowledge(self, *, material: int, at: datetime) -> bool:
         """The same drain of this one cursor, stored as its own `Acknowledged` event: the
         shape stores written before ADR 024 hold. True when a fresh notice opens."""

@@ -97,9 +97,7 @@ def create_in_turn(
             try:
                 # Even `IF NOT EXISTS` needs the database's CREATE privilege: ask first.
                 if conn.execute(_SCHEMA_EXISTS, (datastore.schema,)).fetchone() is None:
-                    conn.execute(
-                        SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(datastore.schema))
-                    )
+                    _create_schema(conn, datastore.schema)
                 create()
             except Exception as error:
                 if not insufficient_privilege(error):
@@ -117,6 +115,19 @@ def create_in_turn(
                 log.info("store_schema_in_place", role=conn.info.user, schema=datastore.schema)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+
+
+def _create_schema(conn: Any, schema: str) -> None:
+    """`CREATE SCHEMA IF NOT EXISTS`, which only the schema lock serializes: a creator that
+    does not take it (an earlier version's gateway, an operator's script) may have created
+    the schema uncommitted, and then `IF NOT EXISTS` waits for it and fails on
+    `pg_namespace`'s unique index once it commits. The schema is there: go on in it."""
+    try:
+        conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(schema)))
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateSchema):
+        if conn.execute(_SCHEMA_EXISTS, (schema,)).fetchone() is None:
+            raise
+        log.info("store_schema_created_meanwhile", schema=schema)
 
 
 def _holding(datastore: PostgresDatastore, conn: Any) -> contextlib.AbstractContextManager[Any]:

@@ -32,6 +32,7 @@ from session_awareness.application import (
     StoreUnavailableError,
     open_service,
 )
+from session_awareness.application.audit import check_store_version
 from session_awareness.application.ports import system_clock
 from session_awareness.application.retention import Retention
 from session_awareness.application.service import (
@@ -147,6 +148,11 @@ def open_store(
                 raise StoreUnavailableError(f"cannot open {redact(url)}: {error.reason}") from None
             except Exception as error:
                 raise ConfigurationError(f"cannot open {redact(url)}: {error}") from error
+            try:  # a look without start-up still refuses a newer version's store (ADR 035)
+                check_store_version(svc.read_model)
+            except BaseException:
+                svc.close()
+                raise
         try:
             yield svc
         finally:

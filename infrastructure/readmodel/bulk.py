@@ -54,13 +54,29 @@ def behind_query(
     return _BEHIND.format_map(_Keep(where=" OR ".join(clauses))), params
 
 
+def held_before(
+    held: Collection[tuple[UUID, int]], ids: Sequence[int] | None
+) -> list[tuple[UUID, int, int]]:
+    """The sessions a save read without writing them (`held_sessions`: id, version), each
+    to be unchanged before the save's first event (`ids[0]`)."""
+    if not held or not ids:
+        return []
+    first = ids[0]
+    return [(sid, version, first) for sid, version in held]
+
+
 class BulkWrites(ReadModelWrites):
     def apply_inline(
-        self, c: Any, changes: Sequence[p.RowChange], quiet: Collection[UUID] = ()
+        self,
+        c: Any,
+        changes: Sequence[p.RowChange],
+        quiet: Collection[UUID] = (),
+        held: Sequence[tuple[UUID, int, int]] = (),
     ) -> None:
         """The inline path (in the transaction that stores the events): a save's few changes
         one statement at a time; a large one in bulk, then a wake for every notice it
-        opened on a cursor not in `quiet` (R-W7)."""
+        opened on a cursor not in `quiet` (R-W7). `held`: the sessions the save read without
+        writing them (`held_before`), checked unchanged (`check_sessions_held`)."""
         if len(changes) < BULK_INLINE:
             self.apply_changes(c, changes, quiet)
         else:
@@ -70,6 +86,8 @@ class BulkWrites(ReadModelWrites):
                     self.notice_opened(c, change.watch_id)  # type: ignore[union-attr]
         self.check_no_cursor_behind(c, changes)
         self.check_cursors_held(c, changes)
+        if held:  # a spawn's or an open's: the others pay nothing, not even the call
+            self.check_sessions_held(c, held)
 
     def check_no_cursor_behind(self, c: Any, changes: Sequence[p.RowChange]) -> None:
         """Refuse, as a conflict the service retries, a save that leaves a cursor it touched
@@ -113,6 +131,23 @@ class BulkWrites(ReadModelWrites):
             f"AND e.{self.notification_id_column} < d.position"
         )
         message = "a drained cursor moved after the drain read it; read again"
+        self.fail_if_any(c, template, list(params), message)
+
+    def check_sessions_held(self, c: Any, held: Sequence[tuple[UUID, int, int]]) -> None:
+        """Refuse, as a conflict the service retries, a save one of whose sessions it read
+        without writing (a new parent's ancestry, R-T3) has an event past the version it
+        read, stored before the save's first event: two spawn edges checked against the
+        ancestry each read would otherwise both land and close a cycle. Exact for the same
+        reason as `check_no_cursor_behind`."""
+        if not held:
+            return
+        source, params = self.dialect.ids_with_versions(held)
+        template = (
+            f"SELECT 1 FROM {source} JOIN {{s}}{self.events_table_name} e "  # noqa: S608 -- fixed fragments and the library's table name; values are bound
+            "ON e.originator_id = d.id AND e.originator_version > d.version "
+            f"AND e.{self.notification_id_column} < d.position"
+        )
+        message = "a session the save read moved after it read it; read again"
         self.fail_if_any(c, template, list(params), message)
 
     #: The library's event table (the recorder's) and its notification id column.

@@ -31,7 +31,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from session_awareness.application import projection as p
-from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
+from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE, held_before
 from session_awareness.infrastructure.readmodel.group_commit import (
     GroupCommit,
     Save,
@@ -54,6 +54,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         *,
         projected_events: Sequence[Any] = (),
         quiet_notices: Collection[UUID] = (),
+        held_sessions: Collection[tuple[UUID, int]] = (),
         **kwargs: Any,
     ) -> Sequence[int] | None:
         """Lock the events table, insert the events, apply the projection's rows and commit,
@@ -66,8 +67,14 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
             return []
         if len(stored_events) >= BULK_INLINE:
             with self.save_deadline(len(stored_events)):
-                return self._insert_many(stored_events, projected_events, quiet_notices)
-        kwargs.update(projected_events=projected_events, quiet_notices=quiet_notices)
+                return self._insert_many(
+                    stored_events, projected_events, quiet_notices, held_sessions
+                )
+        kwargs.update(
+            projected_events=projected_events,
+            quiet_notices=quiet_notices,
+            held_sessions=held_sessions,
+        )
         return self.group.insert(stored_events, kwargs)
 
     def _write_batch(self, saves: list[Save]) -> None:
@@ -122,7 +129,9 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         projected = save.kwargs.get("projected_events")
         if projected:
             changes = p.project(list(zip(ids, projected, strict=True)))
-            self.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()))
+            holds = save.kwargs.get("held_sessions")
+            held = held_before(holds, ids) if holds else ()
+            self.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()), held)
         if savepoint:
             rows.sql.append("RELEASE SAVEPOINT save")
         if last:
@@ -135,6 +144,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         stored_events: Sequence[StoredEvent],
         projected_events: Sequence[Any],
         quiet_notices: Collection[UUID] = (),
+        held_sessions: Collection[tuple[UUID, int]] = (),
     ) -> Sequence[int]:
         """A large save: the same transaction in two pipelined round trips of a few
         statements whose values go as arrays, bound server-side in binary."""
@@ -160,7 +170,8 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                         raise RuntimeError("the event store returned no notification ids")
                     if projected_events:
                         changes = p.project(list(zip(ids, projected_events, strict=True)))
-                        self.apply_inline(_Pipelined(curs), changes, quiet_notices)
+                        held = held_before(held_sessions, ids) if held_sessions else ()
+                        self.apply_inline(_Pipelined(curs), changes, quiet_notices, held)
                     curs.execute("COMMIT")
                     pipeline.sync()
             except BaseException:

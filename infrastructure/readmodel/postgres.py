@@ -33,7 +33,7 @@ from session_awareness.application import projection as p
 from session_awareness.infrastructure.pg_config import wake_channel_for
 from session_awareness.infrastructure.pg_listener import WakeListener
 from session_awareness.infrastructure.postgres import bounded, create_in_turn
-from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
+from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE, held_before
 from session_awareness.infrastructure.readmodel.dialect import Dialect
 from session_awareness.infrastructure.readmodel.pg_prepared import PreparedStatements
 from session_awareness.infrastructure.readmodel.postgres_audit import PostgresAudit
@@ -151,6 +151,7 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
         *,
         projected_events: Sequence[Any] = (),
         quiet_notices: Collection[UUID] = (),
+        held_sessions: Collection[tuple[UUID, int]] = (),
         **kwargs: Any,
     ) -> Sequence[int] | None:
         """The library's steps (table lock, NOTIFY on its events channel, insert), then the
@@ -174,7 +175,8 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
                             if ids is None or len(ids) != len(stored_events):
                                 raise RuntimeError("the event store returned no notification ids")
                             changes = p.project(list(zip(ids, projected_events, strict=True)))
-                            self.apply_inline(curs, changes, quiet_notices)
+                            held = held_before(held_sessions, ids) if held_sessions else ()
+                            self.apply_inline(curs, changes, quiet_notices, held)
                         pipeline.sync()  # surface the rows' errors before COMMIT
                     except Exception as error:  # noqa: BLE001 -- re-raised below
                         failure = error

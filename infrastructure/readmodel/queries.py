@@ -18,6 +18,7 @@ from session_awareness.infrastructure.readmodel.schema import (
     DERIVED_MATERIAL,
     DERIVED_UPDATED,
     INDEXED,
+    STORE_VERSION_MARK,
 )
 
 _SESSION = (
@@ -38,6 +39,12 @@ _OUTDATED = (
     "(SELECT 1 FROM {s}session_material m WHERE m.session_id = r.session_id) OR NOT EXISTS "
     "(SELECT 1 FROM {s}session_dedupe_keys k WHERE k.session_id = r.session_id "
     "AND k.dedupe_key = ?) LIMIT 1"
+)
+_MARK = "SELECT value FROM {s}session_awareness_marks WHERE name = ?"
+#: A mark only goes up: an older process never lowers what a newer one wrote.
+_MARK_RAISED = (
+    "INSERT INTO {s}session_awareness_marks (name, value) VALUES (?, ?) ON CONFLICT (name) "
+    "DO UPDATE SET value = excluded.value WHERE {s}session_awareness_marks.value < excluded.value"
 )
 _KEY_SEEN = "SELECT 1 FROM {s}session_dedupe_keys WHERE session_id = ? AND dedupe_key = ?"
 _CURSOR = (
@@ -74,6 +81,8 @@ _PRUNE_PLAN = """
 
 
 class ReadModelQueries(Rendered):
+    datastore: Any  # the backend's, for the one write here (`mark_store_version`)
+
     def fetch(self, template: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows by column name, read in one read-only transaction."""
         raise NotImplementedError
@@ -152,6 +161,21 @@ class ReadModelQueries(Rendered):
         """Whether a session's registry row lacks the rows this version keeps beside it:
         the read models were written by an earlier version and need a rebuild."""
         return bool(self.fetch(_OUTDATED, (INDEXED,)))
+
+    def store_version(self) -> int | None:
+        try:
+            rows = self.fetch_tuples(_MARK, (STORE_VERSION_MARK,))
+        except Exception as error:
+            # Only a store older than the mark lacks its table (one opened read-only, which
+            # creates nothing): unmarked.
+            if "no such table: session_awareness_marks" in str(error):
+                return None
+            raise
+        return int(rows[0][0]) if rows else None
+
+    def mark_store_version(self, version: int) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(self.sql(_MARK_RAISED), (STORE_VERSION_MARK, version))
 
     def dedupe_key_seen(self, session_id: UUID, dedupe_key: str) -> bool:
         if dedupe_key == INDEXED:

@@ -190,9 +190,15 @@ DERIVED_UPDATED = (
     "THEN m.material_other_at ELSE m.material_at END, 0))"
 )
 
+#: The store's marks, by name: `store_version`, the store format the newest version that
+#: opened the store migrated it to (ADR 035). Not a read model: no event writes it, and an
+#: audit neither compares nor rebuilds it.
+MARKS = Table("session_awareness_marks", (_text("name"), _int("value", NOT_NULL)), key=("name",))
+STORE_VERSION_MARK = "store_version"
+
 #: Every read-model table, in creation order.
 TABLES = (REGISTRY, HEADS, EVENTS, CURSORS, LINKS, ACTIVITY, MATERIAL, KEYS)
 #: Read-model tables and the order an audit compares their rows in (their keys).
 READ_MODEL_TABLES = {table.name: ", ".join(table.key) for table in TABLES}
 #: The statements creating every read-model table and index (templates).
-READ_MODEL_DDL = [statement for table in TABLES for statement in table.ddl()]
+READ_MODEL_DDL = [statement for table in (*TABLES, MARKS) for statement in table.ddl()]

@@ -24,6 +24,7 @@ from eventsourcing.sqlite import (
 )
 
 from session_awareness.application import projection as p
+from session_awareness.infrastructure.readmodel.bulk import held_before
 from session_awareness.infrastructure.readmodel.dialect import Dialect
 from session_awareness.infrastructure.readmodel.group_commit import (
     GroupCommit,
@@ -113,6 +114,7 @@ class SQLiteReadModelRecorder(JoinedSessionState, ReadModelStore, SQLiteApplicat
         *,
         projected_events: Sequence[Any] = (),
         quiet_notices: Collection[UUID] = (),
+        held_sessions: Collection[tuple[UUID, int]] = (),
         **kwargs: Any,
     ) -> Sequence[int] | None:
         notification_ids = super()._insert_events(c, stored_events, **kwargs)
@@ -120,7 +122,8 @@ class SQLiteReadModelRecorder(JoinedSessionState, ReadModelStore, SQLiteApplicat
             if notification_ids is None:  # the SQLite recorder always returns them
                 raise RuntimeError("the event store returned no notification ids")
             positions = list(zip(notification_ids, projected_events, strict=True))
-            self.apply_inline(c, p.project(positions), quiet_notices)
+            held = held_before(held_sessions, notification_ids) if held_sessions else ()
+            self.apply_inline(c, p.project(positions), quiet_notices, held)
         return notification_ids
 
     def fail_if_any(self, c: Any, template: str, params: Sequence[Any], message: str) -> None:

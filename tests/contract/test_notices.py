@@ -197,6 +197,83 @@ class TestRestart:
         assert again.drain_notices(MANAGER) == [notice(CHILD, 1)]
         assert again.pending_notices(MANAGER) == []
 
+    def test_a_re_delivered_notice_drains_up_to_its_material_mark(
+        self, open_svc: ServiceFactory
+    ) -> None:
+        """R-N6, R-N3: the worked example's notice pending over a restart: the start-up sweep
+        re-delivers it with N raised to M, so its drain acknowledges 2, 3 and 4 at once and
+        no follow-up notice opens for what its page already covered (as the reference)."""
+        svc = open_svc()
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 2: opens
+        svc.record_goal_changed(CHILD, summary="goal updated", actor_type="human")  # 3
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 4
+        assert cursor(svc, MANAGER, CHILD) == (1, 2, 4)
+        svc.close()
+
+        again = open_svc()
+        assert cursor(again, MANAGER, CHILD) == (1, 4, 4)
+        assert again.pending_notices(MANAGER) == [notice(CHILD, 1)]
+        assert again.drain_notices(MANAGER) == [notice(CHILD, 1)]
+        assert cursor(again, MANAGER, CHILD) == (4, 4, 4)
+        assert again.pending_notices(MANAGER) == []
+        assert again.drain_notices(MANAGER) == []
+        report = again.audit()
+        assert report.clean, report.as_dict()
+
+    def test_material_after_the_re_delivery_still_gets_one_follow_up(
+        self, open_svc: ServiceFactory
+    ) -> None:
+        """R-N6, R-N2, R-N3: only what the sweep found is covered; a change after it is the
+        remainder the drain reopens for, once."""
+        svc = open_svc()
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 2: opens
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 3
+        svc.close()
+        again = open_svc()
+        again.record_goal_changed(CHILD, summary="goal updated", actor_type="human")  # 4
+        assert again.drain_notices(MANAGER) == [notice(CHILD, 1)]
+        assert cursor(again, MANAGER, CHILD) == (3, 4, 4)
+        assert again.drain_notices(MANAGER) == [notice(CHILD, 3)]
+        assert again.drain_notices(MANAGER) == []
+        assert again.audit().clean
+
+    def test_a_drained_notice_reopened_before_the_restart_is_re_delivered_too(
+        self, open_svc: ServiceFactory
+    ) -> None:
+        """R-N6, R-N3: a notice a drain reopened (its positions on the watcher's drains, ADR
+        024) is re-delivered like one a record opened, its L kept."""
+        svc = open_svc()
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 2: opens
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 3
+        svc.drain_notices(MANAGER)  # L = 2, reopened at 3
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 4
+        svc.close()
+        again = open_svc()
+        assert cursor(again, MANAGER, CHILD) == (2, 4, 4)
+        assert again.drain_notices(MANAGER) == [notice(CHILD, 2)]
+        assert again.pending_notices(MANAGER) == []
+        assert again.audit().clean
+
+    def test_a_second_restart_stores_nothing_more(self, open_svc: ServiceFactory) -> None:
+        """R-N6: the re-delivery is one event per watcher, once; a restart that finds N = M
+        stores nothing, and an idle watcher's notice is not duplicated."""
+        svc = open_svc()
+        spawn(svc)
+        spawn(svc, child=OTHER, run="run-2")
+        for target in (CHILD, OTHER, CHILD, OTHER):
+            svc.record_human_direct_message(target, channel="telegram")
+        svc.close()
+        again = open_svc()
+        stored = again.store.recorder.max_notification_id()
+        again.close()
+        third = open_svc()
+        assert third.store.recorder.max_notification_id() == stored
+        assert third.pending_notices(MANAGER) == [notice(CHILD, 1), notice(OTHER, 1)]
+        assert [cursor(third, MANAGER, t) for t in (CHILD, OTHER)] == [(1, 3, 3), (1, 3, 3)]
+
     def test_the_sweep_wakes_each_watcher_once_and_skips_sub_agents(
         self, svc: SessionAwareness, waker: RecordingWaker
     ) -> None:

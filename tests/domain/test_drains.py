@@ -13,6 +13,7 @@ from eventsourcing.domain import CanMutateAggregate
 from eventsourcing.persistence import DatetimeAsISO, JSONTranscoder, Mapper, UUIDAsHex
 
 from session_awareness.application.invariants import Invariants
+from session_awareness.domain import notices
 from session_awareness.domain.drains import Acknowledgement, Drains, acknowledgements
 from session_awareness.domain.keys import SessionRef, drains_id
 from session_awareness.domain.watch import RemovalReason, Via, Watch, WatchStateError
@@ -176,3 +177,50 @@ class TestTheAuditOfDrains:
         for position, event in enumerate([*events, started], 1):
             invariants.check(position, event)
         assert [(v.rule, v.position) for v in invariants.found] == [("R-N3", 3)]
+
+
+class TestTheSweepReDeliversAPendingNotice:
+    def test_a_re_delivered_notice_has_its_n_raised_to_m_and_its_l_kept(self) -> None:
+        """R-N6: as the reference's sweep re-materializes a pending notice, N rises to the
+        target's M and L (the notice's text) stays; the entry gives the cursor its positions
+        and the audit finds it clean."""
+        watch, events = pending()  # L = 1, N = 2; material up to 4 reached it since
+        drains, entries = notices.redeliver(None, WATCHER, [(watch, 4)], at=at(10))
+        assert [(e.acknowledged, e.notified, e.material) for e in entries] == [(1, 4, 4)]
+        assert drains is not None
+        stored = [stored_and_back(event) for event in drains.collect_events()]
+        assert [type(event) for event in stored] == [Drains.Started, Drains.Redelivered]
+        loaded = replay(events)
+        loaded.overlay(replay(stored).latest_for(watch.id, watch.version))
+        assert loaded.positions == (1, 4, 4) and loaded.notice == watch.notice
+        invariants = Invariants()
+        for position, event in enumerate([*events, *stored], 1):
+            invariants.check(position, event)
+        assert invariants.found == []
+
+    def test_its_drain_acknowledges_up_to_m_without_a_follow_up(self) -> None:
+        """R-N6, R-N3: after the re-delivery the drain leaves the cursor synced at M."""
+        watch, _ = pending()
+        _, [entry] = notices.redeliver(None, WATCHER, [(watch, 4)], at=at(10))
+        watch.overlay(entry)
+        drained = watch.acknowledgement(material=4, at=at(11))
+        assert (drained.acknowledged, drained.notified, drained.material) == (4, 4, 4)
+        assert not drained.reopened
+
+    def test_a_notice_without_material_past_n_is_left_alone(self) -> None:
+        """R-N6: N = M already: nothing to store; a synced cursor is not re-delivered."""
+        watch, _ = pending()
+        assert notices.redeliver(None, WATCHER, [(watch, 2)], at=at(10)) == (None, [])
+        synced = Watch.start(WATCHER, CHILD, via=Via.SPAWN, at_sequence=1, at=at(1))
+        with pytest.raises(WatchStateError):
+            synced.redelivery(material=3, at=at(10))
+
+    def test_a_re_delivery_that_moves_l_is_a_violation(self) -> None:
+        """R-N6: the audit refuses an entry that changes the notice's L."""
+        watch, events = pending()
+        forged = Acknowledgement(watch.id, watch.version, 2, 4, 4, at(10))
+        drains = Drains.redeliver(None, WATCHER, [forged], at=at(10))
+        invariants = Invariants()
+        for position, event in enumerate([*events, *drains.collect_events()], 1):
+            invariants.check(position, event)
+        assert [(v.rule, v.position) for v in invariants.found] == [("R-N6", 4)]

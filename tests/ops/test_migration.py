@@ -3,13 +3,21 @@ store on start, and it audits clean (R-R2)."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from session_awareness.application import SessionAwareness, open_service
+from session_awareness.application import (
+    ConfigurationError,
+    SessionAwareness,
+    StoreVersionError,
+    open_service,
+)
+from session_awareness.application.audit import STORE_VERSION
+from session_awareness.infrastructure.cli import main
 from tests.conftest import FakeClock, ServiceFactory
 from tests.contract.helpers import CHILD, MANAGER, spawn
 from tests.ops.helpers import copied_store
@@ -141,6 +149,11 @@ PREVIOUS_CURSOR_ROWS = {
 }
 
 
+def redelivered(rows: list[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
+    """The rows after the start-up sweep: each pending notice re-delivered at N = M (R-N6)."""
+    return [(t, ack, m if n > ack else n, m) for t, ack, n, m in rows]
+
+
 def cursor_rows(svc: SessionAwareness, watcher: str) -> list[tuple[str, int, int, int]]:
     rows = svc.read_model.cursors_of_watcher(watcher, pending_only=False)
     return [(r.target_key, r.acknowledged, r.notified, r.material) for r in rows]
@@ -161,14 +174,17 @@ class TestAStoreWithStoredMaterialAdvances:
     def test_its_cursors_and_notices_read_the_same_and_it_audits_clean(
         self, previous: str, clock: FakeClock
     ) -> None:
-        """R-N2, R-W4, R-W5, R-W7: rebuilt on start, every cursor shows the positions the
-        previous version showed (M derived from the targets now), the same notices are
-        pending, and an audit finds the rows equal to a replay."""
+        """R-N2, R-W4, R-W5, R-W7, R-N6: rebuilt on start, every cursor shows the positions
+        the previous version showed (M derived from the targets now), each pending one
+        re-delivered at N = M by the start-up sweep, the same notices are pending, and an
+        audit finds the rows equal to a replay."""
         with capture_logs() as logs:
             svc = open_service(previous, clock=clock)
         try:
             assert len(migrations(logs)) == 1
-            assert {w: cursor_rows(svc, w) for w in PREVIOUS_CURSOR_ROWS} == PREVIOUS_CURSOR_ROWS
+            assert {w: cursor_rows(svc, w) for w in PREVIOUS_CURSOR_ROWS} == {
+                w: redelivered(rows) for w, rows in PREVIOUS_CURSOR_ROWS.items()
+            }
             assert svc.pending_notices(MANAGER) == [since(WORKER, 2), since(GROUP, 0)]
             assert svc.pending_notices(PEER) == [since(WORK, 0)]
             assert svc.pending_notices(LEAD) == [since(WORK, 0)]
@@ -181,32 +197,33 @@ class TestAStoreWithStoredMaterialAdvances:
     def test_its_pending_cursors_drain_and_advance_as_before(
         self, previous: str, clock: FakeClock
     ) -> None:
-        """R-N3: a drain acknowledges N and reopens at the M the old events recorded; later
-        records advance M without a stored cursor event, self-suppressed as before (R-W5)."""
+        """R-N3, R-N6: re-delivered at start at the M the old events recorded, a drain
+        acknowledges up to it; later records advance M without a stored cursor event,
+        self-suppressed as before (R-W5)."""
         with open_service(previous, clock=clock) as svc:
             assert svc.drain_notices(MANAGER) == [since(WORKER, 2), since(GROUP, 0)]
-            assert cursor_rows(svc, MANAGER) == [(WORKER, 4, 7, 7), (GROUP, 1, 2, 2)]
+            assert cursor_rows(svc, MANAGER) == [(WORKER, 7, 7, 7), (GROUP, 2, 2, 2)]
             svc.drain_notices(PEER)
             svc.drain_notices(LEAD)
-            assert cursor_rows(svc, PEER) == [(WORK, 1, 3, 3)]
-            assert cursor_rows(svc, LEAD) == [(WORK, 1, 4, 4)]
-            svc.record_goal_changed(WORK, summary="goal updated", actor_id=PEER)  # 5
-            assert cursor_rows(svc, PEER) == [(WORK, 1, 3, 3)]
-            assert cursor_rows(svc, LEAD) == [(WORK, 1, 4, 5)]
-            svc.drain_notices(PEER)
             assert cursor_rows(svc, PEER) == [(WORK, 3, 3, 3)]
+            assert cursor_rows(svc, LEAD) == [(WORK, 4, 4, 4)]
+            svc.record_goal_changed(WORK, summary="goal updated", actor_id=PEER)  # 5
+            assert cursor_rows(svc, PEER) == [(WORK, 3, 3, 3)]
+            assert cursor_rows(svc, LEAD) == [(WORK, 4, 5, 5)]
             assert svc.pending_notices(PEER) == []
+            svc.drain_notices(LEAD)
+            assert cursor_rows(svc, LEAD) == [(WORK, 5, 5, 5)]
             svc.record_human_direct_message(WORKER, channel="telegram")  # 8
             assert cursor_rows(svc, SYNCED) == [(WORKER, 7, 8, 8)]
-            assert cursor_rows(svc, MANAGER)[0] == (WORKER, 4, 7, 8)
+            assert cursor_rows(svc, MANAGER) == [(GROUP, 2, 2, 2), (WORKER, 7, 8, 8)]
             report = svc.audit()
             assert report.clean, report.as_dict()
 
     def test_its_history_shows_each_stored_material_advance_once(
         self, previous: str, clock: FakeClock
     ) -> None:
-        """R-N2: the previous version's `MaterialAdvanced` events and the steps derived from
-        later signals read alike, each once."""
+        """R-N2, R-N6: the previous version's `MaterialAdvanced` events and the steps derived
+        from later signals read alike, each once; the start-up sweep's re-delivery is a step."""
         with open_service(previous, clock=clock) as svc:
             svc.record_goal_changed(WORKER, summary="goal updated", actor_type="human")  # 8
             steps = [
@@ -223,7 +240,8 @@ class TestAStoreWithStoredMaterialAdvances:
             ("material_advanced", 2, 4, 5),
             ("material_advanced", 2, 4, 6),
             ("material_advanced", 2, 4, 7),
-            ("material_advanced", 2, 4, 8),  # derived: nothing stored for it
+            ("redelivered", 2, 7, 7),  # the start-up sweep: N raised to M (R-N6)
+            ("material_advanced", 2, 7, 8),  # derived: nothing stored for it
         ]
 
 
@@ -246,10 +264,12 @@ class TestAStoreWithOneAcknowledgementPerPair:
     def test_its_cursors_read_the_same_drain_in_one_event_and_it_audits_clean(
         self, before: str, clock: FakeClock
     ) -> None:
-        """R-N3, R-W7: the stored acknowledgements replay as before; a drain now stores one
-        event for all of a watcher's pairs, and a restarted service reads both shapes."""
+        """R-N3, R-W7, R-N6: the stored acknowledgements replay as before; a drain now stores
+        one event for all of a watcher's pairs, and a restarted service reads both shapes."""
         with open_service(before, clock=clock) as svc:
-            assert {w: cursor_rows(svc, w) for w in BEFORE_DRAINS_ROWS} == BEFORE_DRAINS_ROWS
+            assert {w: cursor_rows(svc, w) for w in BEFORE_DRAINS_ROWS} == {
+                w: redelivered(rows) for w, rows in BEFORE_DRAINS_ROWS.items()
+            }
             assert svc.pending_notices(MANAGER) == [since(GROUP, 1), since(WORKER, 5)]
             assert svc.audit().clean
             stored = svc.store.recorder.max_notification_id()
@@ -260,8 +280,8 @@ class TestAStoreWithOneAcknowledgementPerPair:
             svc.record_human_direct_message(WORKER, channel="telegram")  # 7: opens
             svc.record_human_direct_message(GROUP, channel="slack")  # 3: opens, never woken
             assert cursor_rows(svc, MANAGER) == [(WORKER, 6, 7, 7), (GROUP, 2, 3, 3)]
-            svc.drain_notices(LEAD)
-            assert cursor_rows(svc, LEAD) == [(WORK, 1, 3, 3)]
+            svc.drain_notices(LEAD)  # re-delivered at the first start (R-N6)
+            assert cursor_rows(svc, LEAD) == [(WORK, 3, 3, 3)]
             report = svc.audit()
             assert report.clean, report.as_dict()
 
@@ -285,3 +305,86 @@ class TestAStoreWithOneAcknowledgementPerPair:
             ("acknowledged", 5, 5, 5, False),
             ("acknowledged", 6, 7, 7, True),  # one event for both of the manager's pairs
         ]
+
+
+class TestTheStoreVersionMark:
+    def test_a_store_is_marked_with_the_version_it_was_migrated_to(
+        self, open_svc: ServiceFactory
+    ) -> None:
+        """ADR 035, on both backends: opening marks the store with this version's
+        `STORE_VERSION`; a lower mark never replaces a higher one."""
+        svc = open_svc()
+        assert svc.read_model.store_version() == STORE_VERSION
+        svc.read_model.mark_store_version(STORE_VERSION - 1)
+        assert svc.read_model.store_version() == STORE_VERSION
+
+    def test_a_store_a_newer_version_migrated_is_refused_in_one_line(
+        self, open_svc: ServiceFactory
+    ) -> None:
+        """ADR 035, on both backends: a process of an older version refuses, with one clear
+        line, a store a newer version marked, instead of reading it (drained cursors as
+        pending, events it has no class for); the mark is left as it was."""
+        svc = open_svc()
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="telegram")
+        svc.drain_notices(MANAGER)
+        recorder: Any = svc.store.recorder
+        with recorder.datastore.transaction(commit=True) as c:
+            c.execute(recorder.sql("UPDATE {s}session_awareness_marks SET value = 99"))
+        svc.close()
+        with pytest.raises(StoreVersionError) as raised:
+            open_svc()
+        message = str(raised.value)
+        assert isinstance(raised.value, ConfigurationError)
+        assert "\n" not in message and "newer" in message and "99" in message
+        assert (raised.value.found, raised.value.known) == (99, STORE_VERSION)
+
+    def test_a_store_of_the_previous_version_is_marked_once_migrated(
+        self, tmp_path: Path, clock: FakeClock
+    ) -> None:
+        """ADR 035: a store written before the mark has none; its first open migrates it and
+        marks it, the next open finds it marked and writes nothing."""
+        previous = copied_store(PREVIOUS_STORE, tmp_path)
+        with capture_logs() as logs, open_service(previous, clock=clock) as svc:
+            assert svc.read_model.store_version() == STORE_VERSION
+        marked = [e for e in logs if e["event"] == "store_version_marked"]
+        assert [(e["version"], e["was"]) for e in marked] == [(STORE_VERSION, None)]
+        with capture_logs() as logs, open_service(previous, clock=clock):
+            pass
+        assert [e for e in logs if e["event"] == "store_version_marked"] == []
+
+    def test_a_read_only_open_of_an_unmarked_store_changes_nothing(
+        self, tmp_path: Path, clock: FakeClock
+    ) -> None:
+        """ADR 034, ADR 035: a store of the version before the mark (no marks table) with a
+        notice to re-deliver opens read-only (`?mode=ro` creates and writes nothing): it is
+        taken as unmarked, and its notice stays as it was, logged `notices_not_redelivered`."""
+        path = tmp_path / "sessions.db"
+        with open_service(f"sqlite:///{path}", clock=clock) as svc:
+            spawn(svc)
+            svc.record_human_direct_message(CHILD, channel="telegram")  # 2: opens
+            svc.record_human_direct_message(CHILD, channel="telegram")  # 3
+        with sqlite3.connect(path) as conn:
+            conn.execute("DROP TABLE session_awareness_marks")
+        before = path.read_bytes()
+        with capture_logs() as logs, open_service(f"sqlite:///{path}?mode=ro", clock=clock) as svc:
+            assert svc.read_model.store_version() is None
+            assert cursor_rows(svc, MANAGER) == [(CHILD, 1, 2, 3)]
+            assert svc.pending_notices(MANAGER) == [since(CHILD, 1)]
+        assert [e["watcher"] for e in logs if e["event"] == "notices_not_redelivered"] == [MANAGER]
+        assert path.read_bytes() == before
+
+    def test_a_look_by_an_older_cli_refuses_a_newer_store_too(
+        self, tmp_path: Path, clock: FakeClock, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """ADR 035: the CLI's commands that only look (no start-up) refuse a store a newer
+        version marked as the service's open does: exit 2, one line."""
+        path = tmp_path / "sessions.db"
+        with open_service(f"sqlite:///{path}", clock=clock) as svc:
+            spawn(svc)
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE session_awareness_marks SET value = 99")
+        code = main(["status", CHILD, "--database-url", f"sqlite:///{path}"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2
+        assert len(err.splitlines()) == 1 and "newer" in err and "99" in err

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import threading
 import uuid
+from typing import Any
 
 import psycopg
+from psycopg.sql import SQL, Identifier
 
 from session_awareness.application import open_service
 from session_awareness.infrastructure.pg_config import parse_postgres_url
@@ -81,3 +83,46 @@ def test_a_one_connection_pool_opens_and_records(postgres: PostgresCluster) -> N
     with open_service(url) as svc:
         svc.open_session("agent:main:main")
         assert svc.session_status("agent:main:main")["stateVersion"] == 0
+
+
+def _creating_the_schema_waits(conn: psycopg.Connection) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND query LIKE 'CREATE SCHEMA%'"
+    ).fetchone()
+    return row is not None and row[0] > 0
+
+
+def test_a_schema_another_creator_commits_meanwhile_is_used(postgres: PostgresCluster) -> None:
+    """R-N7: a creator that does not take the service's schema lock (an earlier version's
+    gateway, an operator's script) creates the new schema while an open is creating it: the
+    open's `CREATE SCHEMA IF NOT EXISTS` waits on the uncommitted schema and then meets
+    `pg_namespace`'s unique index. The open goes on in the schema the other created."""
+    schema = f"p_{uuid.uuid4().hex[:12]}"
+    opened: list[Any] = []
+    failures: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            opened.append(open_service(f"{postgres.url}?schema={schema}"))
+        except BaseException as error:  # noqa: BLE001 -- reported by the assertion below
+            failures.append(error)
+
+    with psycopg.connect(postgres.url) as other:
+        other.execute(SQL("CREATE SCHEMA {}").format(Identifier(schema)))  # not committed yet
+        opening = threading.Thread(target=start)
+        opening.start()
+        try:
+            with psycopg.connect(postgres.url, autocommit=True) as watcher:
+                assert wait_until(lambda: _creating_the_schema_waits(watcher))
+        finally:
+            other.commit()
+            opening.join(timeout=60)
+    try:
+        assert failures == []
+        assert len(opened) == 1
+        opened[0].open_session("agent:main:main")
+        assert opened[0].session_status("agent:main:main")["stateVersion"] == 0
+    finally:
+        for svc in opened:
+            svc.close()

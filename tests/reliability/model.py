@@ -108,8 +108,13 @@ class Model:
     # -- lifecycle (R-K3, R-W6, ADR 005) ------------------------------------------------------
 
     def start(self) -> None:
-        """R-R1: pruning runs at startup."""
+        """R-R1: pruning runs at startup. R-N6: the start-up sweep re-delivers each pending
+        notice of a watcher that is not gone with N raised to M, its L and place kept."""
         self.prune()
+        for (watcher, _), cursor in self.cursors.items():
+            session = self.sessions.get(watcher)
+            if cursor.pending and cursor.M > cursor.N and (session is None or session.live):
+                cursor.N, cursor.updated = cursor.M, self._ms()
 
     def ancestry(self, key: str | None) -> list[str]:
         """`key` and its ancestors, as far as the sessions (deleted ones too) know them."""
