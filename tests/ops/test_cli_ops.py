@@ -207,11 +207,14 @@ class TestBadInput:
     def test_an_unreachable_postgresql_server_gives_one_line_and_exit_2(
         self, capsys: Capture
     ) -> None:
-        """A database that does not answer is one line naming the URL without its password."""
+        """A database that does not answer is one line naming the kind of failure (R-E1) and the
+        URL without its password."""
         url = "postgresql://ops:secret@127.0.0.1:9/sessions?connect_timeout=1"
         code, out, err = run(capsys, "audit", "--database-url", url)
         assert (code, out) == (2, "")
-        assert err.startswith("error: cannot open postgresql://ops:***@127.0.0.1:9/sessions")
+        assert err.startswith(
+            "error: session store unavailable: cannot open postgresql://ops:***@127.0.0.1:9/sessions"
+        )
         assert "secret" not in err
         assert err.count("\n") == 1
 
