@@ -40,7 +40,6 @@ from session_awareness.infrastructure.claude_state import ClaudeState, state_dir
 if TYPE_CHECKING:
     from session_awareness.application import SessionAwareness
 
-CHANNEL = "claude-code"
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SubagentStart", "SubagentStop")
 SOURCES = ("startup", "resume", "clear", "compact")
 MAX_INPUT = 1 << 20  # a hook event is small; a prompt larger than this is still only counted
