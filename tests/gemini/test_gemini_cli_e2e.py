@@ -4,15 +4,13 @@ configured only by `session-awareness install gemini-cli`, its sessions sharing 
 each other and with a Claude Code session (R-A1).
 
 Slow (`make test-slow`). Outside CI it skips when node or npm is missing; under CI (`CI` set)
-it fails instead, so it never skips silently there.
+it fails instead, so it never skips silently there (`tests/gemini/npm.py`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,47 +22,23 @@ import pytest
 
 from session_awareness.application import open_service
 from tests.gemini.fake_api import FakeGeminiApi, call_reply, text_reply
+from tests.gemini.npm import npm_cli
 from tests.hooks.helpers import TIMEOUT, fixture, hook_env, lead_key
 
 pytestmark = pytest.mark.slow
 
 VERSION = "0.61.0"
 MODEL = "gemini-2.5-flash"  # named, so no routing request reaches the fake before the turn
-CACHE_ENV = "SESSION_AWARENESS_TEST_CACHE"
 CLI = [sys.executable, "-m", "session_awareness.infrastructure.cli"]
 RUN_TIMEOUT = 180
 NOTICE = re.compile(r'Session "([^"]+)" changed \(other actor\)')
-
-
-def _unavailable(why: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"the Gemini CLI end-to-end test cannot run under CI: {why}")
-    pytest.skip(why)
 
 
 @pytest.fixture(scope="module")
 def gemini() -> list[str]:
     """The command that runs the pinned Gemini CLI, installed from the npm registry into the
     cache directory the first time."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        _unavailable("node and npm are needed to install and run @google/gemini-cli")
-    assert node is not None and npm is not None
-    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=False)
-    major = re.match(r"v(\d+)\.", version.stdout)
-    if major is None or int(major.group(1)) < 20:
-        _unavailable(f"@google/gemini-cli needs node >= 20, not {version.stdout.strip()!r}")
-    base = os.environ.get(CACHE_ENV) or str(Path.home() / ".cache" / "session-awareness-tests")
-    prefix = Path(base) / f"gemini-cli-{VERSION}"
-    entry = prefix / "node_modules" / "@google" / "gemini-cli" / "bundle" / "gemini.js"
-    if not entry.exists():
-        done = subprocess.run(
-            [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-             f"@google/gemini-cli@{VERSION}"],
-            capture_output=True, text=True, timeout=900, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0 and entry.exists(), done.stderr[-2000:]
-    return [node, str(entry)]
+    return npm_cli("@google/gemini-cli", VERSION, "bundle/gemini.js")
 
 
 @dataclass
