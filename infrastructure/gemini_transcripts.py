@@ -7,33 +7,49 @@ same id replaces it, where it stood); `{"$set": {"messages": [...]}}` replaces e
 (the session's set-up, a compression); `{"$rewindTo": id}` drops that message and every one
 after it; other records (the session's metadata, other `$set` fields) carry no message.
 
-So the file is replayed forward, not read backward as a Claude Code transcript is: at most
-`max_bytes` of its newest complete lines (a line still being written is left for the next
-read), whose rows are then handed on newest first; when older lines were left unread that is
-said (`UNREAD`), never skipped silently. Rows shown are `user` messages (what the human typed,
-`displayContent`, when Gemini CLI kept it apart from the context a hook added) and `gemini`
-messages (their text, tool calls and the calls' results); the session set-up Gemini CLI sends
-as a first user message, thoughts, and `info`/`error`/`warning` records are not shown. Nothing
-read is stored or logged.
+So the file is replayed forward, not read backward as a Claude Code transcript is, within the
+same bounds (R-T4) and through the same reader: only a regular file, at most `max_bytes` of
+its newest complete lines (a line still being written is left for the next read), whose rows
+are then handed on newest first; when older lines were left unread that is said (`UNREAD`),
+never skipped silently, and a line that cannot be read (longer than `max_line`, malformed,
+nested too deep) is passed over and counted (`SKIPPED`). A row is named by its `id` when that
+is a short, safe, unique id, else by its byte offset. Rows shown are `user` messages (what
+the human typed, `displayContent`, when Gemini CLI kept it apart from the context a hook
+added) and `gemini` messages (their text, tool calls and the calls' results); the session
+set-up Gemini CLI sends as a first user message, thoughts, and `info`/`error`/`warning`
+records are not shown. Nothing read is stored or logged.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
 from session_awareness.application.transcript_port import (
+    SKIPPED,
     UNREAD,
     OlderRowsUnread,
     TranscriptBlock,
     TranscriptRow,
     TranscriptSession,
+    UnreadableLine,
 )
-from session_awareness.infrastructure.claude_code import complete_end, epoch_ms, parse_row
+from session_awareness.infrastructure.claude_code import (
+    epoch_ms,
+    open_regular,
+    parse_row,
+    row_position,
+)
 from session_awareness.infrastructure.claude_hooks import GEMINI_CLI
-from session_awareness.infrastructure.claude_transcripts import MAX_READ_BYTES
+from session_awareness.infrastructure.claude_transcripts import (
+    MAX_LINE_BYTES,
+    MAX_READ_BYTES,
+    lines_newest_first,
+)
 from session_awareness.logs import get_logger
 
 log = get_logger()
@@ -48,66 +64,80 @@ class GeminiCliTranscriptSource:
 
     source = SOURCE
 
-    def __init__(self, *, max_bytes: int = MAX_READ_BYTES) -> None:
+    def __init__(self, *, max_bytes: int = MAX_READ_BYTES, max_line: int = MAX_LINE_BYTES) -> None:
         self.max_bytes = max_bytes
+        self.max_line = max_line
 
     def newest_first(
         self, session: TranscriptSession
-    ) -> Iterator[TranscriptRow | OlderRowsUnread] | None:
+    ) -> Iterator[TranscriptRow | OlderRowsUnread | UnreadableLine] | None:
         known = session.transcript
         if known is None or known.source != SOURCE:
             return None
         try:
-            file = Path(known.ref).expanduser().open("rb")
-        except OSError as error:  # gone, unreadable: no transcript to show
+            file = open_regular(Path(known.ref).expanduser())
+        except OSError as error:  # gone, unreadable, not a regular file: none to show
             log.info("gemini_transcript_unreadable", session_key=session.key,
                      error_type=type(error).__name__)  # fmt: skip
             return None
         with file:
-            messages, unread = self._replayed(file)
-        return _newest_first(messages, unread=unread)
+            lines, skipped, unread = self._lines(file)
+        messages, malformed = replay(lines)
+        return _newest_first(messages, skipped=skipped + malformed, unread=unread)
 
-    def _replayed(self, file: IO[bytes]) -> tuple[list[dict[str, Any]], bool]:
-        """The messages as Gemini CLI would load them from the lines read, and whether older
-        lines were left unread."""
-        file.seek(0, 2)
-        end = complete_end(file, file.tell())
-        start = max(0, end - self.max_bytes)
-        file.seek(start)
-        chunk = file.read(end - start)
-        if start > 0:  # the first line read is cut: start at the next whole one
-            chunk = chunk[chunk.find(b"\n") + 1 :] if b"\n" in chunk else b""
-        return replay(chunk.splitlines()), start > 0
+    def _lines(self, file: IO[bytes]) -> tuple[list[tuple[int, bytes]], int, bool]:
+        """The complete lines read, oldest first with their offsets; how many could not be
+        read; whether older lines were left unread."""
+        size = os.fstat(file.fileno()).st_size
+        lines, skipped, unread = [], 0, False
+        for item in lines_newest_first(file, size, self.max_bytes, self.max_line):
+            if isinstance(item, tuple):
+                lines.append(item)
+            elif isinstance(item, OlderRowsUnread):
+                unread = True
+            else:
+                skipped += 1
+        lines.reverse()
+        return lines, skipped, unread
 
 
-def replay(lines: list[bytes]) -> list[dict[str, Any]]:
-    """The messages a chat file's records leave, in order."""
+def replay(lines: list[tuple[int, bytes]]) -> tuple[list[dict[str, Any]], int]:
+    """The messages a chat file's records leave, in order, each with the `offset` of the line
+    that put it in place; and how many lines were not records."""
     messages: dict[str, dict[str, Any]] = {}
-    for line in lines:
+    malformed = 0
+    for offset, line in lines:
         record = parse_row(line)
         if record is None:
+            malformed += 1
             continue
-        rewind = record.get("$rewindTo")
-        update = record.get("$set")
+        rewind, update, key = record.get("$rewindTo"), record.get("$set"), record.get("id")
         if isinstance(rewind, str):
             ids = list(messages)
             for dropped in ids[ids.index(rewind) :] if rewind in messages else ids:
                 del messages[dropped]
-        elif isinstance(record.get("id"), str):
-            messages[record["id"]] = record
+        elif isinstance(key, str):
+            place = messages[key]["offset"] if key in messages else offset
+            messages[key] = {**record, "offset": place}
         elif isinstance(update, dict) and isinstance(update.get("messages"), list):
-            messages = {m["id"]: m for m in update["messages"]
+            messages = {m["id"]: {**m, "offset": offset} for m in update["messages"]
                         if isinstance(m, dict) and isinstance(m.get("id"), str)}  # fmt: skip
-    return list(messages.values())
+    return list(messages.values()), malformed
 
 
 def _newest_first(
-    messages: list[dict[str, Any]], *, unread: bool
-) -> Iterator[TranscriptRow | OlderRowsUnread]:
+    messages: list[dict[str, Any]], *, skipped: int, unread: bool
+) -> Iterator[TranscriptRow | OlderRowsUnread | UnreadableLine]:
+    seen: set[str] = set()
     for message in reversed(messages):
         row = transcript_row(message)
-        if row is not None:
-            yield row
+        if row is None:
+            continue
+        if row.position in seen:  # a repeated or unsafe id: named by its line and place
+            row = replace(row, position=f"offset:{message['offset']}.{len(seen)}")
+        seen.add(row.position)
+        yield row
+    yield from [SKIPPED] * skipped
     if unread:
         yield UNREAD
 
@@ -116,19 +146,20 @@ def transcript_row(message: dict[str, Any]) -> TranscriptRow | None:
     """A chat file message as a row of the view, or None for what is not a message shown."""
     kind = message.get("type")
     at = epoch_ms(message.get("timestamp"))
+    position = row_position({"uuid": message.get("id")}, message.get("offset", 0))
     if kind == "user":
         shown = message.get("displayContent", message.get("content"))
         blocks = _text_blocks(shown)
         if not blocks or blocks[0].text.lstrip().startswith(SETUP_PREFIX):
             return None
-        return TranscriptRow(message["id"], "user", blocks, at)
+        return TranscriptRow(position, "user", blocks, at)
     if kind != "gemini":
         return None
     calls = message.get("toolCalls")
     blocks = _text_blocks(message.get("content"))
     for call in calls if isinstance(calls, list) else []:
         blocks += _call_blocks(call)
-    return TranscriptRow(message["id"], "assistant", blocks, at) if blocks else None
+    return TranscriptRow(position, "assistant", blocks, at) if blocks else None
 
 
 def _text_blocks(content: object) -> tuple[TranscriptBlock, ...]:

@@ -331,7 +331,7 @@ class TestTranscript:
         reported unread, never skipped silently; a line still being written waits."""
         chat = tmp_path / "chat.jsonl"
         chat.write_text(CHAT.read_text() + '{"id": "g4", "type": "gemini", "content": "half')
-        source = GeminiCliTranscriptSource(max_bytes=800)
+        source = GeminiCliTranscriptSource(max_bytes=850)
         session = TranscriptSession(
             gemini_key(LEAD), "gemini", TranscriptRef("gemini-cli", str(chat))
         )
@@ -354,3 +354,31 @@ class TestTranscript:
                 "text": "Stop — use the v2 pricing endpoint instead, v1 is being retired.",
             }
         ]
+
+    def test_the_chat_file_is_read_within_the_history_bounds(self, tmp_path: Path) -> None:
+        """The bounds of R-T4 hold for a Gemini CLI chat file too: only a regular file is
+        opened (a FIFO is no transcript, and never blocks), a malformed line is skipped and
+        counted (through the reader Claude Code's source uses), and a message whose id looks
+        like a secret is named by its line's offset (R-T4)."""
+        fifo = tmp_path / "chat.fifo"
+        os.mkfifo(fifo)
+        source = GeminiCliTranscriptSource()
+        as_fifo = TranscriptSession(
+            gemini_key(LEAD), "gemini", TranscriptRef("gemini-cli", str(fifo))
+        )
+        assert source.newest_first(as_fifo) is None
+        chat = tmp_path / "chat.jsonl"
+        secret = "sk-ant-api03-" + "A" * 40
+        lines = [
+            json.dumps({"id": secret, "type": "user", "content": "Ship it."}),
+            "{not json",
+            json.dumps({"id": "g1", "type": "gemini", "content": "Shipping."}),
+        ]
+        chat.write_text("\n".join(lines) + "\n")
+        session = TranscriptSession(
+            gemini_key(LEAD), "gemini", TranscriptRef("gemini-cli", str(chat))
+        )
+        rows = list(source.newest_first(session) or [])
+        named = [getattr(r, "position", type(r).__name__) for r in rows]
+        assert named == ["g1", "offset:0", "UnreadableLine"]
+        assert secret not in json.dumps(named)
