@@ -5,6 +5,7 @@ configuration)."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
