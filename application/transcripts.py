@@ -1,9 +1,9 @@
 """`sessions_history` in the embedding API: where a session's transcript is, and its view.
 
-A session's transcript is known from `note_transcript` (the Claude Code hook notes the
-`transcript_path` it is given) or from its upstream link, when it was adopted from a local
-transcript. The service's transcript sources are asked in order; the first that answers reads
-it (ADR 018). Nothing of the content is stored or logged.
+A session's transcript is known from `note_transcript` (the Claude Code and Gemini CLI
+hooks note the `transcript_path` they are given) or from its upstream link, when it was
+adopted from a local transcript. The service's transcript sources are asked in order; the
+first that answers reads it (ADR 018). Nothing of the content is stored or logged.
 """
 
 from __future__ import annotations
@@ -30,10 +30,13 @@ from session_awareness.domain.upstream import MAX_ID_LENGTH, MAX_REF_LENGTH, che
 
 #: The upstream kind whose reference is a transcript a source can read.
 LOCAL_TRANSCRIPT = "local-transcript"
-#: The transcript source on by default, named by topic (the application never imports
-#: infrastructure): local Claude Code JSONL transcripts.
+#: The transcript sources on by default, named by topic (the application never imports
+#: infrastructure): local Claude Code JSONL transcripts, and Gemini CLI's chat files.
 CLAUDE_CODE_TRANSCRIPTS_TOPIC = (
     "session_awareness.infrastructure.claude_transcripts:ClaudeCodeTranscriptSource"
+)
+GEMINI_CLI_TRANSCRIPTS_TOPIC = (
+    "session_awareness.infrastructure.gemini_transcripts:GeminiCliTranscriptSource"
 )
 
 
@@ -57,9 +60,13 @@ class Transcripts:
     @property
     def transcript_sources(self) -> tuple[TranscriptSource, ...]:
         """The sources `sessions_history` reads, in order; empty: the tool is not offered.
-        Unless the host chose them, the built-in local Claude Code source (ADR 018)."""
+        Unless the host chose them, the built-in local Claude Code and Gemini CLI sources
+        (ADR 018); each reads only the sessions whose transcript names its format."""
         if self._transcript_sources is None:
-            self._transcript_sources = (resolve_topic(CLAUDE_CODE_TRANSCRIPTS_TOPIC)(),)
+            self._transcript_sources = tuple(
+                resolve_topic(topic)()
+                for topic in (CLAUDE_CODE_TRANSCRIPTS_TOPIC, GEMINI_CLI_TRANSCRIPTS_TOPIC)
+            )
         return self._transcript_sources
 
     @transcript_sources.setter

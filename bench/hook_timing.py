@@ -1,6 +1,7 @@
-"""`python -m bench.hook_timing [--runs N]`: start-to-exit time of the Claude Code hook.
+"""`python -m bench.hook_timing [--runs N] [--cli claude-code|gemini-cli]`: start-to-exit
+time of an agent CLI's hook (Claude Code's by default).
 
-Each run is what Claude Code pays per event: a process start, the event JSON on stdin, the
+Each run is what the CLI pays per event: a process start, the event JSON on stdin, the
 exit. Measured on a fresh SQLite file in two set-ups: the hook recording in-process (no MCP
 server) and the hook relaying to the session's MCP server (started, as under Claude Code, by
 the same parent process as the hooks). Prints the median and the 90th percentile per event.
@@ -18,24 +19,30 @@ import tempfile
 import time
 from pathlib import Path
 
+from session_awareness.infrastructure.claude_hooks import CLIS
 from session_awareness.infrastructure.claude_relay import socket_path
 from session_awareness.infrastructure.claude_state import ClaudeState, process_identity
 
-HOOK = [sys.executable, "-m", "session_awareness.infrastructure.claude_hooks", "claude-code"]
+HOOK = [sys.executable, "-m", "session_awareness.infrastructure.claude_hooks"]
 SERVER = [sys.executable, "-m", "session_awareness.infrastructure.cli", "mcp"]
-EVENTS = {
-    "SessionStart": {"hook_event_name": "SessionStart", "source": "resume"},
-    "UserPromptSubmit": {"hook_event_name": "UserPromptSubmit", "prompt": "next step"},
-}
 
 
-def timed(event: dict[str, str], url: str, env: dict[str, str], runs: int) -> list[float]:
+def events(cli: str) -> dict[str, dict[str, str]]:
+    """The CLI's session start and human prompt events."""
+    prompt = CLIS[cli].prompt_event
+    return {
+        "SessionStart": {"hook_event_name": "SessionStart", "source": "resume"},
+        prompt: {"hook_event_name": prompt, "prompt": "next step"},
+    }
+
+
+def timed(cli: str, event: dict[str, str], url: str, env: dict[str, str], runs: int) -> list[float]:
     text = json.dumps({"session_id": "lead-1", "cwd": "/home/dev/shop", **event})
     out = []
     for _ in range(runs):
         started = time.perf_counter()
         subprocess.run(  # noqa: S603 -- a fixed argument list
-            [*HOOK, "--database-url", url],
+            [*HOOK, cli, "--database-url", url],
             input=text,
             text=True,
             capture_output=True,
@@ -50,7 +57,9 @@ def timed(event: dict[str, str], url: str, env: dict[str, str], runs: int) -> li
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.hook_timing")
     parser.add_argument("--runs", type=int, default=30)
-    runs = parser.parse_args().runs
+    parser.add_argument("--cli", choices=sorted(CLIS), default="claude-code")
+    args = parser.parse_args()
+    runs, cli = args.runs, args.cli
     with tempfile.TemporaryDirectory() as scratch:
         state, url = Path(scratch) / "state", f"sqlite:///{scratch}/sessions.db"
         env = {
@@ -59,10 +68,11 @@ def main() -> None:
             "CLAUDE_CODE_SESSION_ID": "lead-1",
         }
         rows = [
-            ("in-process", name, timed(event, url, env, runs)) for name, event in EVENTS.items()
+            ("in-process", name, timed(cli, event, url, env, runs))
+            for name, event in events(cli).items()
         ]
         server = subprocess.Popen(  # noqa: S603 -- a fixed argument list
-            [*SERVER, "--database-url", url],
+            [*SERVER, "--database-url", url, "--agent", CLIS[cli].default_agent],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -76,7 +86,8 @@ def main() -> None:
                     raise SystemExit("the MCP server did not open its hook socket")
                 time.sleep(0.05)  # polling a condition with a deadline, not waiting for a result
             rows += [
-                ("via MCP server", name, timed(e, url, env, runs)) for name, e in EVENTS.items()
+                ("via MCP server", name, timed(cli, e, url, env, runs))
+                for name, e in events(cli).items()
             ]
         finally:
             server.stdin.close()  # type: ignore[union-attr]

@@ -1,22 +1,27 @@
-"""`session-awareness hook claude-code`: one Claude Code hook event in, signals recorded.
+"""`session-awareness hook claude-code | gemini-cli`: one agent CLI's hook event in, signals
+recorded. One mapping serves both CLIs: their hooks have the same shape (JSON on stdin with
+`session_id`, `transcript_path`, `cwd`, `hook_event_name`), and each CLI's events are mapped
+onto the signal events below, which are named as Claude Code names them (`AgentCli.events`).
 
-Claude Code runs the command with the event's JSON on stdin (the common fields `session_id`,
-`transcript_path`, `cwd`, `hook_event_name`, plus each event's own). The session of a Claude
-Code session is `agent:<agent>:claude:<session_id>`; a sub-agent's is that key plus
-`:subagent:<agent_id>`.
+The session of a CLI session is `agent:<agent>:<cli>:<session_id>`, `<cli>` being `claude`
+(Claude Code) or `gemini` (Gemini CLI), so sessions of both CLIs share one store and watch
+each other; a Claude Code sub-agent's is that key plus `:subagent:<agent_id>`.
 
 - `SessionStart`: the session is opened; `clear` resets the session it replaced (R-W6),
-  `compact` records `compacted`.
-- `UserPromptSubmit`: a `human_direct_message` via `claude-code` (R-L6); then the session's
-  pending notices are drained into the prompt as `additionalContext` (R-N3).
-- `PreCompact`: `compacted`, once per compaction.
-- `SubagentStart` / `SubagentStop`: the spawn edge, so the parent watches its sub-agent (R-W1) /
-  the end of the sub-agent's run.
+  `compact` (Claude Code) records `compacted`.
+- A human prompt (Claude Code's `UserPromptSubmit`, Gemini CLI's `BeforeAgent`): a
+  `human_direct_message` via the CLI's channel (`claude-code`, `gemini-cli`; R-L6); then the
+  session's pending notices are drained into the prompt as `additionalContext` (R-N3).
+- A compaction (`PreCompact`, Gemini CLI's `PreCompress`): `compacted`, once per compaction.
+- `SubagentStart` / `SubagentStop` (Claude Code): the spawn edge, so the parent watches its
+  sub-agent (R-W1) / the end of the sub-agent's run.
 
-A hook must never break the user's session (R-L8): unknown events and malformed input exit 0
-with one line on stderr and record nothing; when the store is unreachable the signal is kept in
-the state directory and recorded by the next hook run that reaches it. Only the documented JSON
-output is ever written to stdout. The prompt's text is never read beyond its presence.
+A hook must never break the user's session (R-L8, R-A1): unknown events and malformed input
+exit 0, say why in one line (on stderr for Claude Code; in the state directory's `hook.log`
+for Gemini CLI, which shows a hook's stderr to the user when its stdout is empty) and record
+nothing; when the store is unreachable the signal is kept in the state directory and recorded
+by the next hook run that reaches it. Only the documented JSON output is ever written to
+stdout. The prompt's text is never read beyond its presence.
 """
 
 from __future__ import annotations
@@ -25,27 +30,84 @@ import dataclasses
 import json
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from session_awareness.infrastructure.claude_state import ClaudeState, state_dir, valid_id
 
 if TYPE_CHECKING:
     from session_awareness.application import SessionAwareness
 
-CHANNEL = "claude-code"
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SubagentStart", "SubagentStop")
 SOURCES = ("startup", "resume", "clear", "compact")
 MAX_INPUT = 1 << 20  # a hook event is small; a prompt larger than this is still only counted
 MAX_PATH = 4096
+#: Where a Gemini CLI hook run says why it recorded nothing, in the state directory.
+HOOK_LOG = "hook.log"
+HOOK_LOG_LIMIT = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class AgentCli:
+    """What differs between the agent CLIs a hook serves; the rest is one code path."""
+
+    name: str  #: the `hook`/`install` argument, the human turn's channel, the transcript source
+    segment: str  #: the CLI's part of a session key: `agent:<agent>:<segment>:<session_id>`
+    default_agent: str
+    events: Mapping[str, str]  #: the CLI's hook event -> the signal event it maps to
+    sources: tuple[str, ...]  #: the `SessionStart` sources it sends
+    prompt_event: str  #: the event whose output carries the notices (`hookEventName`)
+    stderr_shown: bool  #: whether the CLI shows a hook's stderr to the user
+    #: The compaction event's `trigger`s that mean a compaction happens (None: every one).
+    compaction_triggers: tuple[str, ...] | None = None
+
+
+CLAUDE_CODE = AgentCli(
+    name="claude-code",
+    segment="claude",
+    default_agent="claude",
+    events={event: event for event in EVENTS},
+    sources=SOURCES,
+    prompt_event="UserPromptSubmit",
+    stderr_shown=False,
+)
+GEMINI_CLI = AgentCli(
+    name="gemini-cli",
+    segment="gemini",
+    default_agent="gemini",
+    events={
+        "SessionStart": "SessionStart",
+        "BeforeAgent": "UserPromptSubmit",
+        "PreCompress": "PreCompact",
+    },
+    sources=("startup", "resume", "clear"),
+    prompt_event="BeforeAgent",
+    stderr_shown=True,
+    # Gemini CLI fires `PreCompress` with `auto` before every turn's compression check, also
+    # when it then compresses nothing; only `/compress` (`manual`) always compresses.
+    compaction_triggers=("manual",),
+)
+CLIS = {cli.name: cli for cli in (CLAUDE_CODE, GEMINI_CLI)}
+
+
+class Lines(Protocol):
+    """Where a hook run's one-line reasons go: stderr, or a `HookLog`."""
+
+    def write(self, text: str, /) -> int: ...
 
 
 class HookInputError(ValueError):
     """The input is not a hook event this command maps."""
 
 
-def session_key(agent: str, session_id: str) -> str:
-    return f"agent:{agent}:claude:{session_id}"
+class NothingToRecord(Exception):
+    """A well-formed event that records nothing (Gemini CLI's `auto` `PreCompress`)."""
+
+
+def session_key(agent: str, session_id: str, cli: AgentCli = CLAUDE_CODE) -> str:
+    return f"agent:{agent}:{cli.segment}:{session_id}"
 
 
 def subagent_key(parent_key: str, agent_id: str) -> str:
@@ -66,6 +128,11 @@ class Signal:
     previous: str | None = None
     idempotency_key: str | None = None
     transcript_path: str | None = None
+    cli: str | None = None  #: the CLI's name; None (as in signals kept before): Claude Code
+
+    @property
+    def host(self) -> AgentCli:
+        return CLIS[self.cli or CLAUDE_CODE.name]
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in FIELDS if getattr(self, name) is not None}
@@ -86,6 +153,7 @@ class Signal:
             or not isinstance(fields["at"], int)
             or not all(isinstance(v, str) and 0 < len(v) <= 256 for v in texts)
             or (fields["source"] is not None and fields["source"] not in SOURCES)
+            or (fields["cli"] is not None and fields["cli"] not in CLIS)
             or (fields["event"].startswith("Subagent") and not valid_id(fields["agent_id"]))
             or (
                 fields["transcript_path"] is not None
@@ -99,22 +167,26 @@ class Signal:
 FIELDS = tuple(Signal.__dataclass_fields__)
 
 
-def parse(raw: str, state: ClaudeState, *, now_ms: int) -> Signal:
-    """The signal a hook event maps to; `HookInputError` (one line) when it maps to none."""
+def parse(raw: str, state: ClaudeState, *, now_ms: int, cli: AgentCli = CLAUDE_CODE) -> Signal:
+    """The signal a `cli` hook event maps to; `HookInputError` (one line) when it maps to
+    none."""
     try:
         data = json.loads(raw)
     except ValueError:
         raise HookInputError("input is not JSON") from None
     if not isinstance(data, dict):
         raise HookInputError("input is not a JSON object")
-    event = data.get("hook_event_name")
-    if event not in EVENTS:
-        raise HookInputError(f"unmapped hook event {str(event)[:64]!r}")
+    named = data.get("hook_event_name")
+    event = cli.events.get(named) if isinstance(named, str) else None
+    if event is None:
+        raise HookInputError(f"unmapped hook event {str(named)[:64]!r}")
     session_id = data.get("session_id")
     if not valid_id(session_id):
         raise HookInputError("session_id is missing or not a session id")
     assert isinstance(session_id, str)  # noqa: S101 -- narrowed by valid_id
-    signal = _parsed(event, session_id, data, state, now_ms=now_ms)
+    signal = _parsed(event, session_id, data, state, now_ms=now_ms, cli=cli)
+    if cli is not CLAUDE_CODE:
+        signal = dataclasses.replace(signal, cli=cli.name)
     transcript = _transcript_path(data.get("transcript_path"))
     if transcript is None:
         return signal
@@ -122,8 +194,9 @@ def parse(raw: str, state: ClaudeState, *, now_ms: int) -> Signal:
 
 
 def _transcript_path(path: object) -> str | None:
-    """The transcript path Claude Code gives every event: a `.jsonl` path of one line, else
-    None (it is remembered, so sessions_history can read the session's transcript)."""
+    """The transcript path the CLI gives every event (both write JSONL): a `.jsonl` path of
+    one line, else None (it is remembered, so sessions_history can read the session's
+    transcript)."""
     if not isinstance(path, str) or not path.endswith(".jsonl") or len(path) > MAX_PATH:
         return None
     if path != path.strip() or any(ord(c) < 32 or ord(c) == 127 for c in path):
@@ -132,15 +205,21 @@ def _transcript_path(path: object) -> str | None:
 
 
 def _parsed(
-    event: str, session_id: str, data: dict[str, Any], state: ClaudeState, *, now_ms: int
+    event: str,
+    session_id: str,
+    data: dict[str, Any],
+    state: ClaudeState,
+    *,
+    now_ms: int,
+    cli: AgentCli,
 ) -> Signal:
     if event == "SessionStart":
         source = data.get("source")
-        if source not in SOURCES:
+        if source not in cli.sources:
             raise HookInputError(
-                f"SessionStart source {str(source)[:32]!r} is not one of {SOURCES}"
+                f"SessionStart source {str(source)[:32]!r} is not one of {cli.sources}"
             )
-        previous = state.remember_session(session_id)
+        previous = state.remember_session(session_id, cli.name)
         operation = None
         if source == "compact":
             operation = state.take_compaction(session_id) or _compaction_id(data, "compact")
@@ -153,9 +232,12 @@ def _parsed(
             previous=previous if source == "clear" else None,
         )
     if event == "UserPromptSubmit":
-        return Signal(event, session_id, now_ms, idempotency_key=f"claude-code:{uuid.uuid4()}")
+        return Signal(event, session_id, now_ms, idempotency_key=f"{cli.name}:{uuid.uuid4()}")
     if event == "PreCompact":
-        operation = _compaction_id(data, str(data.get("trigger", "")))
+        trigger = data.get("trigger")
+        if cli.compaction_triggers is not None and trigger not in cli.compaction_triggers:
+            raise NothingToRecord
+        operation = _compaction_id(data, str(trigger or ""))
         state.announce_compaction(session_id, operation)
         return Signal(event, session_id, now_ms, operation=operation)
     agent_id = data.get("agent_id")
@@ -185,10 +267,11 @@ def _file_size(path: str) -> int:
 
 def apply(svc: SessionAwareness, signal: Signal, *, agent: str, drain: bool = True) -> list[str]:
     """Record the signal; for a prompt, drain and return the session's notices (R-N3)."""
-    key = session_key(agent, signal.session_id)
+    cli = signal.host
+    key = session_key(agent, signal.session_id, cli)
     if signal.event == "SessionStart":
         if signal.source == "clear" and signal.previous:
-            _reset_if_live(svc, session_key(agent, signal.previous), agent)
+            _reset_if_live(svc, session_key(agent, signal.previous, cli), agent)
         svc.open_session(key, agent_id=agent, kind="main")
         _note_transcript(svc, key, signal, agent)
         if signal.source == "compact" and signal.operation:
@@ -199,7 +282,7 @@ def apply(svc: SessionAwareness, signal: Signal, *, agent: str, drain: bool = Tr
     if signal.event == "UserPromptSubmit":
         svc.record_human_direct_message(
             key,
-            channel=CHANNEL,
+            channel=cli.name,
             occurred_at=signal.at,
             idempotency_key=signal.idempotency_key,
             agent_id=agent,
@@ -225,7 +308,8 @@ def _note_transcript(svc: SessionAwareness, key: str, signal: Signal, agent: str
     """Remember the session's transcript (an event only when it changed), so sessions_history
     reads it (ADR 018); the path, never the content."""
     if signal.transcript_path is not None:
-        svc.note_transcript(key, source=CHANNEL, ref=signal.transcript_path, agent_id=agent)
+        svc.note_transcript(key, source=signal.host.name, ref=signal.transcript_path,
+                            agent_id=agent)  # fmt: skip
 
 
 def _reset_if_live(svc: SessionAwareness, key: str, agent: str) -> None:
@@ -237,12 +321,13 @@ def _reset_if_live(svc: SessionAwareness, key: str, agent: str) -> None:
         svc.reset_session(key, agent_id=agent)
 
 
-def prompt_context(notices: list[str]) -> str:
-    """The documented `UserPromptSubmit` output that adds the notices to the model's context."""
+def prompt_context(notices: list[str], cli: AgentCli = CLAUDE_CODE) -> str:
+    """The documented output of the CLI's prompt event (`UserPromptSubmit`, `BeforeAgent`)
+    that adds the notices to the model's context."""
     return json.dumps(
         {
             "hookSpecificOutput": {
-                "hookEventName": "UserPromptSubmit",
+                "hookEventName": cli.prompt_event,
                 "additionalContext": "\n".join(notices),
             }
         }
@@ -252,18 +337,21 @@ def prompt_context(notices: list[str]) -> str:
 def run(
     stdin: IO[str],
     stdout: IO[str],
-    stderr: IO[str],
+    stderr: Lines,
     *,
     agent: str,
     database_url: str | None,
     state: ClaudeState,
     verbose: bool = False,
+    cli: AgentCli = CLAUDE_CODE,
 ) -> int:
-    """Handle one hook event; always 0, whatever happens (R-L8)."""
+    """Handle one hook event; always 0, whatever happens (R-L8, R-A1)."""
     try:
-        signal = parse(stdin.read(MAX_INPUT), state, now_ms=int(time.time() * 1000))
+        signal = parse(stdin.read(MAX_INPUT), state, now_ms=int(time.time() * 1000), cli=cli)
     except HookInputError as error:
         stderr.write(f"session-awareness hook: ignored: {error}\n")
+        return 0
+    except NothingToRecord:
         return 0
     except Exception as error:  # noqa: BLE001 -- a hook never breaks the user's session
         stderr.write(f"session-awareness hook: ignored: {type(error).__name__}: {error}\n")
@@ -287,7 +375,7 @@ def run(
         )
         return 0
     if notices:
-        stdout.write(prompt_context(notices) + "\n")
+        stdout.write(prompt_context(notices, cli) + "\n")
     return 0
 
 
@@ -335,39 +423,75 @@ def quiet_logs(*, verbose: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m session_awareness.infrastructure.claude_hooks claude-code [--agent A]
-    [--database-url URL] [--verbose]`: the command the installed hooks run. The same as
-    `session-awareness hook claude-code`, without the operator CLI's imports (a hook run is
-    a process start, so its import chain is the user's wait)."""
+    """`python -m session_awareness.infrastructure.claude_hooks claude-code|gemini-cli
+    [--agent A] [--database-url URL] [--verbose]`: the command the installed hooks run. The
+    same as `session-awareness hook …`, without the operator CLI's imports (a hook run is a
+    process start, so its import chain is the user's wait)."""
     import argparse  # noqa: PLC0415
-    import sys  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog="session-awareness hook")
-    parser.add_argument("host", choices=["claude-code"])
-    parser.add_argument("--agent", default="claude")
+    parser.add_argument("host", choices=sorted(CLIS))
+    parser.add_argument("--agent", default=None)
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--verbose", action="store_true")
     try:
         args = parser.parse_args(argv)
     except SystemExit:
         return 0  # argparse said why on stderr; a hook still never fails the session
-    if not valid_agent(args.agent):
-        sys.stderr.write("session-awareness hook: ignored: --agent must be an agent id\n")
-        return 0
+    return run_for(
+        CLIS[args.host],
+        agent=args.agent,
+        database_url=args.database_url,
+        verbose=args.verbose,
+    )
+
+
+def run_for(cli: AgentCli, *, agent: str | None, database_url: str | None, verbose: bool) -> int:
+    """One hook run of `cli` on the process's stdin/stdout; where the CLI shows a hook's
+    stderr to the user, the one-line reasons go to the state directory's `hook.log` instead
+    (`--verbose` still logs on stderr)."""
+    import sys  # noqa: PLC0415
+
+    agent = cli.default_agent if agent is None else agent
     try:
-        state = ClaudeState(state_dir())
+        root = state_dir()
+        errors: Lines = HookLog(root / HOOK_LOG) if cli.stderr_shown else sys.stderr
     except Exception as error:  # noqa: BLE001 -- a hook never breaks the user's session
         sys.stderr.write(f"session-awareness hook: ignored: {_one_line(str(error))}\n")
+        return 0
+    if not valid_agent(agent):
+        errors.write("session-awareness hook: ignored: --agent must be an agent id\n")
         return 0
     return run(
         sys.stdin,
         sys.stdout,
-        sys.stderr,
-        agent=args.agent,
-        database_url=args.database_url,
-        state=state,
-        verbose=args.verbose,
+        errors,
+        agent=agent,
+        database_url=database_url,
+        state=ClaudeState(root),
+        verbose=verbose,
+        cli=cli,
     )
+
+
+class HookLog:
+    """A hook's reason lines appended to a file (created on the first line, restarted past
+    `HOOK_LOG_LIMIT`); a file that cannot be written loses the line, never the turn."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, text: str) -> int:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists() and self.path.stat().st_size > HOOK_LOG_LIMIT:
+                self.path.replace(self.path.with_suffix(".log.1"))
+            with self.path.open("a", encoding="utf-8") as file:
+                file.write(f"{stamp} {text}")
+        except OSError:
+            pass
+        return len(text)
 
 
 def valid_agent(agent: str) -> bool:

@@ -1,14 +1,16 @@
-"""What the Claude Code adapters remember between process starts, in small files.
+"""What the agent-CLI adapters (Claude Code, Gemini CLI) remember between process starts, in
+small files.
 
-Claude Code starts a hook process per event and one MCP server process per session, so the
+Each CLI starts a hook process per event and one MCP server process per session, so the
 pieces that must outlive a process live in a state directory
 (`$SESSION_AWARENESS_STATE_DIR`, else `$XDG_STATE_HOME/session-awareness`, else
 `~/.local/state/session-awareness`):
 
-- `hosts/<pid>-<start>.json`: which Claude Code session a Claude Code process runs now. The
+- `hosts/<pid>-<start>.json`: which session (and of which CLI: `cli`, absent in records
+  written before Gemini CLI was served, meaning `claude-code`) a CLI process runs now. The
   `SessionStart` hook writes it for its parent and grandparent (a hook runs under a shell, or
-  directly under Claude Code); the MCP server, a direct child of the same Claude Code process,
-  reads its parent's. It follows `/clear`, which gives the process a new session id.
+  directly under the CLI); the MCP server, a direct child of the same CLI process, reads its
+  parent's. It follows `/clear`, which gives the process a new session id.
 - `sessions/<session_id>.json`: a compaction announced by `PreCompact`, so the `SessionStart`
   that follows it records nothing twice.
 - `spool/`: hook signals that could not be recorded because the store was unreachable; the next
@@ -36,6 +38,8 @@ SESSION_ID_ENV = "CLAUDE_CODE_SESSION_ID"
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 SPOOL_LIMIT = 1000
 PROC = Path("/proc")
+#: The CLI of a host record that names none (written before other CLIs were served).
+DEFAULT_CLI = "claude-code"
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -98,28 +102,34 @@ class ClaudeState:
 
     # -- which session a Claude Code process runs -------------------------------------------
 
-    def remember_session(self, session_id: str) -> str | None:
-        """Record `session_id` for this hook's parent and grandparent; return the session the
-        nearest of them ran before, if it was another (what `/clear` replaced)."""
+    def remember_session(self, session_id: str, cli: str = DEFAULT_CLI) -> str | None:
+        """Record `session_id` of `cli` for this hook's parent and grandparent; return the
+        session of that CLI the nearest of them ran before, if it was another (what `/clear`
+        replaced)."""
         previous: str | None = None
         pid: int | None = os.getpid()
+        record = {"sessionId": session_id}
+        if cli != DEFAULT_CLI:
+            record["cli"] = cli  # old readers, which know only Claude Code, ignore the field
         for _ in range(2):
             pid = parent_of(pid) if pid is not None else None
             host = process_identity(pid) if pid is not None and pid > 1 else None
             if host is None:
                 break
             before = self.session_of_host(host)
-            if previous is None and before is not None and before != session_id:
-                previous = before
-            self._write(self.root / "hosts" / f"{host}.json", {"sessionId": session_id})
+            if previous is None and before is not None and before != (cli, session_id):
+                previous = before[1] if before[0] == cli else None
+            self._write(self.root / "hosts" / f"{host}.json", record)
         return previous
 
-    def session_of_host(self, host: str) -> str | None:
-        found = self._read(self.root / "hosts" / f"{host}.json").get("sessionId")
-        return found if valid_id(found) else None
+    def session_of_host(self, host: str) -> tuple[str, str] | None:
+        """(the CLI, its session id) a host process runs, as its record says."""
+        found = self._read(self.root / "hosts" / f"{host}.json")
+        session_id, cli = found.get("sessionId"), found.get("cli", DEFAULT_CLI)
+        return (cli, session_id) if valid_id(session_id) and valid_id(cli) else None
 
-    def session_of_parent(self) -> str | None:
-        """The session the process that started this one runs (for the MCP server)."""
+    def session_of_parent(self) -> tuple[str, str] | None:
+        """(CLI, session) the process that started this one runs (for the MCP server)."""
         host = process_identity(os.getppid())
         return self.session_of_host(host) if host is not None else None
 
@@ -185,12 +195,16 @@ class ClaudeState:
         return data if isinstance(data, dict) else {}
 
 
-def claude_session_id(state: ClaudeState, env: Mapping[str, str] | None = None) -> str | None:
-    """The Claude Code session this process serves: the one its parent runs now (the hook's
-    record, which follows `/clear`), else `$CLAUDE_CODE_SESSION_ID`."""
+def host_session(
+    state: ClaudeState, env: Mapping[str, str] | None = None
+) -> tuple[str, str] | None:
+    """(CLI, session id) this process serves: the session its parent runs now (the
+    `SessionStart` hook's record, which follows `/clear`, and names Claude Code or Gemini
+    CLI), else Claude Code's `$CLAUDE_CODE_SESSION_ID` (Gemini CLI gives its MCP servers no
+    session id)."""
     env = os.environ if env is None else env
     found = state.session_of_parent()
     if found is not None:
         return found
     given = env.get(SESSION_ID_ENV)
-    return given if valid_id(given) else None
+    return (DEFAULT_CLI, given) if valid_id(given) else None

@@ -1,12 +1,18 @@
-"""`session-awareness install claude-code` / `uninstall claude-code`: the hooks and the MCP
-server entry in Claude Code's configuration, merged into what is there, never clobbering it.
+"""`session-awareness install claude-code | gemini-cli` / `uninstall …`: the hooks and the MCP
+server entry in the agent CLI's configuration, merged into what is there, never clobbering it.
 
-Where Claude Code reads them (its settings and MCP documentation):
+Where each CLI reads them (its settings and MCP documentation):
 
-| scope | hooks (`hooks` in a settings file) | MCP server (`mcpServers`) |
+| CLI, scope | hooks (`hooks` in a settings file) | MCP server (`mcpServers`) |
 |---|---|---|
-| `--project DIR` (default: the working directory) | `DIR/.claude/settings.json` | `DIR/.mcp.json` |
-| `--user` | `~/.claude/settings.json` | `~/.claude.json` (top level) |
+| Claude Code, `--project DIR` (default: here) | `DIR/.claude/settings.json` | `DIR/.mcp.json` |
+| Claude Code, `--user` | `~/.claude/settings.json` | `~/.claude.json` (top level) |
+| Gemini CLI, `--project DIR` (default: here) | `DIR/.gemini/settings.json` | the same file |
+| Gemini CLI, `--user` | `~/.gemini/settings.json` | the same file |
+
+Gemini CLI's hook `timeout` is in milliseconds, Claude Code's in seconds; a Gemini CLI hook
+also carries a `name` (what `/hooks disable` takes) and its server entry has no `type` (a
+`command` is a stdio server).
 
 Our entries are recognised by what they run (the hook module, the server named
 `session-awareness`), so installing again replaces them, and uninstalling removes them and
@@ -28,7 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from session_awareness.infrastructure.claude_hooks import EVENTS
+from session_awareness.infrastructure.claude_hooks import CLAUDE_CODE, AgentCli
 from session_awareness.infrastructure.claude_state import STATE_DIR_ENV, state_dir
 
 SERVER_NAME = "session-awareness"
@@ -36,6 +42,10 @@ HOOK_MODULE = "session_awareness.infrastructure.claude_hooks"
 CLI_MODULE = "session_awareness.infrastructure.cli"
 #: How to get what the MCP server entry runs (`session-awareness mcp` needs the `mcp` package).
 MCP_EXTRA = "pip install 'session-awareness[mcp]'"
+#: How long a CLI lets our hook run before it gives up on it (and the turn goes on).
+HOOK_TIMEOUT_SECONDS = 10
+#: The `--agent` of `session-awareness mcp` when none is given.
+MCP_DEFAULT_AGENT = "claude"
 
 
 class InstallError(Exception):
@@ -71,9 +81,13 @@ class Change:
 
 
 def config_paths(
-    *, project: Path | None, user: bool, home: Path | None = None
+    *, project: Path | None, user: bool, home: Path | None = None, cli: AgentCli = CLAUDE_CODE
 ) -> tuple[Path, Path]:
     """(settings file for the hooks, MCP configuration file) of the chosen scope."""
+    if cli is not CLAUDE_CODE:  # Gemini CLI: one settings.json holds both
+        base = (home or Path.home()) if user else (project or Path.cwd()).resolve()
+        settings = base / ".gemini" / "settings.json"
+        return settings, settings
     if user:
         home = home or Path.home()
         return home / ".claude" / "settings.json", home / ".claude.json"
@@ -109,9 +123,9 @@ def mcp_extra_installed() -> bool:
         return False
 
 
-def hook_command(database_url: str, agent: str) -> str:
-    words = [sys.executable, "-m", HOOK_MODULE, "claude-code", "--database-url", database_url]
-    if agent != "claude":
+def hook_command(database_url: str, agent: str, cli: AgentCli = CLAUDE_CODE) -> str:
+    words = [sys.executable, "-m", HOOK_MODULE, cli.name, "--database-url", database_url]
+    if agent != cli.default_agent:
         words += ["--agent", agent]
     prefix = ""
     if os.environ.get(STATE_DIR_ENV):
@@ -119,11 +133,15 @@ def hook_command(database_url: str, agent: str) -> str:
     return prefix + shlex.join(words)
 
 
-def server_entry(database_url: str, agent: str, visibility: str) -> dict[str, Any]:
+def server_entry(
+    database_url: str, agent: str, visibility: str, cli: AgentCli = CLAUDE_CODE
+) -> dict[str, Any]:
     args = ["-m", CLI_MODULE, "mcp", "--database-url", database_url, "--visibility", visibility]
-    if agent != "claude":
+    if agent != MCP_DEFAULT_AGENT:
         args += ["--agent", agent]
-    entry: dict[str, Any] = {"type": "stdio", "command": sys.executable, "args": args}
+    entry: dict[str, Any] = {"command": sys.executable, "args": args}
+    if cli is CLAUDE_CODE:
+        entry = {"type": "stdio", **entry}
     if os.environ.get(STATE_DIR_ENV):
         entry["env"] = {STATE_DIR_ENV: os.environ[STATE_DIR_ENV]}
     return entry
@@ -134,32 +152,43 @@ def plan(
     settings: Path,
     mcp_config: Path,
     database_url: str | None,
-    agent: str = "claude",
+    agent: str | None = None,
     visibility: str = "agent",
     remove: bool = False,
+    cli: AgentCli = CLAUDE_CODE,
 ) -> list[Change]:
-    """The changes installing (or, with `remove`, uninstalling) makes to the two files."""
+    """The changes installing (or, with `remove`, uninstalling) makes to the two files (one
+    file, when the CLI keeps hooks and servers together)."""
+    agent = agent or cli.default_agent
     url = absolute_url(database_url)
-    changes = []
-    before = _load(settings)
-    after = _without_our_hooks(before)
+    before = {path: _load(path) for path in (settings, mcp_config)}
+    after = dict(before)
+    hooks = _without_our_hooks(before[settings])
     if not remove:
-        after = _with_hooks(after, hook_command(url, agent))
-    changes.append(Change(settings, before, after or None))
-    before = _load(mcp_config)
-    after = json.loads(json.dumps(before or {}))
+        hooks = _with_hooks(hooks, hook_command(url, agent, cli), cli)
+    after[settings] = hooks
+    after[mcp_config] = _with_server(
+        after[mcp_config], mcp_config, None if remove else server_entry(url, agent, visibility, cli)
+    )
+    return [Change(path, before[path], after[path] or None) for path in before]
+
+
+def _with_server(
+    config: dict[str, Any] | None, path: Path, entry: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The configuration with our server entry replaced by `entry` (or removed, for None)."""
+    after: dict[str, Any] = json.loads(json.dumps(config or {}))
     servers = after.get("mcpServers")
     if servers is not None and not isinstance(servers, dict):
-        raise InstallError(f"{mcp_config}: mcpServers is not a JSON object")
+        raise InstallError(f"{path}: mcpServers is not a JSON object; nothing was changed")
     servers = dict(servers or {})
     servers.pop(SERVER_NAME, None)
-    if not remove:
-        servers[SERVER_NAME] = server_entry(url, agent, visibility)
+    if entry is not None:
+        servers[SERVER_NAME] = entry
     after["mcpServers"] = servers
     if not servers:
         del after["mcpServers"]
-    changes.append(Change(mcp_config, before, after or None))
-    return changes
+    return after
 
 
 def _load(path: Path) -> dict[str, Any] | None:
@@ -205,12 +234,16 @@ def _without_our_hooks(settings: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def _with_hooks(settings: dict[str, Any], command: str) -> dict[str, Any]:
+def _with_hooks(settings: dict[str, Any], command: str, cli: AgentCli) -> dict[str, Any]:
     hooks = settings.setdefault("hooks", {})
-    for event in EVENTS:
-        hooks.setdefault(event, []).append(
-            {"hooks": [{"type": "command", "command": command, "timeout": 10}]}
-        )
+    if cli is CLAUDE_CODE:
+        hook: dict[str, Any] = {"type": "command", "command": command,
+                                "timeout": HOOK_TIMEOUT_SECONDS}  # fmt: skip
+    else:  # Gemini CLI: a name to enable or disable it by, the timeout in milliseconds
+        hook = {"name": SERVER_NAME, "type": "command", "command": command,
+                "timeout": HOOK_TIMEOUT_SECONDS * 1000}  # fmt: skip
+    for event in cli.events:
+        hooks.setdefault(event, []).append({"hooks": [dict(hook)]})
     return settings
 
 

@@ -14,8 +14,9 @@
     session-awareness upstream scan | adopt KEY --claude-transcript PATH
     session-awareness mcp [--caller KEY] [--visibility V]
     session-awareness console [--host 127.0.0.1] [--port 8765] [--token T]
-    session-awareness hook claude-code [--agent A]
-    session-awareness install claude-code [--project DIR | --user] [--dry-run] | uninstall …
+    session-awareness hook claude-code | gemini-cli [--agent A]
+    session-awareness install claude-code | gemini-cli [--project DIR | --user] [--dry-run]
+    session-awareness uninstall claude-code | gemini-cli [--project DIR | --user] [--dry-run]
 
 Every command that opens the store takes `--database-url URL` and the logging options
 `-v/--verbose`, `-q/--quiet` and `--log-format console|json` (logs go to stderr); those that

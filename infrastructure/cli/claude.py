@@ -1,5 +1,6 @@
-"""`mcp`, `hook claude-code`, `install claude-code` and `uninstall claude-code`: the service
-for outside agent hosts (the MCP server) and for Claude Code (its hooks and configuration)."""
+"""`mcp`, `hook`, `install` and `uninstall` (each for `claude-code` and `gemini-cli`): the
+service for outside agent hosts (the MCP server) and for the agent CLIs (their hooks and
+configuration)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,19 @@ import click
 from session_awareness.application import open_service
 from session_awareness.application.service import VISIBILITIES
 from session_awareness.domain.keys import InvalidKeyError, check_key
-from session_awareness.infrastructure.claude_hooks import run as run_hook
-from session_awareness.infrastructure.claude_hooks import session_key, valid_agent
+from session_awareness.infrastructure.claude_hooks import (
+    CLAUDE_CODE,
+    CLIS,
+    GEMINI_CLI,
+    AgentCli,
+    run_for,
+    session_key,
+    valid_agent,
+)
 from session_awareness.infrastructure.claude_relay import effective_url, socket_path
 from session_awareness.infrastructure.claude_state import (
     ClaudeState,
-    claude_session_id,
+    host_session,
     process_identity,
     state_dir,
 )
@@ -42,6 +50,7 @@ from session_awareness.infrastructure.install_claude import (
 
 F = TypeVar("F", bound=Callable[..., Any])
 AGENT_HELP = "The agent id of Claude Code sessions: agent:<AGENT>:claude:<session_id>."
+GEMINI_AGENT_HELP = "The agent id of Gemini CLI sessions: agent:<AGENT>:gemini:<session_id>."
 
 
 def _agent(agent: str) -> str:
@@ -53,18 +62,28 @@ def _agent(agent: str) -> str:
 
 
 def claude_caller(agent: str, state: ClaudeState) -> str | None:
-    """The key of the Claude Code session this server runs under, resolved now."""
-    session_id = claude_session_id(state)
-    return session_key(agent, session_id) if session_id is not None else None
+    """The key of the agent-CLI session (Claude Code or Gemini CLI, as the `SessionStart`
+    hook recorded it for the process that started this server) this server runs under,
+    resolved now."""
+    found = host_session(state)
+    if found is None or found[0] not in CLIS:
+        return None
+    return session_key(agent, found[1], CLIS[found[0]])
 
 
 @click.command()
 @click.option(
     "--caller",
     metavar="KEY",
-    help="The caller's session key (default: the Claude Code session that started the server).",
+    help="The caller's session key (default: the Claude Code or Gemini CLI session that "
+    "started the server).",
 )
-@click.option("--agent", default="claude", show_default=True, help=AGENT_HELP)
+@click.option(
+    "--agent",
+    default="claude",
+    show_default=True,
+    help="The agent id of the caller's key: agent:<AGENT>:claude|gemini:<session_id>.",
+)
 @click.option(
     "--visibility",
     type=click.Choice(VISIBILITIES),
@@ -150,57 +169,100 @@ def hook() -> None:
     """Record an agent host's hook event (JSON on stdin)."""
 
 
+def _hook_options(agent_help: str, default_agent: str) -> Callable[[F], F]:
+    def decorate(command: F) -> F:
+        options: tuple[Callable[[F], F], ...] = (
+            click.option("--verbose", is_flag=True, help="Show the service's logs (on stderr)."),
+            click.option(
+                "--database-url",
+                metavar="URL",
+                help="The store (default: "
+                "$SESSION_AWARENESS_DATABASE_URL, else sqlite:///session-awareness.db).",
+            ),
+            click.option("--agent", default=default_agent, show_default=True, help=agent_help),
+        )
+        for option in options:
+            command = option(command)
+        return command
+
+    return decorate
+
+
 @hook.command(name="claude-code")
-@click.option("--agent", default="claude", show_default=True, help=AGENT_HELP)
-@click.option(
-    "--database-url",
-    metavar="URL",
-    help="The store (default: "
-    "$SESSION_AWARENESS_DATABASE_URL, else sqlite:///session-awareness.db).",
-)
-@click.option("--verbose", is_flag=True, help="Show the service's logs (on stderr).")
+@_hook_options(AGENT_HELP, CLAUDE_CODE.default_agent)
 def hook_claude_code(agent: str, database_url: str | None, verbose: bool) -> int:
     """Map one Claude Code hook event onto the service; always exits 0."""
-    if not valid_agent(agent):
-        click.echo("session-awareness hook: ignored: --agent must be an agent id", err=True)
-        return EXIT_OK
-    return run_hook(
-        sys.stdin,
-        sys.stdout,
-        sys.stderr,
-        agent=agent,
-        database_url=database_url,
-        state=ClaudeState(state_dir()),
-        verbose=verbose,
-    )
+    return run_for(CLAUDE_CODE, agent=agent, database_url=database_url, verbose=verbose)
 
 
-def _scope_options(command: F) -> F:
-    options: tuple[Callable[[F], F], ...] = (
-        click.option("--dry-run", is_flag=True, help="Print the change; write nothing."),
-        click.option(
-            "--user",
-            is_flag=True,
-            help="Every project: ~/.claude/settings.json and ~/.claude.json.",
-        ),
-        click.option(
-            "--project",
-            type=click.Path(exists=True, file_okay=False, path_type=Path),
-            help="One project, an existing directory: DIR/.claude/settings.json and "
-            "DIR/.mcp.json (default: the working directory).",
-        ),
-    )
-    for option in options:
-        command = option(command)
-    return command
+@hook.command(name="gemini-cli")
+@_hook_options(GEMINI_AGENT_HELP, GEMINI_CLI.default_agent)
+def hook_gemini_cli(agent: str, database_url: str | None, verbose: bool) -> int:
+    """Map one Gemini CLI hook event onto the service; always exits 0, and writes nothing but
+    the JSON Gemini CLI reads (the reason for recording nothing goes to the state
+    directory's hook.log)."""
+    return run_for(GEMINI_CLI, agent=agent, database_url=database_url, verbose=verbose)
 
 
-def _run_plan(project: Path | None, user: bool, dry_run: bool, **options: object) -> int:
+def _scope_options(user_files: str, project_files: str) -> Callable[[F], F]:
+    def decorate(command: F) -> F:
+        options: tuple[Callable[[F], F], ...] = (
+            click.option("--dry-run", is_flag=True, help="Print the change; write nothing."),
+            click.option("--user", is_flag=True, help=f"Every project: {user_files}."),
+            click.option(
+                "--project",
+                type=click.Path(exists=True, file_okay=False, path_type=Path),
+                help=f"One project, an existing directory: {project_files} (default: the "
+                "working directory).",
+            ),
+        )
+        for option in options:
+            command = option(command)
+        return command
+
+    return decorate
+
+
+_CLAUDE_SCOPES = _scope_options(
+    "~/.claude/settings.json and ~/.claude.json", "DIR/.claude/settings.json and DIR/.mcp.json"
+)
+_GEMINI_SCOPES = _scope_options("~/.gemini/settings.json", "DIR/.gemini/settings.json")
+
+
+def _install_options(agent_help: str, default_agent: str) -> Callable[[F], F]:
+    def decorate(command: F) -> F:
+        options: tuple[Callable[[F], F], ...] = (
+            click.option(
+                "--visibility",
+                type=click.Choice(VISIBILITIES),
+                default="agent",
+                show_default=True,
+                help="What each session's MCP tools may see.",
+            ),
+            click.option("--agent", default=default_agent, show_default=True, help=agent_help),
+            click.option(
+                "--database-url",
+                metavar="URL",
+                help="The one store the hooks and the MCP server "
+                "use (default: $SESSION_AWARENESS_DATABASE_URL, else a SQLite file in the state "
+                "directory).",
+            ),
+        )
+        for option in options:
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def _run_plan(
+    cli: AgentCli, project: Path | None, user: bool, dry_run: bool, **options: object
+) -> int:
     if project is not None and user:
         raise click.UsageError("--project and --user are exclusive")
-    settings, mcp_config = config_paths(project=project, user=user)
+    settings, mcp_config = config_paths(project=project, user=user, cli=cli)
     try:
-        changes = plan(settings=settings, mcp_config=mcp_config, **options)  # type: ignore[arg-type]
+        changes = plan(settings=settings, mcp_config=mcp_config, cli=cli, **options)  # type: ignore[arg-type]
     except InstallError as error:
         raise click.ClickException(str(error)) from None
     if not dry_run and not options.get("remove"):
@@ -216,28 +278,22 @@ def _run_plan(project: Path | None, user: bool, dry_run: bool, **options: object
     return EXIT_OK
 
 
+def _install(cli: AgentCli, project: Path | None, user: bool, dry_run: bool,
+             **options: object) -> int:  # fmt: skip
+    code = _run_plan(cli, project, user, dry_run, **options)
+    if not mcp_extra_installed():  # the entry is written anyway: the hooks work without it
+        click.echo(f"warning: the MCP server entry needs the mcp extra: {MCP_EXTRA}", err=True)
+    return code
+
+
 @click.group()
 def install() -> None:
     """Set an agent host up to use the service."""
 
 
 @install.command(name="claude-code")
-@_scope_options
-@click.option(
-    "--database-url",
-    metavar="URL",
-    help="The one store the hooks and the MCP server "
-    "use (default: $SESSION_AWARENESS_DATABASE_URL, else a SQLite file in the state "
-    "directory).",
-)
-@click.option("--agent", default="claude", show_default=True, help=AGENT_HELP)
-@click.option(
-    "--visibility",
-    type=click.Choice(VISIBILITIES),
-    default="agent",
-    show_default=True,
-    help="What each session's MCP tools may see.",
-)
+@_CLAUDE_SCOPES
+@_install_options(AGENT_HELP, CLAUDE_CODE.default_agent)
 def install_claude_code(  # noqa: PLR0917 -- click passes every option as an argument
     project: Path | None,
     user: bool,
@@ -247,17 +303,24 @@ def install_claude_code(  # noqa: PLR0917 -- click passes every option as an arg
     visibility: str,
 ) -> int:
     """Add the hooks and the MCP server to Claude Code's configuration (merged, not replaced)."""
-    code = _run_plan(
-        project,
-        user,
-        dry_run,
-        database_url=database_url,
-        agent=_agent(agent),
-        visibility=visibility,
-    )
-    if not mcp_extra_installed():  # the entry is written anyway: the hooks work without it
-        click.echo(f"warning: the MCP server entry needs the mcp extra: {MCP_EXTRA}", err=True)
-    return code
+    return _install(CLAUDE_CODE, project, user, dry_run, database_url=database_url,
+                    agent=_agent(agent), visibility=visibility)  # fmt: skip
+
+
+@install.command(name="gemini-cli")
+@_GEMINI_SCOPES
+@_install_options(GEMINI_AGENT_HELP, GEMINI_CLI.default_agent)
+def install_gemini_cli(  # noqa: PLR0917 -- click passes every option as an argument
+    project: Path | None,
+    user: bool,
+    dry_run: bool,
+    database_url: str | None,
+    agent: str,
+    visibility: str,
+) -> int:
+    """Add the hooks and the MCP server to Gemini CLI's settings.json (merged, not replaced)."""
+    return _install(GEMINI_CLI, project, user, dry_run, database_url=database_url,
+                    agent=_agent(agent), visibility=visibility)  # fmt: skip
 
 
 @click.group()
@@ -266,7 +329,16 @@ def uninstall() -> None:
 
 
 @uninstall.command(name="claude-code")
-@_scope_options
+@_CLAUDE_SCOPES
 def uninstall_claude_code(project: Path | None, user: bool, dry_run: bool) -> int:
     """Remove the hooks and the MCP server entry `install claude-code` wrote; nothing else."""
-    return _run_plan(project, user, dry_run, database_url=database_url(None), remove=True)
+    return _run_plan(CLAUDE_CODE, project, user, dry_run, database_url=database_url(None),
+                     remove=True)  # fmt: skip
+
+
+@uninstall.command(name="gemini-cli")
+@_GEMINI_SCOPES
+def uninstall_gemini_cli(project: Path | None, user: bool, dry_run: bool) -> int:
+    """Remove the hooks and the MCP server entry `install gemini-cli` wrote; nothing else."""
+    return _run_plan(GEMINI_CLI, project, user, dry_run, database_url=database_url(None),
+                     remove=True)  # fmt: skip
