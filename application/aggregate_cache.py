@@ -22,8 +22,8 @@ only if the looks read every notification after the save and none was a newer ev
 bounded window's start); otherwise stale, so its next load reads the events after the saved
 version.
 Optimistic concurrency still guards every write: a command that decided on a copy that went
-stale meanwhile loses the race on save and runs again (DESIGN D3), after the next look at the
-log has marked the aggregate stale.
+stale meanwhile loses the race on save and runs again (docs/architecture.md), after the next
+look at the log has marked the aggregate stale.
 """
 
 from __future__ import annotations

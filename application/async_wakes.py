@@ -1,5 +1,5 @@
 """Wakes for asyncio hosts: a coroutine-function waker is scheduled on the host's event loop
-from whichever thread committed, and awaited there (DESIGN D6)."""
+from whichever thread committed, and awaited there (ADR 009)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Audit and history over the event store, the audit trail (R-R2, DESIGN D4, D5, D8).
+"""Audit and history over the event store, the audit trail (R-R2, ADR 002,
+docs/architecture.md, docs/operations.md).
 
 `audit()` replays every stored event, in notification order and in pages, through the one
 projection into scratch read models, checking the recorded facts' rules on the way; then, in

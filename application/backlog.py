@@ -1,5 +1,5 @@
 """The bounded in-process backlog of signals that could not be recorded because the store
-was unreachable, or failed in any other way that was not the caller's input (SPEC R-L8,
+was unreachable, or failed in any other way that was not the caller's input (R-L8,
 Beyond): kept in order, flushed in order when the store returns, the oldest dropped when full.
 Every keep, flush, skip and drop is counted and logged; `kept` always equals `flushed` +
 `skipped` + `dropped` + what is still `buffered` (signals adopted from the spool count as

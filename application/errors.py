@@ -1,4 +1,4 @@
-"""Typed errors of the embedding API; their messages are the exact SPEC texts (R-S4)."""
+"""Typed errors of the embedding API; their messages are the exact texts of the rules (R-S4)."""
 
 from __future__ import annotations
 

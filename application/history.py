@@ -1,9 +1,9 @@
-"""A session's audit trail as JSON entries, built from its stored events (R-R2, DESIGN D8).
+"""A session's audit trail as JSON entries, built from its stored events (R-R2, docs/operations.md).
 
 `history` reads the session's own stream and the streams of the cursors on it. A cursor's
 id is derived from its pair (`watch_id(watcher, target)`), and every cursor start on a target
-also adds its watcher to the target's watcher index (DESIGN D2), so the watchers named in the
-session's own stream find every cursor that was ever on it — removed ones included — without
+also adds its watcher to the target's watcher index (docs/architecture.md), so the watchers named in
+the session's own stream find every cursor that was ever on it — removed ones included — without
 scanning the whole log. `audit` checks that index is complete (rule D2 in its report). A
 drain stores its acknowledgements on the watcher's `Drains` (ADR 024): `history` reads the
 streams of those watchers' drains too, and shows each acknowledgement of a cursor on the

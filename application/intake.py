@@ -1,4 +1,4 @@
-"""Intake: the producers, each recording one signal kind on a session (SPEC R-L5) and never
+"""Intake: the producers, each recording one signal kind on a session (R-L5) and never
 raising into the caller (R-L8), and the backlog that keeps what an outage refused until the
 store answers. Notify-eligible kinds move the watchers' cursors as the domain decides (R-W4,
 R-W5, R-N2)."""

@@ -3,7 +3,7 @@
 Each stored event is checked against what the events before it established: sequences are
 contiguous per session and heads never go down (R-L4), watermarks never pass the head (R-R1),
 so no retained row is ever at or below one (R-S3); every cursor keeps L ≤ N ≤ M, opens at
-most one notice at a time and moves only as SPEC §5 allows (R-N2, R-N3, R-N4); and every
+most one notice at a time and moves only as R-N1–R-N7 allows (R-N2, R-N3, R-N4); and every
 cursor on a target is announced in that target's watcher index, which `history` relies on.
 A drain's acknowledgements (ADR 024) move the cursors they name like stored `Acknowledged`
 events, and each must name the version its cursor had (a later cursor event supersedes it);

@@ -1,4 +1,5 @@
-"""Ports the application owns; adapters live in infrastructure or in the host (DESIGN D3)."""
+"""Ports the application owns; adapters live in infrastructure or in the host
+(docs/architecture.md)."""
 
 from __future__ import annotations
 

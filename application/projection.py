@@ -1,6 +1,6 @@
 """The one projection: a pure function from recorded domain events to read-model row changes.
 
-It runs inline, in the transaction that stores the events (DESIGN D4), and again over the
+It runs inline, in the transaction that stores the events (ADR 002), and again over the
 whole event store to rebuild the read models for an audit (R-R2). Each event carries the
 values its rows need, so the projection never reads the read models it writes.
 """

@@ -1,4 +1,4 @@
-"""Queries: `session_status` with `changesSince` (SPEC §6) and `sessions_list` (R-S5)."""
+"""Queries: `session_status` with `changesSince` (R-S1–R-S5) and `sessions_list` (R-S5)."""
 
 from __future__ import annotations
 

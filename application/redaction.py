@@ -1,4 +1,4 @@
-"""Credential- and token-like text, found and replaced by `[REDACTED]` (SPEC R-T4).
+"""Credential- and token-like text, found and replaced by `[REDACTED]` (R-T4).
 
 `sessions_history` hands one session's transcript to another session's agent, so every string
 it returns goes through `redact`. The families found:

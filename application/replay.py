@@ -1,4 +1,4 @@
-"""Replay of the event store through the projection, page by page (R-R2, DESIGN D4).
+"""Replay of the event store through the projection, page by page (R-R2, ADR 002).
 
 The event store is the audit trail; streaming it in notification order through the same
 projection that runs inline rebuilds every read model exactly. `EventDecoder` turns the

@@ -110,7 +110,7 @@ _POSTGRES_EXTRA_HINT = " (install the postgres extra: pip install 'session-aware
 
 
 class SessionAwareness:
-    """Signal log, watches, notices and reconciliation for a host's sessions (DESIGN D3).
+    """Signal log, watches, notices and reconciliation for a host's sessions (docs/architecture.md).
 
     A plain facade over the write application, which it holds as `store` (an eventsourcing
     `Application`; operators and tests reach the library's parts through it, e.g.
@@ -167,7 +167,7 @@ class SessionAwareness:
 
     @cached_property
     def tools(self) -> SessionTools:
-        """The agent-facing session tools over this service (SPEC §9)."""
+        """The agent-facing session tools over this service (R-T1–R-T3)."""
         from session_awareness.application.tools import SessionTools  # noqa: PLC0415 -- built on first use
 
         return SessionTools(self)
@@ -744,7 +744,7 @@ def open_service(
     `dispatcher`, `spawner` and `canceller` are the host's delivery for `sessions_send`, its
     child start for `sessions_spawn` and its run cancel for `subagents` (the tools answer
     `not_configured` without them).
-    Upstream monitoring (SPEC §8) is set up with providers by catalog id and the host's
+    Upstream monitoring (R-U1–R-U5) is set up with providers by catalog id and the host's
     ports; the host starts it with `start_upstream_monitor()`. Wakes coalesce per watcher:
     at most one per `wake_coalesce_seconds` of the service clock (0: every wake, R-N5).
     `transcripts` are the sources `sessions_history` reads, in order (default: local Claude

@@ -1,4 +1,4 @@
-"""The reconciliation answer: `session_status` with `changesSince` (SPEC R-S1…R-S4)."""
+"""The reconciliation answer: `session_status` with `changesSince` (R-S1…R-S4)."""
 
 from __future__ import annotations
 

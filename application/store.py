@@ -1,5 +1,5 @@
 """The write application (`SessionStore`): loading, atomic saves with the inline projection,
-retries on concurrent saves, key resolution and wakes (DESIGN D3)."""
+retries on concurrent saves, key resolution and wakes (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ class SessionStore(Application[UUID]):
     """The write application: the event store, the aggregate cache, the read model's queries,
     and the one way a command runs: `run(attempt)` loads aggregates through a `UnitOfWork`,
     lets the domain decide, and saves once with the inline projection, again when a
-    concurrent save won the race (DESIGN D3). The collaborators (intake, lifecycle,
+    concurrent save won the race (docs/architecture.md). The collaborators (intake, lifecycle,
     watching, retention, audit, upstream, transcripts, marks, queries) are each given it."""
 
     #: The library names an application after its class unless told: its environment
@@ -190,7 +190,7 @@ class SessionStore(Application[UUID]):
         take_due_snapshots(self.snapshots, processing_event, self.snapshotting_intervals)
 
     def _record(self, processing_event: Any) -> Any:
-        # The inline projection needs the domain events beside the stored ones (DESIGN D4).
+        # The inline projection needs the domain events beside the stored ones (ADR 002).
         processing_event.saved_kwargs["projected_events"] = processing_event.events
         return super()._record(processing_event)
 

@@ -1,4 +1,4 @@
-"""The transcript port: where `sessions_history` reads a session's transcript (SPEC R-T1).
+"""The transcript port: where `sessions_history` reads a session's transcript (R-T1).
 
 A source is asked for one session at a time and answers its rows newest first, or `None` when
 it has no transcript for that session. The service stores no transcript content: it reads on

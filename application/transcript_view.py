@@ -1,4 +1,4 @@
-"""The `sessions_history` view: a bounded, safety-filtered page of a transcript (SPEC R-T1).
+"""The `sessions_history` view: a bounded, safety-filtered page of a transcript (R-T1).
 
 Pure: rows come in newest first from a transcript source, the JSON goes out. Per row, tool
 blocks are kept only with `include_tools`; the normalisation rules of `transcript_filter` are

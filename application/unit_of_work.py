@@ -2,7 +2,7 @@
 
 Loading each aggregate once per attempt means two paths that reach the same session (say a
 prune plan and a cursor expiry) change one object, and `commit()` stores every pending event
-in one atomic save (DESIGN D3).
+in one atomic save (docs/architecture.md).
 
 A cursor whose own events say it is pending is shown with its watcher's latest drain of it
 (ADR 024): the attempt loads the watcher's `Drains` too, and the cache keeps a watcher's

@@ -1,4 +1,4 @@
-"""Watches and notices: registration, removal, pending notices and drain (SPEC §4, §5)."""
+"""Watches and notices: registration, removal, pending notices and drain (R-W1–R-W7, R-N1–R-N7)."""
 
 from __future__ import annotations
 

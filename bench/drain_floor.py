@@ -1,7 +1,7 @@
 """`python -m bench.drain_floor`: the floor of a drain's writes, with no Python around them.
 
 Before ADR 024, a drain of 1,000 pending pairs stored one `Watch.Acknowledged` event per pair
-and moved each pair's cursor row (DESIGN D2). This writes exactly that through the plain
+and moved each pair's cursor row (docs/architecture.md). This writes exactly that through the plain
 driver (SQLite, the service's read-model tables, the library's event table), against the
 reference's drain (the pending rows read, one `UPDATE` per pair, `bench/reference.py`), and
 against the shape ADR 024 chose (the same `UPDATE`s and one event for the whole drain),

@@ -1,7 +1,7 @@
 """`python -m bench.floor`: the floor of a record's writes, with no Python around them.
 
 The `record` scenario compares a record with one raw `INSERT` + `COMMIT`. A record writes
-more than that, by design (DESIGN D4): on a target whose watcher's notice is pending, one
+more than that, by design (ADR 002): on a target whose watcher's notice is pending, one
 event (the signal; M is derived, ADR 023) and its read-model rows (retained row, head,
 registry, material, activity), then the save's check that no cursor is synced below its
 target's M, durably, in one transaction. This writes exactly those rows through the plain

@@ -1,4 +1,4 @@
-"""The Drains aggregate: a watcher's drains, one event each (ADR 024, SPEC R-N3).
+"""The Drains aggregate: a watcher's drains, one event each (ADR 024, R-N3).
 
 A drain acknowledges every pending notice of one watcher at once. Storing one `Watch` event
 per drained pair cost as much as the reference's whole drain again in event rows alone, so a

@@ -1,4 +1,4 @@
-"""Session keys and the deterministic identities derived from them (SPEC R-K1, R-K2)."""
+"""Session keys and the deterministic identities derived from them (R-K1, R-K2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Who is told: the cursor moves a recorded signal makes on its audience (SPEC §4, §5).
+"""Who is told: the cursor moves a recorded signal makes on its audience (R-W1–R-W7, R-N1–R-N7).
 
 Pure decisions over loaded aggregates: the application loads the target `Session` and the
 `Watch`es its audience holds, asks here what moves, saves what changed and wakes, after

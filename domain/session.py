@@ -572,7 +572,7 @@ class Session(Aggregate):
         if watcher in self.watchers:
             self.trigger_event(self.WatcherRemoved, timestamp=at, watcher=watcher)
 
-    # -- the upstream link (SPEC §8) -------------------------------------------------------
+    # -- the upstream link (R-U1–R-U5) -------------------------------------------------------
 
     def link_upstream(self, source: UpstreamSource, *, marker: str | None, at: datetime) -> None:
         """Link (or refresh the link to) `source`: the same source keeps its marker, a changed

@@ -1,4 +1,4 @@
-"""Signal kinds, actors, payloads and summaries of the signal log (SPEC R-L1, R-L2, R-L3)."""
+"""Signal kinds, actors, payloads and summaries of the signal log (R-L1, R-L2, R-L3)."""
 
 from __future__ import annotations
 

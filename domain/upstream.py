@@ -1,4 +1,4 @@
-"""An adopted session's upstream link (SPEC §8, R-U1): where else the session lives, and how
+"""An adopted session's upstream link (R-U1–R-U5): where else the session lives, and how
 far the monitor has read it.
 
 The source names the external thread; the marker is the provider's scan position, opaque to

@@ -1,4 +1,4 @@
-"""The Watch aggregate: the cursor of one watcher on one target (SPEC §4–§5).
+"""The Watch aggregate: the cursor of one watcher on one target (R-W1–R-W7, R-N1–R-N7).
 
 Positions: L `acknowledged`, N `notified` (frozen while a notice is pending), M `material`.
 Synced means L = N = M; pending means N > L. Every position event carries all three

@@ -1,4 +1,4 @@
-"""The upstream provider for local Claude Code transcripts (SPEC R-U3, R-U5, DESIGN D7).
+"""The upstream provider for local Claude Code transcripts (R-U3, R-U5, ADR 008).
 
 A transcript is `~/.claude/projects/<project>/<session-uuid>.jsonl`, one JSON object a line.
 The marker is a byte offset just past a complete line. A scan reads at most 1 MiB from it and

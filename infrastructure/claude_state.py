@@ -14,7 +14,7 @@ pieces that must outlive a process live in a state directory
 - `sessions/<session_id>.json`: a compaction announced by `PreCompact`, so the `SessionStart`
   that follows it records nothing twice.
 - `spool/`: hook signals that could not be recorded because the store was unreachable; the next
-  hook run that reaches the store records them first (SPEC R-L8). No message text is kept.
+  hook run that reaches the store records them first (R-L8). No message text is kept.
 
 This module imports nothing heavy: the hook's start-up time is the user's wait.
 """

@@ -1,4 +1,4 @@
-"""LISTEN for wakes published by any process, on a dedicated connection (SPEC R-N7).
+"""LISTEN for wakes published by any process, on a dedicated connection (R-N7).
 
 A lost connection is re-opened with a short back-off (at most half a second apart, so the
 listener is back within a second of the server); after each reconnect `on_reconnect` runs

@@ -1,4 +1,4 @@
-"""What the CLI's upstream commands do (SPEC §8), as plain functions over an open service:
+"""What the CLI's upstream commands do (R-U1–R-U5), as plain functions over an open service:
 
 session-awareness upstream scan                        -> scan_once(svc)
 session-awareness adopt KEY --claude-transcript PATH   -> adopt_claude_transcript(svc, ...)

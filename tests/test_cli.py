@@ -326,7 +326,7 @@ class TestStatus:
     def test_status_of_an_unknown_session_exits_2_with_one_line(
         self, populated_url: str, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """An unknown key is bad input: exit 2 and the SPEC's error text, nothing on stdout."""
+        """An unknown key is bad input: exit 2 and the rules' error text, nothing on stdout."""
         code = main(["status", "agent:main:nobody", "--database-url", populated_url])
         captured = capsys.readouterr()
         assert code == 2
@@ -336,7 +336,7 @@ class TestStatus:
     def test_status_with_a_non_numeric_changes_since_exits_2_with_one_line(
         self, populated_url: str, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """`--changes-since abc` is refused with the SPEC's error text."""
+        """`--changes-since abc` is refused with the rules' error text."""
         code = main(
             ["status", RESEARCHER, "--changes-since", "abc", "--database-url", populated_url]
         )

@@ -217,3 +217,43 @@ class TestEmbeddingExample:
             svc.record_child_spawned(worker, parent="agent:main:mian", run_id="r1")
         logged = [f"{r.levelname}:{r.name}:{r.getMessage()}" for r in caplog.records]
         assert logged == shown.strip().splitlines()
+
+
+#: A citation of a document outside the repository: the design brief and the specification the
+#: project started from live elsewhere; the repository's own are docs/rules.md, the ADRs and
+#: docs/architecture.md.
+FOREIGN = re.compile(r"\bSPEC\b|\bDESIGN\s+D\d|\b(?:SPEC|DESIGN|STYLE)\.md\b")
+#: A file and line number (`watching.py:88`, `service.py:149-154`): lines move, names stay.
+FILE_LINE = re.compile(r"\b[\w/]+\.(?:py|md|toml|sql):\d+")
+ADR = re.compile(r"\bADRs? (\d{3})\b")
+DOC_PATH = re.compile(r"\bdocs/[\w./-]+\.md\b")
+SKIPPED = {".venv", "build", ".git", "dist", "node_modules", ".pytest_cache", ".mypy_cache"}
+
+
+def repository_texts() -> list[Path]:
+    """Every file of the repository a reader reads: code, tests, docs, configuration."""
+    found = [
+        path
+        for pattern in ("*.py", "*.md", "*.toml")
+        for path in ROOT.rglob(pattern)
+        if not SKIPPED & set(path.relative_to(ROOT).parts)
+    ]
+    return sorted({*found, ROOT / "Makefile", ROOT / ".ci" / "run"} - {Path(__file__).resolve()})
+
+
+class TestCitations:
+    def test_nothing_cites_a_document_the_repository_lacks(self) -> None:
+        """No text cites the specification or design brief the project started from, or a file
+        by line number; every ADR and docs/ page it names is in the repository."""
+        numbers = {path.name[:3] for path in adrs()}
+        wrong = []
+        for path in repository_texts():
+            text = path.read_text()
+            where = str(path.relative_to(ROOT))
+            wrong += [f"{where}: {m[0]!r}" for m in FOREIGN.finditer(text)]
+            wrong += [f"{where}: {m[0]!r}" for m in FILE_LINE.finditer(text)]
+            wrong += [f"{where}: ADR {n}" for n in ADR.findall(text) if n not in numbers]
+            wrong += [
+                f"{where}: {m[0]}" for m in DOC_PATH.finditer(text) if not (ROOT / m[0]).exists()
+            ]
+        assert wrong == []

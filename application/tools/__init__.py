@@ -1,4 +1,4 @@
-"""The agent-facing session tools (SPEC §9): typed inputs and outputs, visibility, errors.
+"""The agent-facing session tools (R-T1–R-T3): typed inputs and outputs, visibility, errors.
 
 A host opens the service with `open_service(url, visibility="tree", dispatcher=deliver)` and
 runs an agent's tool call with

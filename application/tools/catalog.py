@@ -1,4 +1,4 @@
-"""The catalog of session tools: name, description for the model, and input model (SPEC §9)."""
+"""The catalog of session tools: name, description for the model, and input model (R-T1–R-T3)."""
 
 from __future__ import annotations
 

@@ -103,7 +103,7 @@ def from_validation(error: ValidationError, tool: str) -> ToolError:
 
 
 def from_service(error: SessionAwarenessError, field: str = "sessionKey") -> ToolError:
-    """A service error, typed for the agent (messages are the SPEC texts)."""
+    """A service error, typed for the agent (messages are the rules' texts)."""
     if isinstance(error, ToolError):
         return error
     if isinstance(error, UnknownSessionError):

@@ -1,5 +1,5 @@
 """`sessions_history`: a bounded, safety-filtered page of a visible session's transcript
-(SPEC R-T1, R-T2). An invisible session reads exactly as an unknown one; a visible session
+(R-T1, R-T2). An invisible session reads exactly as an unknown one; a visible session
 no transcript source can read answers `not_available`, the same for every such session.
 Paging: `before` names a message's position (a page's `nextBefore`), stable while the
 transcript grows; `offset` counts messages (R-T4)."""

@@ -20,7 +20,7 @@ from session_awareness.application.ports import (
 
 
 class ToolHost(Protocol):
-    """The service as the session tools see it (SPEC §9)."""
+    """The service as the session tools see it (R-T1–R-T3)."""
 
     @property
     def visibility(self) -> str: ...

@@ -1,11 +1,11 @@
-"""The tools' input models: camelCase fields, unknown fields refused, strict types (SPEC R-T1).
+"""The tools' input models: camelCase fields, unknown fields refused, strict types (R-T1).
 
 Strictness, decided once for every tool: a JSON string never stands in for a number or a
 boolean, a boolean never stands in for a number, and an integer field refuses floats (even
 `1.0`). The one exception is `changesSince`, which follows R-S4 through the service's own
 `parse_changes_since`: an integer or a string of digits (an integral float such as `2.0` is read
 as `2`, as the embedding API does); `1.5`, NaN, negatives, booleans and numbers beyond 2^53 − 1
-are refused with the SPEC text.
+are refused with the rules' text.
 """
 
 from __future__ import annotations

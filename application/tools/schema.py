@@ -1,4 +1,4 @@
-"""The tools' schemas in the shape each function-calling API expects (SPEC R-T1), generated
+"""The tools' schemas in the shape each function-calling API expects (R-T1), generated
 from the input models, with every `$ref` inlined.
 
 - `json-schema`: `{"name", "description", "parameters"}`, `parameters` the full JSON Schema,

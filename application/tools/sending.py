@@ -1,5 +1,5 @@
 """`sessions_send`: pick one visible target, deliver through the host's dispatcher, then, with
-`watch: true`, watch the session that actually received the message (SPEC R-K2, R-W2, R-T1).
+`watch: true`, watch the session that actually received the message (R-K2, R-W2, R-T1).
 
 A dispatcher that declares a `timeout_seconds` keyword receives the call's `timeoutSeconds`
 (None when not given) and may answer `{"sessionKey", "status", "reply"}`: `accepted`, or after

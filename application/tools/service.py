@@ -1,4 +1,4 @@
-"""`SessionTools`: the agent-facing session tools over one service (SPEC §9, R-T1, R-T2).
+"""`SessionTools`: the agent-facing session tools over one service (R-T1–R-T3).
 
 A host calls `svc.tools.call(name, arguments, caller=key)` with the arguments an agent produced
 (the JSON string as the model wrote it, or the object decoded from it) and hands the returned

@@ -1,5 +1,5 @@
 """`sessions_spawn`: the agent gives the task and options, the host's spawner starts the child
-and names it and its run, and the service records the spawn edge (SPEC R-T1, R-L5, R-W1).
+and names it and its run, and the service records the spawn edge (R-T1, R-L5, R-W1).
 
 The agent never names the child: no tool input can claim, re-parent or probe a session. What
 the spawner answers is the host's word, checked like any input; a spawner that refuses or

@@ -1,5 +1,5 @@
 """`subagents`: the caller's tree with its runs, and cancelling a run inside it through the
-host's canceller (SPEC R-T1, R-T2).
+host's canceller (R-T1, R-T2).
 
 The tree is the sessions the caller spawned, transitively, as far as the caller may see them.
 A run is named by its `runId`; one outside the caller's tree, or in a session it may not see,

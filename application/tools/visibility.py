@@ -1,4 +1,4 @@
-"""Visibility: which sessions a caller's tools may see (SPEC R-T2).
+"""Visibility: which sessions a caller's tools may see (R-T2).
 
 `self` is the caller, `tree` the caller and every session it spawned, transitively (the
 default), and for reads also the same-agent `group` sessions it watches; `agent` every session

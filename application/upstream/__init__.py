@@ -1,4 +1,4 @@
-"""Upstream monitoring of adopted sessions (SPEC §8, DESIGN D7, ADR 008).
+"""Upstream monitoring of adopted sessions (R-U1–R-U5, ADR 008).
 
 Adoption writes the session's upstream link with the `adopted` event (R-U1, R-L5); the
 monitor scans watched, idle links and the service writes what it finds, re-checking on fresh

@@ -1,4 +1,4 @@
-"""The upstream monitor (SPEC R-U2…R-U4, DESIGN D7): a scan of the watched, idle links at a
+"""The upstream monitor (R-U2…R-U4, ADR 008): a scan of the watched, idle links at a
 fixed cadence, single-flight, over the providers; what it finds is written by the service.
 
 The missing streaks and the schedule live in memory (ADR 008): a restart starts the streaks

@@ -1,4 +1,4 @@
-"""What a scan reports per link, and what the monitor needs of the service (SPEC §8).
+"""What a scan reports per link, and what the monitor needs of the service (R-U1–R-U5).
 
 Outcomes of a link in one scan: `recorded` (human turns became one event), `advanced` (only
 the marker moved), `idle` (nothing new), `skipped` (no audience, or a position already

@@ -1,4 +1,4 @@
-"""The ports of upstream monitoring (SPEC §8, DESIGN D7): providers, the host's run and
+"""The ports of upstream monitoring (R-U1–R-U5, ADR 008): providers, the host's run and
 own-text sources, and the scheduler. Adapters live in infrastructure or in the host."""
 
 from __future__ import annotations

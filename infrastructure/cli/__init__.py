@@ -1,4 +1,5 @@
-"""The operator CLI `session-awareness` (DESIGN D8); the one place in the package that prints.
+"""The operator CLI `session-awareness` (docs/operations.md); the one place in the package that
+prints.
 
     session-awareness --version
     session-awareness demo | tools-schema [--format json-schema|openai|openai-strict|anthropic|mcp]
@@ -80,7 +81,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "transcript": ("transcript", "transcript", "A session's transcript as sessions_history "
                    "shows it: bounded and safety-filtered."),
     "uninstall": ("claude", "uninstall", "Remove what `install` added."),
-    "upstream": ("extras", "upstream", "Upstream monitoring of adopted sessions (SPEC §8)."),
+    "upstream": ("extras", "upstream", "Upstream monitoring of adopted sessions (R-U1–R-U5)."),
     "watches": ("sessions", "watches", "Cursor positions (L acknowledged, N notified, M "
                 "material) and pending state."),
 }  # fmt: skip

@@ -1,5 +1,5 @@
 """Operating the store: `audit`, `history`, `prune` and `health` (R-L8, R-L10, R-R1, R-R2,
-DESIGN D8)."""
+docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The demo, the tools' JSON Schemas, and the upstream commands (SPEC §8, §9, DESIGN D8)."""
+"""The demo, the tools' JSON Schemas, and the upstream commands (R-U1–R-U5, R-T1–R-T3,
+docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def tools_schema(schema_format: str, as_json: bool) -> int:
 
 @click.group()
 def upstream() -> None:
-    """Upstream monitoring of adopted sessions (SPEC §8)."""
+    """Upstream monitoring of adopted sessions (R-U1–R-U5)."""
 
 
 @upstream.command()

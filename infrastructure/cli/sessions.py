@@ -1,4 +1,5 @@
-"""Looking at sessions: `status`, `list`, `notices` and `watches` (SPEC §4–§6)."""
+"""Looking at sessions: `status`, `list`, `notices` and `watches` (R-W1–R-W7, R-N1–R-N7,
+R-S1–R-S5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The read models (DESIGN D4), written once for both backends, and each backend on top.
+"""The read models (ADR 002), written once for both backends, and each backend on top.
 
 Shared: `schema` (each table from one column list), `dialect` (how a backend spells the
 SQL), `writes` (the projection's row changes as statements, one at a time), `bulk` (the same

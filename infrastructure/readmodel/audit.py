@@ -1,4 +1,4 @@
-"""What an audit rebuilds and compares, written once for both backends (R-R2, DESIGN D4).
+"""What an audit rebuilds and compares, written once for both backends (R-R2, ADR 002).
 
 The scratch tables are a copy of the live read-model tables' definitions (with their keys
 but without their secondary indexes: the copy is only written and read by key), written by

@@ -1,8 +1,8 @@
 """The PostgreSQL save in two round trips (ADR 013): the same transaction as
 `PostgresReadModelRecorder.insert_events` — table lock, insert, the projection's rows, any
 wakes, all or nothing — without the library's per-insert `NOTIFY` on its events channel
-(nothing here subscribes to the log: readers and audits page it by notification id, DESIGN
-D4) and without psycopg's pipeline handling of ~11 statements.
+(nothing here subscribes to the log: readers and audits page it by notification id, ADR 002)
+and without psycopg's pipeline handling of ~11 statements.
 
 A save of a few events sends two simple-protocol queries with values bound client-side
 (psycopg's `mogrify`): `BEGIN; SET LOCAL lock_timeout; LOCK; INSERT … RETURNING`, then the

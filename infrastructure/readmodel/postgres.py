@@ -2,10 +2,10 @@
 read models.
 
 The read-model rows are written after the library's steps have locked the events table and
-inserted the events, in the same transaction (DESIGN D4, ADR 002), so they are written in
+inserted the events, in the same transaction (ADR 002), so they are written in
 commit order. When a notice opens, the transaction also publishes a wake (`pg_notify`,
-payload: the watcher key) that every process's `WakeListener` receives after commit (SPEC
-R-N7). `pg_round_trips` writes the same transaction in two round trips (ADR 013); the
+payload: the watcher key) that every process's `WakeListener` receives after commit (R-N7).
+`pg_round_trips` writes the same transaction in two round trips (ADR 013); the
 connections are `infrastructure/postgres.py`'s.
 """
 
@@ -130,7 +130,7 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
         create_in_turn(self.datastore, super().create_table, self.sql_create_statements)
 
     # The library retries connection errors ten times; we fail fast and let the service's
-    # bounded retry and its signal backlog decide (SPEC R-L8).
+    # bounded retry and its signal backlog decide (R-L8).
     select_events = PostgresAggregateRecorder.select_events.__wrapped__  # type: ignore[attr-defined]
     select_notifications = PostgresApplicationRecorder.select_notifications.__wrapped__  # type: ignore[attr-defined]
     max_notification_id = PostgresApplicationRecorder.max_notification_id.__wrapped__  # type: ignore[attr-defined]
@@ -156,7 +156,7 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
     ) -> Sequence[int] | None:
         """The library's steps (table lock, NOTIFY on its events channel, insert), then the
         projection's rows, in one pipelined transaction. Unlike the library's own method,
-        it is not retried (the service decides, SPEC R-L8), and any failure — the insert's
+        it is not retried (the service decides, R-L8), and any failure — the insert's
         or the projection's, client- or server-side — rolls the whole transaction back."""
         if kwargs.get("tracking") is not None:  # the library's process applications
             raise NotImplementedError("this recorder does not record tracking positions")

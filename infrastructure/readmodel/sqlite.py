@@ -1,6 +1,6 @@
 """The embedded default store: the library's SQLite application recorder plus the inline
-read models, written by the projection in the transaction that stores the events (DESIGN
-D4), so every notice is answerable the moment it exists. Concurrent saves of the process
+read models, written by the projection in the transaction that stores the events (ADR 002), so
+every notice is answerable the moment it exists. Concurrent saves of the process
 share one transaction and one commit (`group_commit`, ADR 025). Its connections (read-only
 files) are `infrastructure/sqlite.py`'s."""
 

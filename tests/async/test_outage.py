@@ -1,5 +1,5 @@
 """The asyncio API on PostgreSQL: an outage never blocks the event loop, and wakes from other
-processes reach an async waker on the loop (SPEC R-L8, R-N7)."""
+processes reach an async waker on the loop (R-L8, R-N7)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Ambient group watches: a human turn on a group makes the agent's main session aware of it,
-quietly (SPEC R-W7, with R-L6, R-N5, R-N6, R-W6)."""
+quietly (R-W7, with R-L6, R-N5, R-N6, R-W6)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Group commit (ADR 025): concurrent records of one process share one transaction and one
-commit, and every caller still gets its own answer (SPEC R-L4, R-L8).
+commit, and every caller still gets its own answer (R-L4, R-L8).
 
 A batch of several saves is made without timing: another connection holds the store's write
 lock (SQLite `BEGIN IMMEDIATE`, PostgreSQL the events table's lock), so a first record's

@@ -1,4 +1,4 @@
-"""Notices: one, not many (SPEC §5)."""
+"""Notices: one, not many (R-N1–R-N7)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ class TestWorkedExample:
     def test_three_changes_give_one_notice_then_one_reopen_then_nothing(
         self, svc: SessionAwareness
     ) -> None:
-        """SPEC §5 worked example (R-N2, R-N3): 1 notice, drain, 1 reopen, drain, nothing."""
+        """R-N1–R-N7 worked example (R-N2, R-N3): 1 notice, drain, 1 reopen, drain, nothing."""
         assert spawn(svc) == 1
         assert cursor(svc, MANAGER, CHILD) == (1, 1, 1)
         assert svc.record_human_direct_message(CHILD, channel="telegram") == 2

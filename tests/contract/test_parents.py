@@ -1,6 +1,6 @@
 """Parents through the embedding API, on every backend: no cycle, no re-parenting, the host's
 word on an open session applied, and bare keys watched only within their agent
-(SPEC R-T3, R-K3, R-W1, R-W3, R-W4)."""
+(R-T3, R-K3, R-W1, R-W3, R-W4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Commands that race other writers of the same store (ADR 004, ADR 027; SPEC R-T3)."""
+"""Commands that race other writers of the same store (ADR 004, ADR 027; R-T3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reconciliation: `session_status` with `changesSince` (SPEC §6)."""
+"""Reconciliation: `session_status` with `changesSince` (R-S1–R-S5)."""
 
 from __future__ import annotations
 

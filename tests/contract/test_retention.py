@@ -1,4 +1,4 @@
-"""Storage and limits: retention, exact watermarks, and rebuilds (SPEC §7)."""
+"""Storage and limits: retention, exact watermarks, and rebuilds (R-R1–R-R3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The signal log: kinds, fields, producers, gating, time and best effort (SPEC §3)."""
+"""The signal log: kinds, fields, producers, gating, time and best effort (R-L1–R-L8)."""
 
 from __future__ import annotations
 

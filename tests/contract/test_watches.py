@@ -1,4 +1,4 @@
-"""Watchers and cursors (SPEC §4)."""
+"""Watchers and cursors (R-W1–R-W7)."""
 
 from __future__ import annotations
 

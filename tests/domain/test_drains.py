@@ -1,4 +1,4 @@
-"""A watcher's drains and the positions they give its cursors (ADR 024, SPEC R-N3), as
+"""A watcher's drains and the positions they give its cursors (ADR 024, R-N3), as
 given/when/then over events, without a database."""
 
 from __future__ import annotations

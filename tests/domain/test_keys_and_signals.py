@@ -1,4 +1,4 @@
-"""Session keys, identities, signal kinds, summaries and payloads (SPEC §2, R-L1 to R-L3)."""
+"""Session keys, identities, signal kinds, summaries and payloads (R-K1–R-K3, R-L1 to R-L3)."""
 
 from __future__ import annotations
 
@@ -240,7 +240,7 @@ class TestSummaries:
         assert human_message_summary("") == "human message via unknown"
 
     def test_run_spawn_and_compaction_summaries_are_fixed(self) -> None:
-        """R-L3: spawn, run-end and compaction summaries are the SPEC's fixed lines."""
+        """R-L3: spawn, run-end and compaction summaries are the rules' fixed lines."""
         assert CHILD_SPAWNED_SUMMARY == "child session spawned"
         assert RUN_COMPLETED_SUMMARY == "child run completed"
         assert FAILED_RUN_SUMMARIES == {

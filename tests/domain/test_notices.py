@@ -1,4 +1,4 @@
-"""Who is told, decided by the domain alone: the notice protocol of SPEC §4–§5 without a
+"""Who is told, decided by the domain alone: the notice protocol of R-W1–R-W7, R-N1–R-N7 without a
 database (R-W1, R-W2, R-W4, R-W5, R-N2, R-N3, R-L6).
 
 Given: a target session and the cursors its audience holds, built with commands. When: one
@@ -120,7 +120,7 @@ def test_a_synced_cursor_opens_one_notice_and_a_pending_one_only_advances() -> N
 
 
 def test_worked_example_of_spec_5() -> None:
-    """SPEC §5's worked example, through the decision and the drain (R-N2, R-N3)."""
+    """R-N1–R-N7's worked example, through the decision and the drain (R-N2, R-N3)."""
     session = child()
     _, watch = spawned(session)
     for second in (2, 3, 4):

@@ -1,5 +1,5 @@
 """Parents in the Session aggregate: no cycle, no re-parenting, and what the host says of an
-open session is applied (SPEC R-T3, R-K3, R-T2), plus the characters a key or label refuses
+open session is applied (R-T3, R-K3, R-T2), plus the characters a key or label refuses
 (R-N1).
 
 Given: a session's events. When: one command. Then: the new events, or a refusal with nothing

@@ -133,7 +133,7 @@ class TestOpen:
 
     @pytest.mark.parametrize("kind", ["worker", "Main", "", "main "])
     def test_an_unknown_session_kind_is_refused(self, kind: str) -> None:
-        """R-K3: a kind outside the SPEC's list opens no session."""
+        """R-K3: a kind outside the rules' list opens no session."""
         with pytest.raises(SessionStateError, match="invalid session kind"):
             opened(kind=kind)
 

@@ -1,4 +1,5 @@
-"""The Watch aggregate as given/when/then over events: the cursor of one pair (SPEC §4, §5).
+"""The Watch aggregate as given/when/then over events: the cursor of one pair
+(R-W1–R-W7, R-N1–R-N7).
 
 Given: a cursor's history, built with commands and reconstructed from its events.
 When: one command. Then: the new pending events, their positions, and the cursor's state.
@@ -228,7 +229,7 @@ class TestAcknowledge:
 
 
 class TestWorkedExample:
-    """SPEC §5: P spawned C at 1; a human message (2), a goal change (3), a human message (4)."""
+    """R-N1–R-N7: P spawned C at 1; a human message (2), a goal change (3), a human message (4)."""
 
     def test_three_changes_after_the_spawn_leave_one_notice_since_1(self) -> None:
         """R-N2 worked example: after events 2, 3, 4 P has one notice, changesSince 1."""
@@ -339,7 +340,7 @@ class TestRemove:
 
 class TestNoticeText:
     def test_the_notice_text_is_byte_exact(self) -> None:
-        """R-N1: the notice line is exactly the SPEC's text, byte for byte."""
+        """R-N1: the notice line is exactly the rules' text, byte for byte."""
         text = notice_text("agent:main:subagent:child", 1)
 
         assert text.encode() == (

@@ -59,7 +59,8 @@ class TestAuditOfACleanStore:
     def test_the_audit_logs_its_start_and_its_outcome(
         self, svc: SessionAwareness, clock: FakeClock
     ) -> None:
-        """DESIGN D8: `audit_started` and `audit_finished` carry the counts an operator needs."""
+        """`audit_started` and `audit_finished` carry the counts an operator needs
+        (docs/operations.md)."""
         spawn(svc)
         with structlog.testing.capture_logs() as logs:
             svc.audit()

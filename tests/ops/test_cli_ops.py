@@ -1,4 +1,4 @@
-"""The operator CLI's operations commands: output, `--json` and exit codes (DESIGN D8)."""
+"""The operator CLI's operations commands: output, `--json` and exit codes (docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ class TestHistoryCommand:
     def test_history_prints_one_line_per_entry_with_cursor_positions(
         self, store_url: str, capsys: Capture
     ) -> None:
-        """DESIGN D8: signals, pruned marks and L N M of each cursor transition."""
+        """docs/operations.md: signals, pruned marks and L N M of each cursor transition."""
         code, out, _ = run(capsys, "history", CHILD, "--database-url", store_url)
         assert code == 0
         assert "[pruned from changesSince]" in out
@@ -99,7 +99,7 @@ class TestHistoryCommand:
     def test_history_of_a_missing_session_exits_2_with_one_line(
         self, store_url: str, capsys: Capture
     ) -> None:
-        """R-S4: an unknown key is bad input, in the SPEC's words."""
+        """R-S4: an unknown key is bad input, in the rules' words."""
         code, out, err = run(capsys, "history", "agent:main:nobody", "--database-url", store_url)
         assert (code, out, err) == (2, "", "error: Unknown sessionKey: agent:main:nobody\n")
 

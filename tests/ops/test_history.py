@@ -1,4 +1,4 @@
-"""A session's history: its whole audit trail from the event store (R-R2, DESIGN D8)."""
+"""A session's history: its whole audit trail from the event store (R-R2, docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The replay's event decoder gives the library mapper's domain events (R-R2, DESIGN D4)."""
+"""The replay's event decoder gives the library mapper's domain events (R-R2, ADR 002)."""
 
 from __future__ import annotations
 

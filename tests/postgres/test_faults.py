@@ -1,4 +1,4 @@
-"""The server hangs, restarts, or is slow to come back (SPEC R-L8).
+"""The server hangs, restarts, or is slow to come back (R-L8).
 
 A hung server is the throwaway cluster stopped with SIGSTOP: its sockets stay open and the
 kernel acknowledges every packet, but nothing answers, as with a frozen host or a partition.

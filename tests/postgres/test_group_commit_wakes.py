@@ -1,5 +1,5 @@
 """Group commit on PostgreSQL (ADR 025): each save of a batch publishes its own wakes in the
-batch's transaction (SPEC R-N7), a refused one none, and an ambient notice none (R-W7)."""
+batch's transaction (R-N7), a refused one none, and an ambient notice none (R-W7)."""
 
 from __future__ import annotations
 

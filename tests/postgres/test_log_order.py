@@ -1,4 +1,4 @@
-"""The notification log is read in id order and never skips an event (DESIGN D4).
+"""The notification log is read in id order and never skips an event (ADR 002).
 
 Audits page the event store by notification id, and every service's aggregate cache reads
 the log after its last position to learn what other writers changed: both rely on ids

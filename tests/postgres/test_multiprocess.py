@@ -1,4 +1,4 @@
-"""Several gateway processes on one PostgreSQL database (SPEC R-L4, R-N2, R-N7)."""
+"""Several gateway processes on one PostgreSQL database (R-L4, R-N2, R-N7)."""
 
 from __future__ import annotations
 

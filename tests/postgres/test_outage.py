@@ -1,4 +1,4 @@
-"""The database goes away and comes back (issue 3, SPEC R-L8)."""
+"""The database goes away and comes back (issue 3, R-L8)."""
 
 from __future__ import annotations
 

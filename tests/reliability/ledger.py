@@ -1,6 +1,6 @@
 """Worker processes, and the account a watcher's notices must give of a target's log.
 
-`account_for` checks what SPEC §4–§5 imply for one (watcher, target) pair, given the final
+`account_for` checks what R-W1–R-W7, R-N1–R-N7 imply for one (watcher, target) pair, given the final
 log, the cursor's seed and the `changesSince` values of the notices the watcher drained, in
 order: every material event is covered by exactly one drained notice; no notice is doubled;
 none is opened without a material event; the cursor ends synced on the last material event.

@@ -1,4 +1,5 @@
-"""A reference model of SPEC §3–§7, written from SPEC.md and the ADRs, not from the service code.
+"""A reference model of R-L1–R-L8, R-W1–R-W7, R-N1–R-N7, R-S1–R-S5 and R-R1–R-R3, written from
+docs/rules.md and the ADRs, not from the service code.
 
 Plain Python, no storage: sessions with their log rows, head and pruned watermark; cursors
 (L, N, M) per (watcher, target) pair; the recording order (positions) for the row cap and the

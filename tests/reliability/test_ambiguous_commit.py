@@ -2,7 +2,7 @@
 
 A loopback proxy forwards the COMMIT and drops the connection instead of the server's answer.
 Whatever the producer, its own retry and the host's retry of the same call must not record
-the signal twice, and a drained notice must reach the watcher (SPEC R-L5, R-L8, R-N3).
+the signal twice, and a drained notice must reach the watcher (R-L5, R-L8, R-N3).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Crashes: writers killed with SIGKILL mid-burst, PostgreSQL stopped with `pg_ctl -m immediate`
-mid-burst, while watchers drain in other processes (issue 8.2; SPEC R-L4, R-L8, R-N3, R-R2).
+mid-burst, while watchers drain in other processes (issue 8.2; R-L4, R-L8, R-N3, R-R2).
 
 After recovery: every sequence a writer reported exists once, sequences are contiguous, the
 notices drained account for every material event, and a rebuild equals the read models.

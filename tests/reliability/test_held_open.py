@@ -1,5 +1,5 @@
 """A held-open append: one transaction stays uncommitted while later appends arrive
-(SPEC R-L4, R-N2, R-S1, DESIGN D4).
+(R-L4, R-N2, R-S1, ADR 002).
 
 Later appends, on the same session or on others, wait for it: the store serialises writers
 (PostgreSQL's table lock, SQLite's single writer), which is what keeps recording positions

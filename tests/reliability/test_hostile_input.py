@@ -3,7 +3,7 @@
 Inputs come from the exported JSON Schemas (`hypothesis-jsonschema`), in every flavour whose
 parameters differ (the full JSON Schema, OpenAI strict, Anthropic), from mutations of them
 (wrong types, unknown fields, hostile strings) and from hand-written nasty cases
-(SPEC R-T1, R-S4, R-K1).
+(R-T1, R-S4, R-K1).
 """
 
 from __future__ import annotations

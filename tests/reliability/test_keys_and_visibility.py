@@ -1,5 +1,5 @@
 """Session keys checked on entry, SQL metacharacters kept literal, visibility that never leaks
-existence (SPEC R-K1, R-N1, R-T1, R-T2)."""
+existence (R-K1, R-N1, R-T1, R-T2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Model-based testing: the service against a reference model of SPEC §3–§7, on both backends."""
+"""Model-based testing: the service against a reference model of R-L1–R-L8, R-W1–R-W7,
+R-N1–R-N7, R-S1–R-S5 and R-R1–R-R3, on both backends."""
 
 from __future__ import annotations
 
@@ -48,12 +49,14 @@ class TestModelBased:
     def test_the_service_behaves_like_the_reference_model(
         self, backend: str, request: pytest.FixtureRequest
     ) -> None:
-        """SPEC §3–§7: after every step, notices, cursors and `changesSince` equal the model's."""
+        """R-L1–R-L8, R-W1–R-W7, R-N1–R-N7, R-S1–R-S5, R-R1–R-R3: after every step, notices,
+        cursors and `changesSince` equal the model's."""
         run(backend, request, FAST, fixed=SEED)
 
     @pytest.mark.slow
     def test_the_service_behaves_like_the_reference_model_over_a_long_run(
         self, backend: str, request: pytest.FixtureRequest
     ) -> None:
-        """SPEC §3–§7, with a larger budget of random programs."""
+        """R-L1–R-L8, R-W1–R-W7, R-N1–R-N7, R-S1–R-S5, R-R1–R-R3, with a larger budget of
+        random programs."""
         run(backend, request, THOROUGH)

@@ -1,4 +1,4 @@
-"""Recovery from a short outage under steady traffic (issue 8.2; SPEC R-L8 Beyond)."""
+"""Recovery from a short outage under steady traffic (issue 8.2; R-L8 Beyond)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Concurrency soak: 4 processes append a mix of every producer to overlapping sessions while
-2 processes drain two watchers (issue 8.5; SPEC R-L4, R-W5, R-N2, R-N3, R-S1).
+2 processes drain two watchers (issue 8.5; R-L4, R-W5, R-N2, R-N3, R-S1).
 
 At the end, what each watcher drained and reconciled accounts for every material event of
 every target it watches, exactly as the model says, and every signal a writer recorded is in

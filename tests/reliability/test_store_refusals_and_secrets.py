@@ -1,5 +1,5 @@
 """What the store refuses leaves no trace; credentials never reach a log line or an error
-(SPEC R-L4, R-L8, R-R2, R-S1, R-S4)."""
+(R-L4, R-L8, R-R2, R-S1, R-S4)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class TestRefusedWrites:
     def test_a_failing_projection_rolls_the_events_back_too(
         self, own: SessionAwareness, database_url: str, request: pytest.FixtureRequest
     ) -> None:
-        """R-R2, DESIGN D4: events and rows commit together or not at all; a failure while
+        """R-R2, ADR 002: events and rows commit together or not at all; a failure while
         writing the rows leaves the event store and the read models as they were. The
         signal is kept (R-L8) and recorded once the fault is gone, before later ones."""
         spawn(own)
@@ -89,7 +89,7 @@ class TestRefusedWrites:
     def test_a_failing_projection_rolls_a_large_save_back_too(
         self, own: SessionAwareness, database_url: str, request: pytest.FixtureRequest
     ) -> None:
-        """R-R2, DESIGN D4 on the bulk path (a drain of more than BULK_INLINE pairs, one
+        """R-R2, ADR 002 on the bulk path (a drain of more than BULK_INLINE pairs, one
         save): a failure after some rows are written leaves no event and no row behind."""
         own.open_session(MANAGER)
         children = [f"agent:main:subagent:c{number}" for number in range(BULK_INLINE + 2)]

@@ -1,5 +1,5 @@
 """Every invalid input is a typed error naming the field and the rule, never a traceback
-(SPEC R-T1, R-S4, R-K2, R-T2)."""
+(R-T1, R-S4, R-K2, R-T2)."""
 
 from __future__ import annotations
 

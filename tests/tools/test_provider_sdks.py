@@ -1,4 +1,4 @@
-"""The providers' own SDKs take our tool schemas as they are (SPEC R-T1). No network: only the
+"""The providers' own SDKs take our tool schemas as they are (R-T1). No network: only the
 SDKs' schema transforms, request types and the Agents SDK's local tool invocation run."""
 
 from __future__ import annotations

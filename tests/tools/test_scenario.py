@@ -1,5 +1,5 @@
 """A coordinator works through the tools alone: it sends to a worker by label and watches it,
-a human steps in, and it reconciles exactly (SPEC R-W2, R-N1, R-N3, R-S1, R-T1)."""
+a human steps in, and it reconciles exactly (R-W2, R-N1, R-N3, R-S1, R-T1)."""
 
 from __future__ import annotations
 

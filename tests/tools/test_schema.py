@@ -1,4 +1,4 @@
-"""`tools-schema`: the tools' JSON Schemas for function-calling APIs (SPEC R-T1)."""
+"""`tools-schema`: the tools' JSON Schemas for function-calling APIs (R-T1)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from session_awareness.infrastructure.cli import main
 
 W = "agent:main:subagent:worker"
 
-#: The documents' examples of each tool's arguments (session-tool.en.md, SPEC §6 and §9).
+#: The documents' examples of each tool's arguments (session-tool.en.md, R-S1–R-S5, R-T1–R-T3).
 EXAMPLES: list[tuple[str, dict[str, Any]]] = [
     ("session_status", {}),
     ("session_status", {"sessionKey": "current"}),

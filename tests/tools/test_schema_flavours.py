@@ -1,5 +1,5 @@
 """`tool_schemas(flavor=...)`: one schema per function-calling API, each what that API takes,
-and every one of them enforced by the same validation (SPEC R-T1)."""
+and every one of them enforced by the same validation (R-T1)."""
 
 from __future__ import annotations
 

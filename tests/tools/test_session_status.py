@@ -1,4 +1,4 @@
-"""`session_status` as a tool: the JSON input and the exact JSON output (SPEC R-T1, R-S1, R-S2)."""
+"""`session_status` as a tool: the JSON input and the exact JSON output (R-T1, R-S1, R-S2)."""
 
 from __future__ import annotations
 

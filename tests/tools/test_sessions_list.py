@@ -1,4 +1,4 @@
-"""`sessions_list` as a tool: filters and the exact rows (SPEC R-T1, R-S5)."""
+"""`sessions_list` as a tool: filters and the exact rows (R-T1, R-S5)."""
 
 from __future__ import annotations
 

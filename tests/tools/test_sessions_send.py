@@ -1,4 +1,4 @@
-"""`sessions_send`: one visible target, the host's dispatcher, and `watch` (SPEC R-T1, R-W2)."""
+"""`sessions_send`: one visible target, the host's dispatcher, and `watch` (R-T1, R-W2)."""
 
 from __future__ import annotations
 

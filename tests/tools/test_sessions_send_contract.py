@@ -1,5 +1,5 @@
 """`sessions_send`'s contract with a dispatcher that takes `timeout_seconds`: statuses, replies,
-fire-and-forget, and `watched` on every result after a successful dispatch (SPEC R-T1, R-W2)."""
+fire-and-forget, and `watched` on every result after a successful dispatch (R-T1, R-W2)."""
 
 from __future__ import annotations
 

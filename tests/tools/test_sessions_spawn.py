@@ -1,5 +1,5 @@
 """`sessions_spawn`: the agent gives the task, the host's spawner starts and names the child,
-and the service records the spawn edge (SPEC R-T1, R-T3, R-L5, R-W1)."""
+and the service records the spawn edge (R-T1, R-T3, R-L5, R-W1)."""
 
 from __future__ import annotations
 

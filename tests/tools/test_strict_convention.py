@@ -1,5 +1,5 @@
 """Calls as strict function-calling APIs make them: every key present, `null` meaning not
-given, and the arguments as the JSON text the model wrote (SPEC R-T1)."""
+given, and the arguments as the JSON text the model wrote (R-T1)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`subagents` as a tool: the caller's tree with its runs, and cancelling a run inside it
-through the host's canceller (SPEC R-T1, R-T2)."""
+through the host's canceller (R-T1, R-T2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Visibility: what a caller's tools may see, and invisible reads as unknown (SPEC R-T2)."""
+"""Visibility: what a caller's tools may see, and invisible reads as unknown (R-T2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The safety filter of `sessions_history`, rule by rule, on hostile text (SPEC R-T1)."""
+"""The safety filter of `sessions_history`, rule by rule, on hostile text (R-T1)."""
 
 from __future__ import annotations
 

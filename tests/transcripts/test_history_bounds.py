@@ -1,4 +1,4 @@
-"""`sessions_history` as a trust boundary, on both backends (SPEC R-T4): every string it returns
+"""`sessions_history` as a trust boundary, on both backends (R-T4): every string it returns
 is redacted, every bound holds whatever a transcript holds, a bad line is skipped and counted,
 and paging by position neither repeats nor skips a message while the transcript grows."""
 

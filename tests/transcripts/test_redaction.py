@@ -1,5 +1,5 @@
 """Which text `sessions_history` redacts as credential-like, and which it leaves alone
-(SPEC R-T4): a table of positive cases, each with the part that must vanish and the part that
+(R-T4): a table of positive cases, each with the part that must vanish and the part that
 must stay, and a table of negative cases that must come back unchanged."""
 
 from __future__ import annotations

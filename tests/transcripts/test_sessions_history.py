@@ -1,5 +1,5 @@
 """`sessions_history` on both backends: the Claude Code source (noted by the hook or adopted)
-and a host's source; pagination, bounds, `not_available` and visibility (SPEC R-T1, R-T2)."""
+and a host's source; pagination, bounds, `not_available` and visibility (R-T1, R-T2)."""
 
 from __future__ import annotations
 

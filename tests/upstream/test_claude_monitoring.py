@@ -1,4 +1,4 @@
-"""End to end: a Claude Code transcript adopted, typed into, then deleted (SPEC §8)."""
+"""End to end: a Claude Code transcript adopted, typed into, then deleted (R-U1–R-U5)."""
 
 from __future__ import annotations
 

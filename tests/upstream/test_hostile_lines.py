@@ -1,5 +1,5 @@
 """The Claude Code provider passes over a line it cannot read, and over a turn's `uuid` that is
-no safe id, and keeps recording the human turns after them (SPEC R-T4, R-U3)."""
+no safe id, and keeps recording the human turns after them (R-T4, R-U3)."""
 
 from __future__ import annotations
 
