@@ -24,7 +24,6 @@ from session_awareness.application.errors import (
     StoreUnavailableError,
     raised_from,
 )
-from session_awareness.application.intake import CLOSE_MARGIN, Intake
 from session_awareness.application.lifecycle import Lifecycle
 from session_awareness.application.marks import Marks
 from session_awareness.application.ports import (
@@ -41,6 +40,7 @@ from session_awareness.application.ports import (
     system_clock,
 )
 from session_awareness.application.queries import Queries
+from session_awareness.application.recording import CLOSE_MARGIN, Intake
 from session_awareness.application.retention import Maintenance, Retention
 from session_awareness.application.spool import (
     SignalSpool,
@@ -54,7 +54,7 @@ from session_awareness.application.unit_of_work import STORE_ERRORS
 from session_awareness.application.upstream import Upstream
 from session_awareness.application.upstream.monitor import PROVIDER_TIMEOUT, UpstreamMonitor
 from session_awareness.application.upstream.outcomes import LinkOutcome, Written
-from session_awareness.application.upstream.ports import (
+from session_awareness.application.upstream.provider_ports import (
     OwnUserTexts,
     RunActivity,
     Scheduler,
@@ -74,12 +74,14 @@ DATABASE_URL_ENV = "SESSION_AWARENESS_DATABASE_URL"
 DEFAULT_DATABASE_URL = "sqlite:///session-awareness.db"
 _PREFIX = "SESSIONAWARENESS_"
 # Named by topic, not imported: the application layer never imports infrastructure.
-SQLITE_FACTORY_TOPIC = "session_awareness.infrastructure.sqlite:ServiceSQLiteFactory"
-SQLITE_RECORDER_TOPIC = "session_awareness.infrastructure.readmodel.sqlite:SQLiteReadModelRecorder"
+SQLITE_FACTORY_TOPIC = "session_awareness.infrastructure.sqlite_store:ServiceSQLiteFactory"
+SQLITE_RECORDER_TOPIC = (
+    "session_awareness.infrastructure.readmodel.sqlite_recorder:SQLiteReadModelRecorder"
+)
 POSTGRES_RECORDER_TOPIC = (
     "session_awareness.infrastructure.readmodel.pg_round_trips:PostgresRoundTripsRecorder"
 )
-POSTGRES_FACTORY_TOPIC = "session_awareness.infrastructure.postgres:ServicePostgresFactory"
+POSTGRES_FACTORY_TOPIC = "session_awareness.infrastructure.pg_store:ServicePostgresFactory"
 
 
 VISIBILITIES = ("self", "tree", "agent", "all")

@@ -22,7 +22,7 @@ from session_awareness.application.errors import (
     UnknownSessionError,
 )
 from session_awareness.application.ports import AuditStore, Clock, ReadModel, Waker
-from session_awareness.application.snapshots import SNAPSHOTTING_INTERVALS, take_due_snapshots
+from session_awareness.application.snapshotting import SNAPSHOTTING_INTERVALS, take_due_snapshots
 from session_awareness.application.unit_of_work import (
     FAST_FAILURE,
     STORE_ERRORS,
@@ -186,7 +186,7 @@ class SessionStore(Application[UUID]):
         return recordings
 
     def _take_snapshots(self, processing_event: Any) -> None:
-        """Snapshots from the saved aggregates, not read back (application/snapshots.py)."""
+        """Snapshots from the saved aggregates, not read back (application/snapshotting.py)."""
         take_due_snapshots(self.snapshots, processing_event, self.snapshotting_intervals)
 
     def _record(self, processing_event: Any) -> Any:

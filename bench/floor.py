@@ -30,9 +30,9 @@ from bench.raw import CHANGES_DDL, INSERT, PAYLOAD
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.readmodel.bulk import behind_query
 from session_awareness.infrastructure.readmodel.dialect import Dialect
-from session_awareness.infrastructure.readmodel.postgres import PostgresDialect
-from session_awareness.infrastructure.readmodel.schema import READ_MODEL_DDL
-from session_awareness.infrastructure.readmodel.sqlite import SQLITE
+from session_awareness.infrastructure.readmodel.pg_recorder import PostgresDialect
+from session_awareness.infrastructure.readmodel.sqlite_recorder import SQLITE
+from session_awareness.infrastructure.readmodel.tables import READ_MODEL_DDL
 from session_awareness.infrastructure.readmodel.writes import WRITES
 
 ROUNDS, PER_ROUND = 7, 300

@@ -85,7 +85,7 @@ def _no_pg_write_path() -> None:
     library's pipelined steps (lock, `NOTIFY`, insert, sync, ids) with the projection's rows
     before its commit. Large saves keep the bulk path either way."""
     from session_awareness.infrastructure.readmodel import pg_round_trips  # noqa: PLC0415
-    from session_awareness.infrastructure.readmodel.postgres import (  # noqa: PLC0415
+    from session_awareness.infrastructure.readmodel.pg_recorder import (  # noqa: PLC0415
         PostgresReadModelRecorder,
     )
 
@@ -129,8 +129,8 @@ def _no_bulk_inline() -> None:
     the small-save path."""
     from session_awareness.infrastructure.readmodel import (  # noqa: PLC0415
         bulk,
+        pg_recorder,
         pg_round_trips,
-        postgres,
     )
 
     size = bulk.BULK_INLINE
@@ -146,7 +146,7 @@ def _no_bulk_inline() -> None:
             return not active("no-bulk-inline") and n >= size
 
     threshold = Threshold(size)
-    bulk.BULK_INLINE = pg_round_trips.BULK_INLINE = postgres.BULK_INLINE = threshold
+    bulk.BULK_INLINE = pg_round_trips.BULK_INLINE = pg_recorder.BULK_INLINE = threshold
 
 
 # -- cost probes: a check that correctness needs, switched off to measure what it costs -------

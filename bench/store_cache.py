@@ -24,10 +24,10 @@ import psycopg
 from bench.context import BENCH_DIR, CACHE_DIR
 
 REPO = BENCH_DIR.parent
-SHAPERS = ["bench/seed.py", "bench/store_cache.py", "application/intake.py",
+SHAPERS = ["bench/seed.py", "bench/store_cache.py", "application/recording.py",
            "domain/intake.py", "application/projection.py", "domain/session.py",
            "domain/watch.py", "domain/notices.py", "domain/signals.py",
-           "domain/keys.py", "domain/snapshots.py", "application/snapshots.py",
+           "domain/keys.py", "domain/snapshots.py", "application/snapshotting.py",
            "domain/drains.py"]  # fmt: skip
 
 
@@ -37,7 +37,7 @@ def fingerprint(name: str, generator: Callable[..., object], *params: object) ->
     columns), the generating function's source, its parameters, the library version, the
     patches on."""
     from bench import proposals  # noqa: PLC0415
-    from session_awareness.infrastructure.readmodel.schema import READ_MODEL_DDL  # noqa: PLC0415
+    from session_awareness.infrastructure.readmodel.tables import READ_MODEL_DDL  # noqa: PLC0415
 
     text = f"{name}:{params}:{version('eventsourcing')}:{sorted(proposals.APPLIED)}"
     digest = hashlib.sha256(text.encode())

@@ -23,7 +23,7 @@ from typing import IO, Any
 from uuid import UUID
 
 from session_awareness.application.redaction import secret_spans
-from session_awareness.application.upstream.ports import (
+from session_awareness.application.upstream.provider_ports import (
     UpstreamActivity,
     UpstreamMissing,
     UpstreamProbe,

@@ -16,7 +16,7 @@ from typing import Any
 
 import mcp_types as types
 
-from session_awareness.application.tools.errors import shown
+from session_awareness.application.tools.tool_errors import shown
 from session_awareness.logs import get_logger
 
 log = get_logger()

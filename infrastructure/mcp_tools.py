@@ -17,7 +17,8 @@ from pydantic import Field, ValidationError
 
 from session_awareness.application.errors import SessionAwarenessError, UnknownSessionError
 from session_awareness.application.tools.catalog import TOOLS, Tool
-from session_awareness.application.tools.errors import (
+from session_awareness.application.tools.inputs import CURRENT, SessionKey, ToolInput
+from session_awareness.application.tools.tool_errors import (
     INTERNAL_ERROR,
     INVALID_CALLER,
     INVALID_INPUT,
@@ -27,8 +28,7 @@ from session_awareness.application.tools.errors import (
     shown,
     unknown_tool,
 )
-from session_awareness.application.tools.inputs import CURRENT, SessionKey, ToolInput
-from session_awareness.application.tools.schema import parameters_schema, tool_schemas
+from session_awareness.application.tools.tool_schemas import parameters_schema, tool_schemas
 from session_awareness.application.tools.visibility import Visibility
 from session_awareness.domain.keys import InvalidKeyError, check_key
 from session_awareness.logs import get_logger

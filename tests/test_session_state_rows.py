@@ -8,7 +8,7 @@ import random
 from typing import Any
 from uuid import uuid4
 
-from session_awareness.infrastructure.readmodel.postgres import postgres_dialect
+from session_awareness.infrastructure.readmodel.pg_recorder import postgres_dialect
 from session_awareness.infrastructure.readmodel.session_state import StackedSessionState
 
 HEAD = (None,) * 8 + (7, 2, 3)  # state_version 7, pruned watermark 2, earliest retained 3

@@ -1,4 +1,4 @@
-"""SQLite reads run on a connection per thread (infrastructure/sqlite.py); a host that
+"""SQLite reads run on a connection per thread (infrastructure/sqlite_store.py); a host that
 serves each request on a thread of its own must not collect one open connection per
 request."""
 

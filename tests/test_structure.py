@@ -64,3 +64,15 @@ def test_the_architecture_page_shows_the_paths_as_measured() -> None:
 
 def _counted(path: dict[str, Any]) -> tuple[int, int]:
     return path["file_count"], path["hops"]
+
+
+def test_no_module_repeats_another_modules_name() -> None:
+    """A module's name says what it holds, once in the package: no two `audit.py`, so a name
+    in a traceback, a log or a review points at one file (`__init__` and `__main__` aside)."""
+    root = Path(__file__).resolve().parent.parent
+    names: dict[str, list[str]] = {}
+    for folder in ("domain", "application", "infrastructure", "src"):
+        for path in sorted((root / folder).rglob("*.py")):
+            if path.stem not in ("__init__", "__main__"):
+                names.setdefault(path.name, []).append(str(path.relative_to(root)))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}

@@ -6,11 +6,6 @@ runs an agent's tool call with
 """
 
 from session_awareness.application.tools.catalog import TOOLS, Tool
-from session_awareness.application.tools.errors import ToolError
-from session_awareness.application.tools.history import (
-    SessionsHistoryInput,
-    SessionsHistoryOutput,
-)
 from session_awareness.application.tools.inputs import (
     SessionsListInput,
     SessionsSendInput,
@@ -26,8 +21,13 @@ from session_awareness.application.tools.outputs import (
     SubagentsCancelOutput,
     SubagentsListOutput,
 )
-from session_awareness.application.tools.schema import FLAVORS, Flavor, tool_schemas
-from session_awareness.application.tools.service import SessionTools
+from session_awareness.application.tools.session_tools import SessionTools
+from session_awareness.application.tools.sessions_history import (
+    SessionsHistoryInput,
+    SessionsHistoryOutput,
+)
+from session_awareness.application.tools.tool_errors import ToolError
+from session_awareness.application.tools.tool_schemas import FLAVORS, Flavor, tool_schemas
 
 __all__ = [
     "FLAVORS",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from session_awareness.application.tools.history import SessionsHistoryInput
 from session_awareness.application.tools.inputs import (
     SessionsListInput,
     SessionsSendInput,
@@ -13,6 +12,7 @@ from session_awareness.application.tools.inputs import (
     SubagentsInput,
     ToolInput,
 )
+from session_awareness.application.tools.sessions_history import SessionsHistoryInput
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,18 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 from session_awareness.application.errors import SessionAwarenessError
 from session_awareness.application.ports import SessionRow
-from session_awareness.application.tools.errors import (
-    DISPATCH_FAILED,
-    INVALID_INPUT,
-    NOT_CONFIGURED,
-    ToolError,
-    shown,
-)
 from session_awareness.application.tools.inputs import SessionsSendInput
 from session_awareness.application.tools.outputs import (
     SEND_STATUSES,
     SendStatus,
     SessionsSendOutput,
+)
+from session_awareness.application.tools.tool_errors import (
+    DISPATCH_FAILED,
+    INVALID_INPUT,
+    NOT_CONFIGURED,
+    ToolError,
+    shown,
 )
 from session_awareness.application.tools.visibility import Visibility
 from session_awareness.domain.keys import InvalidKeyError, check_key, is_thread_scoped

@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from session_awareness.application.errors import InvalidArgumentError, SessionAwarenessError
-from session_awareness.application.tools.errors import (
+from session_awareness.application.tools.inputs import RULES, SessionsSpawnInput
+from session_awareness.application.tools.outputs import SessionsSpawnOutput
+from session_awareness.application.tools.tool_errors import (
     INVALID_INPUT,
     NOT_CONFIGURED,
     SPAWN_FAILED,
     ToolError,
 )
-from session_awareness.application.tools.inputs import RULES, SessionsSpawnInput
-from session_awareness.application.tools.outputs import SessionsSpawnOutput
 from session_awareness.application.tools.visibility import Visibility
 from session_awareness.domain.keys import InvalidKeyError, agent_of, check_key, is_subagent
 from session_awareness.domain.signals import MAX_LABEL_LENGTH, InvalidSignalError, one_line

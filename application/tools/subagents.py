@@ -13,18 +13,18 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from session_awareness.application.ports import SessionRow
-from session_awareness.application.tools.errors import (
-    CANCEL_FAILED,
-    INVALID_INPUT,
-    NOT_CONFIGURED,
-    UNKNOWN_RUN,
-    ToolError,
-)
 from session_awareness.application.tools.inputs import DEFAULT_RECENT_MINUTES, SubagentsInput
 from session_awareness.application.tools.outputs import (
     Subagent,
     SubagentsCancelOutput,
     SubagentsListOutput,
+)
+from session_awareness.application.tools.tool_errors import (
+    CANCEL_FAILED,
+    INVALID_INPUT,
+    NOT_CONFIGURED,
+    UNKNOWN_RUN,
+    ToolError,
 )
 from session_awareness.application.tools.visibility import Visibility, tree_of
 from session_awareness.domain.signals import to_ms

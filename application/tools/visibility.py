@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING
 from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.application.ports import SessionRow
 from session_awareness.application.queries import Pair, subtree
-from session_awareness.application.tools.errors import (
+from session_awareness.application.tools.outputs import VisibilityNote
+from session_awareness.application.tools.tool_errors import (
     AMBIGUOUS_TARGET,
     UNKNOWN_SESSION,
     ToolError,
     from_service,
     unknown_session,
 )
-from session_awareness.application.tools.outputs import VisibilityNote
 from session_awareness.domain.keys import DEFAULT_AGENT_ID, agent_of
 
 if TYPE_CHECKING:

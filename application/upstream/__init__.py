@@ -18,16 +18,16 @@ from session_awareness.application.errors import (
 from session_awareness.application.ports import UpstreamLinkRow
 from session_awareness.application.store import log
 from session_awareness.application.unit_of_work import UnitOfWork
-from session_awareness.application.upstream import signals as upstream_signals
+from session_awareness.application.upstream import turns as upstream_signals
+from session_awareness.application.upstream.link_writes import UpstreamWrites
 from session_awareness.application.upstream.monitor import PROVIDER_TIMEOUT, UpstreamMonitor
 from session_awareness.application.upstream.outcomes import LinkOutcome, Written
-from session_awareness.application.upstream.ports import (
+from session_awareness.application.upstream.provider_ports import (
     OwnUserTexts,
     RunActivity,
     Scheduler,
     UpstreamProvider,
 )
-from session_awareness.application.upstream.writes import UpstreamWrites
 from session_awareness.domain.upstream import UpstreamSource, check_marker
 
 

@@ -15,7 +15,8 @@ from uuid import UUID
 from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.application.ports import UpstreamLinkRow
 from session_awareness.application.upstream.outcomes import LinkOutcome, LinkWriter
-from session_awareness.application.upstream.ports import (
+from session_awareness.application.upstream.probing import Answer, ProviderCalls
+from session_awareness.application.upstream.provider_ports import (
     OWN_TEXTS,
     OwnUserTexts,
     RunActivity,
@@ -27,7 +28,6 @@ from session_awareness.application.upstream.ports import (
     UpstreamProvider,
     normalise_text,
 )
-from session_awareness.application.upstream.probing import Answer, ProviderCalls
 from session_awareness.application.upstream.scheduler import ThreadScheduler
 from session_awareness.logs import get_logger
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from session_awareness.application.ports import ReadModel, UpstreamLinkRow
-from session_awareness.application.upstream.ports import UpstreamActivity
+from session_awareness.application.upstream.provider_ports import UpstreamActivity
 
 
 @dataclass(frozen=True, slots=True)

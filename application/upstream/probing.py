@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from session_awareness.application.upstream.ports import (
+from session_awareness.application.upstream.provider_ports import (
     UpstreamProbe,
     UpstreamProvider,
     UpstreamResult,

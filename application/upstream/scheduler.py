@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from session_awareness.application.upstream.ports import ScheduledCall
+from session_awareness.application.upstream.provider_ports import ScheduledCall
 
 
 class ThreadScheduler:

@@ -52,17 +52,17 @@ from session_awareness.infrastructure.cli.exits import (
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "adopt": ("extras", "adopt", "Adopt an upstream thread into session KEY: its new human "
               "turns become signals (R-U1)."),
-    "audit": ("audit", "audit", "Replay the event store into scratch read models and compare "
+    "audit": ("operate", "audit", "Replay the event store into scratch read models and compare "
               "them with the live ones, row by row; exit 1 when anything differs or a recorded "
               "fact breaks a rule."),
     "console": ("console", "console", "Serve a read-only operator console (session trees, "
                 "cursors, timelines, health, live updates) and Prometheus metrics at /metrics; "
                 "loopback only unless given a token."),
     "demo": ("extras", "demo", "Tell the whole story on a fresh database, as a timeline."),
-    "history": ("audit", "history", "A session's whole audit trail from the event store: "
+    "history": ("operate", "history", "A session's whole audit trail from the event store: "
                 "signals (pruned ones too), lifecycle events and every cursor transition on it, "
                 "in recording order."),
-    "health": ("audit", "health", "Whether the store answers, and the spool of this host "
+    "health": ("operate", "health", "Whether the store answers, and the spool of this host "
                "(R-L8, R-L10): the signals kept during an outage that wait there for the next "
                "service of the store."),
     "hook": ("claude", "hook", "Record an agent host's hook event (JSON on stdin)."),
@@ -72,7 +72,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "mcp": ("claude", "mcp", "Serve the session tools over MCP on stdin/stdout, for one caller."),
     "notices": ("sessions", "notices", "A watcher's pending notices, oldest first; --drain "
                 "acknowledges them."),
-    "prune": ("audit", "prune", "Apply retention (R-R1): drop old changesSince rows, raising "
+    "prune": ("operate", "prune", "Apply retention (R-R1): drop old changesSince rows, raising "
               "watermarks, and expire idle cursors."),
     "status": ("sessions", "status", "A session's stateVersion, and with --changes-since N the "
                "exact delta after N."),

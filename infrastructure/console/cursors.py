@@ -13,7 +13,7 @@ from session_awareness.application import SessionAwareness, UnknownSessionError
 from session_awareness.application.ports import CursorRow, SessionRow
 from session_awareness.domain.keys import agent_of
 from session_awareness.domain.watch import notice_text
-from session_awareness.infrastructure.cli.history import describe
+from session_awareness.infrastructure.cli.history_lines import describe
 from session_awareness.infrastructure.console.views import EVERY, session_href
 
 #: Cursors on one page of the watches.

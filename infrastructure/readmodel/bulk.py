@@ -13,7 +13,7 @@ from uuid import UUID
 
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.readmodel.dialect import Dialect
-from session_awareness.infrastructure.readmodel.schema import DERIVED_MATERIAL
+from session_awareness.infrastructure.readmodel.tables import DERIVED_MATERIAL
 from session_awareness.infrastructure.readmodel.writes import (
     WRITES,
     ReadModelWrites,

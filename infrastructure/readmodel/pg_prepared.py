@@ -8,7 +8,7 @@ sent as `EXECUTE name(values)` from then on. A read sends it as the extended pro
 of the named statement instead (`Prepared.rows`), its values bound server-side.
 
 This is safe because psycopg holds no prepared statements of its own on the pool's
-connections (`prepare_threshold=None`, `infrastructure/postgres.py`): psycopg sends
+connections (`prepare_threshold=None`, `infrastructure/pg_store.py`): psycopg sends
 `DEALLOCATE ALL` after a rollback or a `DROP` only when it holds some, which removed ours too.
 A `PREPARE` is not transactional, so a save rolled back keeps them. Names are a digest of the
 text: two stores on one connection name one statement alike.

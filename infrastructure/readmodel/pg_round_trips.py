@@ -38,7 +38,7 @@ from session_awareness.infrastructure.readmodel.group_commit import (
     as_library_error,
     ends_the_batch,
 )
-from session_awareness.infrastructure.readmodel.postgres import PostgresReadModelRecorder
+from session_awareness.infrastructure.readmodel.pg_recorder import PostgresReadModelRecorder
 from session_awareness.infrastructure.readmodel.writes import Row, Write
 
 

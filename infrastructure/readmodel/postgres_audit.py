@@ -17,15 +17,15 @@ from psycopg.rows import tuple_row
 
 from session_awareness.application import projection as p
 from session_awareness.application.errors import ConfigurationError
-from session_awareness.infrastructure.postgres import insufficient_privilege
-from session_awareness.infrastructure.readmodel.audit import (
+from session_awareness.infrastructure.pg_store import insufficient_privilege
+from session_awareness.infrastructure.readmodel.audit_tables import (
     Audit,
     EventLog,
     ScratchStore,
     View,
     q,
 )
-from session_awareness.infrastructure.readmodel.schema import READ_MODEL_TABLES
+from session_awareness.infrastructure.readmodel.tables import READ_MODEL_TABLES
 from session_awareness.infrastructure.readmodel.writes import Row, Write
 from session_awareness.logs import get_logger
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from eventsourcing.persistence import Notification
 
 from session_awareness.application import projection as p
-from session_awareness.infrastructure.readmodel.audit import Audit, ScratchStore, View, q
-from session_awareness.infrastructure.readmodel.schema import READ_MODEL_TABLES
+from session_awareness.infrastructure.readmodel.audit_tables import Audit, ScratchStore, View, q
+from session_awareness.infrastructure.readmodel.tables import READ_MODEL_TABLES
 
 _ATTACHED = "session_awareness_audit"
 #: At most this many events per page on SQLite, where a page costs no round trip: a

@@ -15,7 +15,7 @@ from uuid import UUID
 
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.readmodel.dialect import Rendered
-from session_awareness.infrastructure.readmodel.schema import (
+from session_awareness.infrastructure.readmodel.tables import (
     ACTIVITY,
     CURSORS,
     EVENTS,

@@ -22,7 +22,7 @@ from psycopg.sql import SQL, Identifier
 from structlog.testing import capture_logs
 
 from session_awareness.application import SessionAwareness
-from session_awareness.application.snapshots import SNAPSHOT_INTERVAL
+from session_awareness.application.snapshotting import SNAPSHOT_INTERVAL
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import notices
 from session_awareness.domain.keys import SessionRef

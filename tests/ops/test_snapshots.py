@@ -13,7 +13,7 @@ from uuid import UUID
 from structlog.testing import capture_logs
 
 from session_awareness.application import SessionAwareness
-from session_awareness.application.snapshots import SNAPSHOT_INTERVAL
+from session_awareness.application.snapshotting import SNAPSHOT_INTERVAL
 from session_awareness.domain.keys import watch_id
 from session_awareness.domain.session import RECENT_KEYS
 from tests.conftest import ServiceFactory

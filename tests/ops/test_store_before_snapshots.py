@@ -11,7 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from session_awareness.application import open_service
-from session_awareness.application.snapshots import SNAPSHOT_INTERVAL
+from session_awareness.application.snapshotting import SNAPSHOT_INTERVAL
 from session_awareness.domain.session import RECENT_KEYS
 from tests.conftest import FakeClock
 from tests.contract.helpers import notice

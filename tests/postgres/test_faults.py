@@ -18,7 +18,7 @@ import pytest
 from psycopg import sql
 
 from session_awareness.application import SessionAwareness, StoreUnavailableError, open_service
-from session_awareness.application.tools.errors import SERVICE_UNAVAILABLE
+from session_awareness.application.tools.tool_errors import SERVICE_UNAVAILABLE
 from session_awareness.domain.keys import SessionRef
 from session_awareness.testing.pgcluster import PostgresCluster, StopMode
 from tests.conftest import RecordingWaker, wait_until

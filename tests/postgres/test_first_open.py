@@ -16,7 +16,7 @@ from psycopg.sql import SQL, Identifier
 
 from session_awareness.application import open_service
 from session_awareness.infrastructure.pg_config import parse_postgres_url
-from session_awareness.infrastructure.postgres import (
+from session_awareness.infrastructure.pg_store import (
     SCHEMA_LOCK,
     ServiceAggregateRecorder,
     ServiceDatastore,

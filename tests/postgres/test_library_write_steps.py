@@ -15,7 +15,7 @@ from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
 from session_awareness.testing.pgcluster import PostgresCluster
 from tests.conftest import FakeClock, RecordingWaker
 
-LIBRARY_STEPS = "session_awareness.infrastructure.readmodel.postgres:PostgresReadModelRecorder"
+LIBRARY_STEPS = "session_awareness.infrastructure.readmodel.pg_recorder:PostgresReadModelRecorder"
 MANAGER, CHILD = "agent:main:main", "agent:main:subagent:worker"
 WATCHERS = [f"agent:w{number}:main" for number in range(BULK_INLINE + 2)]
 

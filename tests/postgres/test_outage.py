@@ -10,7 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from session_awareness.application import StoreUnavailableError, open_service
-from session_awareness.application.intake import FLUSHER_JOIN
+from session_awareness.application.recording import FLUSHER_JOIN
 from session_awareness.testing.pgcluster import PostgresCluster
 from tests.conftest import RecordingWaker, wait_until
 from tests.contract.helpers import CHILD, MANAGER, notice, spawn

@@ -13,7 +13,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 
 from session_awareness.application import open_service
-from session_awareness.infrastructure.readmodel.postgres import REFUSE
+from session_awareness.infrastructure.readmodel.pg_recorder import REFUSE
 from session_awareness.testing.pgcluster import PostgresCluster
 
 

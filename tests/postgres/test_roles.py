@@ -19,8 +19,8 @@ from psycopg.sql import SQL, Identifier
 
 from session_awareness.application import open_service
 from session_awareness.application.errors import ConfigurationError
-from session_awareness.infrastructure.postgres import in_place
-from session_awareness.infrastructure.readmodel.schema import TABLES
+from session_awareness.infrastructure.pg_store import in_place
+from session_awareness.infrastructure.readmodel.tables import TABLES
 from session_awareness.testing.pgcluster import PostgresCluster
 
 PARENT, CHILD = "agent:main:main", "agent:main:subagent:worker"

@@ -27,7 +27,7 @@ from session_awareness.application.tools import (
     SubagentsListOutput,
     tool_schemas,
 )
-from session_awareness.application.tools.schema import FLAVORS
+from session_awareness.application.tools.tool_schemas import FLAVORS
 from tests.conftest import FakeClock, ServiceFactory
 from tests.tools.helpers import HELPER, MAIN, OPS, PEER, WORKER, build_world
 

@@ -12,7 +12,7 @@ import pytest
 from session_awareness.application import InvalidArgumentError, SessionAwareness
 from session_awareness.application.tools import tool_schemas
 from session_awareness.application.tools.flavours import STRUCTURE
-from session_awareness.application.tools.schema import FLAVORS
+from session_awareness.application.tools.tool_schemas import FLAVORS
 from session_awareness.infrastructure.cli import main
 from tests.tools.helpers import MAIN, WORKER
 from tests.tools.test_schema import EXAMPLES

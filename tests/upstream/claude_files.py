@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from session_awareness.application.upstream.ports import UpstreamProbe
+from session_awareness.application.upstream.provider_ports import UpstreamProbe
 from session_awareness.domain.upstream import UpstreamSource
 from session_awareness.infrastructure.claude_code import CATALOG_ID, HOST_ID, UPSTREAM_KIND
 

@@ -10,7 +10,7 @@ from typing import Any
 from uuid import UUID
 
 from session_awareness.application import SessionAwareness
-from session_awareness.application.upstream.ports import UpstreamProbe, UpstreamResult
+from session_awareness.application.upstream.provider_ports import UpstreamProbe, UpstreamResult
 from tests.conftest import FakeClock
 from tests.contract.helpers import CHILD, spawn
 

@@ -9,7 +9,7 @@ import pytest
 
 from session_awareness.application import SessionAwareness, StoreUnavailableError
 from session_awareness.application.projection import to_ms
-from session_awareness.application.upstream.ports import UpstreamActivity
+from session_awareness.application.upstream.provider_ports import UpstreamActivity
 from tests.conftest import FakeClock, RecordingWaker
 from tests.contract.helpers import CHILD, MANAGER, notice
 from tests.upstream.fakes import ScriptedProvider, adopt, adopted_child, events, kinds, marker

@@ -5,7 +5,7 @@ from __future__ import annotations
 from structlog.testing import capture_logs
 
 from session_awareness.application import SessionAwareness
-from session_awareness.application.upstream.ports import UpstreamActivity
+from session_awareness.application.upstream.provider_ports import UpstreamActivity
 from tests.contract.helpers import CHILD, MANAGER, spawn
 from tests.upstream.fakes import CATALOG, ScriptedProvider, adopt, adopted_child, events, marker
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from session_awareness.application import SessionAwareness
 from session_awareness.application.upstream import LinkOutcome
-from session_awareness.application.upstream.ports import UpstreamActivity
+from session_awareness.application.upstream.provider_ports import UpstreamActivity
 from tests.contract.helpers import CHILD
 from tests.upstream.fakes import ManualScheduler, ScriptedProvider, adopted_child
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from session_awareness.application.upstream.ports import UpstreamActivity, UpstreamMissing
+from session_awareness.application.upstream.provider_ports import UpstreamActivity, UpstreamMissing
 from session_awareness.infrastructure.claude_code import MAX_SCAN_BYTES, ClaudeCodeTranscripts
 from tests.upstream.claude_files import append, line, probe, sample_transcript, user_row
 

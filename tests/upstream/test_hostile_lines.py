@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from session_awareness.application import SessionAwareness
-from session_awareness.application.upstream.ports import UpstreamActivity
+from session_awareness.application.upstream.provider_ports import UpstreamActivity
 from session_awareness.infrastructure.claude_code import CATALOG_ID, ClaudeCodeTranscripts
 from session_awareness.infrastructure.upstream_commands import adopt_claude_transcript, scan_once
 from tests.conftest import ServiceFactory

@@ -8,7 +8,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from session_awareness.application import SessionAwareness
-from session_awareness.application.upstream.ports import UpstreamActivity, UpstreamMissing
+from session_awareness.application.upstream.provider_ports import UpstreamActivity, UpstreamMissing
 from tests.conftest import ServiceFactory
 from tests.contract.helpers import CHILD, OTHER, spawn
 from tests.upstream.fakes import CATALOG, ScriptedProvider, adopt, kinds

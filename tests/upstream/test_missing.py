@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from session_awareness.application import SessionAwareness
-from session_awareness.application.upstream.ports import UpstreamActivity, UpstreamMissing
+from session_awareness.application.upstream.provider_ports import UpstreamActivity, UpstreamMissing
 from tests.conftest import RecordingWaker
 from tests.contract.helpers import CHILD, MANAGER, notice
 from tests.upstream.fakes import ScriptedProvider, adopt, adopted_child, events, kinds

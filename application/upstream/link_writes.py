@@ -8,13 +8,13 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from session_awareness.application.errors import StoreUnavailableError, UnknownSessionError
-from session_awareness.application.intake import Intake
 from session_awareness.application.ports import ReadModel, UpstreamLinkRow
+from session_awareness.application.recording import Intake
 from session_awareness.application.store import SessionStore, log
 from session_awareness.application.unit_of_work import UnitOfWork
-from session_awareness.application.upstream import signals as upstream_signals
+from session_awareness.application.upstream import turns as upstream_signals
 from session_awareness.application.upstream.outcomes import Written
-from session_awareness.application.upstream.ports import UpstreamActivity
+from session_awareness.application.upstream.provider_ports import UpstreamActivity
 from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.session import Session
 from session_awareness.domain.upstream import UpstreamChangedError

@@ -14,7 +14,7 @@ from uuid import UUID
 from session_awareness.application.ports import CursorRow, PrunePlan, SessionRow, UpstreamLinkRow
 from session_awareness.domain.upstream import UpstreamLink, UpstreamSource
 from session_awareness.infrastructure.readmodel.dialect import Rendered
-from session_awareness.infrastructure.readmodel.schema import (
+from session_awareness.infrastructure.readmodel.tables import (
     DERIVED_MATERIAL,
     DERIVED_UPDATED,
     INDEXED,

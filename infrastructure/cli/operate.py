@@ -43,7 +43,7 @@ from session_awareness.infrastructure.cli.common import (
     database_url as url_of,
 )
 from session_awareness.infrastructure.cli.exits import EXIT_FAILURE, EXIT_OK
-from session_awareness.infrastructure.cli.history import describe
+from session_awareness.infrastructure.cli.history_lines import describe
 
 
 class RateColumn(ProgressColumn):

@@ -10,8 +10,8 @@ from uuid import UUID
 
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.readmodel.bulk import BulkWrites
-from session_awareness.infrastructure.readmodel.queries import ReadModelQueries
-from session_awareness.infrastructure.readmodel.schema import READ_MODEL_DDL, TABLES
+from session_awareness.infrastructure.readmodel.reads import ReadModelQueries
+from session_awareness.infrastructure.readmodel.tables import READ_MODEL_DDL, TABLES
 
 
 class ReadModelStore(BulkWrites, ReadModelQueries):

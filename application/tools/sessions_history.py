@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from session_awareness.application.tools.errors import ToolError
 from session_awareness.application.tools.inputs import CURRENT, SessionKey, ToolInput
 from session_awareness.application.tools.outputs import ToolOutput, _absent
+from session_awareness.application.tools.tool_errors import ToolError
 from session_awareness.application.tools.visibility import Visibility
 from session_awareness.application.transcript_view import DEFAULT_LIMIT, MAX_POSITION_CHARS
 from session_awareness.application.transcripts import TranscriptNotAvailableError

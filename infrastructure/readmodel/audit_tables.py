@@ -22,8 +22,8 @@ from eventsourcing.persistence import Notification
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.readmodel.bulk import BulkWrites
 from session_awareness.infrastructure.readmodel.dialect import Dialect
-from session_awareness.infrastructure.readmodel.schema import TABLES
-from session_awareness.infrastructure.readmodel.store import neutral
+from session_awareness.infrastructure.readmodel.recorder import neutral
+from session_awareness.infrastructure.readmodel.tables import TABLES
 
 
 def q(name: str) -> str:

@@ -6,7 +6,7 @@ inserted the events, in the same transaction (ADR 002), so they are written in
 commit order. When a notice opens, the transaction also publishes a wake (`pg_notify`,
 payload: the watcher key) that every process's `WakeListener` receives after commit (R-N7).
 `pg_round_trips` writes the same transaction in two round trips (ADR 013); the
-connections are `infrastructure/postgres.py`'s.
+connections are `infrastructure/pg_store.py`'s.
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from psycopg.sql import SQL, Composed, Identifier
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.pg_config import wake_channel_for
 from session_awareness.infrastructure.pg_listener import WakeListener
-from session_awareness.infrastructure.postgres import bounded, create_in_turn
+from session_awareness.infrastructure.pg_store import bounded, create_in_turn
 from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE, held_before
 from session_awareness.infrastructure.readmodel.dialect import Dialect
 from session_awareness.infrastructure.readmodel.pg_prepared import PreparedStatements
 from session_awareness.infrastructure.readmodel.postgres_audit import PostgresAudit
+from session_awareness.infrastructure.readmodel.recorder import ReadModelStore
 from session_awareness.infrastructure.readmodel.session_state import StackedSessionState
-from session_awareness.infrastructure.readmodel.store import ReadModelStore
 
 #: How long a backend pid that published a wake counts as ours (its notifications are skipped).
 OWN_BACKEND_MEMORY = 60.0

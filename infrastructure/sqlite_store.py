@@ -4,7 +4,7 @@ extended where the service needs more.
 `ServiceSQLiteFactory` (the persistence module's factory, by topic) builds a
 `ServiceSQLiteDatastore`, whose `ServiceSQLitePool` opens connections that never switch a
 read-only file to WAL. The read models on top are
-`infrastructure/readmodel/sqlite.py`.
+`infrastructure/readmodel/sqlite_recorder.py`.
 """
 
 from __future__ import annotations

@@ -17,21 +17,6 @@ from pydantic import ValidationError
 from session_awareness.application.errors import SessionAwarenessError
 from session_awareness.application.queries import children_by_pair, list_row
 from session_awareness.application.tools.catalog import TOOLS
-from session_awareness.application.tools.errors import (
-    INTERNAL_ERROR,
-    INVALID_CALLER,
-    INVALID_INPUT,
-    ToolError,
-    from_service,
-    from_validation,
-    shown,
-    unknown_tool,
-)
-from session_awareness.application.tools.history import (
-    SessionsHistoryInput,
-    SessionsHistoryOutput,
-    history,
-)
 from session_awareness.application.tools.inputs import (
     CURRENT,
     SessionsListInput,
@@ -50,8 +35,23 @@ from session_awareness.application.tools.outputs import (
     SubagentsListOutput,
 )
 from session_awareness.application.tools.sending import send
+from session_awareness.application.tools.sessions_history import (
+    SessionsHistoryInput,
+    SessionsHistoryOutput,
+    history,
+)
 from session_awareness.application.tools.spawning import spawn
 from session_awareness.application.tools.subagents import subagents
+from session_awareness.application.tools.tool_errors import (
+    INTERNAL_ERROR,
+    INVALID_CALLER,
+    INVALID_INPUT,
+    ToolError,
+    from_service,
+    from_validation,
+    shown,
+    unknown_tool,
+)
 from session_awareness.application.tools.visibility import Visibility
 from session_awareness.domain.keys import MAX_KEY_LENGTH, InvalidKeyError, check_key
 from session_awareness.logs import get_logger

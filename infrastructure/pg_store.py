@@ -1,6 +1,6 @@
 """The production store's connections: the library's PostgreSQL factory and datastore on
 one libpq URL (`pg_config`), every call bounded by a deadline, and a pool that recovers at
-once. The read models on top are `infrastructure/readmodel/postgres.py`; the wake listener
+once. The read models on top are `infrastructure/readmodel/pg_recorder.py`; the wake listener
 is `pg_listener`.
 """
 

@@ -2,7 +2,7 @@
 read models, written by the projection in the transaction that stores the events (ADR 002), so
 every notice is answerable the moment it exists. Concurrent saves of the process
 share one transaction and one commit (`group_commit`, ADR 025). Its connections (read-only
-files) are `infrastructure/sqlite.py`'s."""
+files) are `infrastructure/sqlite_store.py`'s."""
 
 from __future__ import annotations
 
@@ -32,10 +32,10 @@ from session_awareness.infrastructure.readmodel.group_commit import (
     as_library_error,
     ends_the_batch,
 )
+from session_awareness.infrastructure.readmodel.recorder import ReadModelStore
 from session_awareness.infrastructure.readmodel.session_state import JoinedSessionState
 from session_awareness.infrastructure.readmodel.sqlite_audit import SQLiteAudit
-from session_awareness.infrastructure.readmodel.store import ReadModelStore
-from session_awareness.infrastructure.sqlite import library_error
+from session_awareness.infrastructure.sqlite_store import library_error
 
 
 @dataclass(frozen=True)

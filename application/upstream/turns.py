@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from session_awareness.application.upstream.ports import UpstreamActivity
+from session_awareness.application.upstream.provider_ports import UpstreamActivity
 from session_awareness.domain import intake as produce
 from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.signals import (
