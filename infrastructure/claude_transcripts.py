@@ -50,10 +50,14 @@ _BLOCK = 1 << 16
 _COMPACTION = NOT_HUMAN_PREFIXES[0]
 
 
-class ClaudeCodeTranscriptSource:
-    """Reads the transcripts of sessions noted (or adopted) with a Claude Code JSONL path."""
+class LocalTranscriptFile:
+    """A transcript source that reads one local file per session, the one noted for it under
+    `source`: only a regular file, at most `max_bytes` of it and lines up to `max_line` (R-T4).
+    A subclass reads the open file into rows (`_rows`)."""
 
-    source = CATALOG_ID
+    source: str
+    #: The log event when a noted file cannot be opened (gone, unreadable, not regular).
+    unreadable_event: str
 
     def __init__(self, *, max_bytes: int = MAX_READ_BYTES, max_line: int = MAX_LINE_BYTES) -> None:
         self.max_bytes = max_bytes
@@ -63,15 +67,25 @@ class ClaudeCodeTranscriptSource:
         self, session: TranscriptSession
     ) -> Iterator[TranscriptRow | OlderRowsUnread | UnreadableLine] | None:
         known = session.transcript
-        if known is None or known.source != CATALOG_ID:
+        if known is None or known.source != self.source:
             return None
         try:
             file = open_regular(Path(known.ref).expanduser())
         except OSError as error:  # gone, unreadable, not a regular file: none to show
-            log.info("claude_transcript_unreadable", session_key=session.key,
+            log.info(self.unreadable_event, session_key=session.key,
                      error_type=type(error).__name__)  # fmt: skip
             return None
         return self._rows(file)
+
+    def _rows(self, file: IO[bytes]) -> Iterator[TranscriptRow | OlderRowsUnread | UnreadableLine]:
+        raise NotImplementedError
+
+
+class ClaudeCodeTranscriptSource(LocalTranscriptFile):
+    """Reads the transcripts of sessions noted (or adopted) with a Claude Code JSONL path."""
+
+    source = CATALOG_ID
+    unreadable_event = "claude_transcript_unreadable"
 
     def _rows(self, file: IO[bytes]) -> Iterator[TranscriptRow | OlderRowsUnread | UnreadableLine]:
         with file:

@@ -26,7 +26,6 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import IO, Any
 
 from session_awareness.application.transcript_port import (
@@ -35,51 +34,31 @@ from session_awareness.application.transcript_port import (
     OlderRowsUnread,
     TranscriptBlock,
     TranscriptRow,
-    TranscriptSession,
     UnreadableLine,
 )
 from session_awareness.infrastructure.claude_code import (
     epoch_ms,
-    open_regular,
     parse_row,
     row_position,
 )
 from session_awareness.infrastructure.claude_hooks import GEMINI_CLI
 from session_awareness.infrastructure.claude_transcripts import (
-    MAX_LINE_BYTES,
-    MAX_READ_BYTES,
+    LocalTranscriptFile,
     lines_newest_first,
 )
-from session_awareness.logs import get_logger
-
-log = get_logger()
 
 SOURCE = GEMINI_CLI.name
 #: The first user message of every session: the environment Gemini CLI describes to the model.
 SETUP_PREFIX = "<session_context>"
 
 
-class GeminiCliTranscriptSource:
+class GeminiCliTranscriptSource(LocalTranscriptFile):
     """Reads the chat files of sessions noted with a Gemini CLI `transcript_path`."""
 
     source = SOURCE
+    unreadable_event = "gemini_transcript_unreadable"
 
-    def __init__(self, *, max_bytes: int = MAX_READ_BYTES, max_line: int = MAX_LINE_BYTES) -> None:
-        self.max_bytes = max_bytes
-        self.max_line = max_line
-
-    def newest_first(
-        self, session: TranscriptSession
-    ) -> Iterator[TranscriptRow | OlderRowsUnread | UnreadableLine] | None:
-        known = session.transcript
-        if known is None or known.source != SOURCE:
-            return None
-        try:
-            file = open_regular(Path(known.ref).expanduser())
-        except OSError as error:  # gone, unreadable, not a regular file: none to show
-            log.info("gemini_transcript_unreadable", session_key=session.key,
-                     error_type=type(error).__name__)  # fmt: skip
-            return None
+    def _rows(self, file: IO[bytes]) -> Iterator[TranscriptRow | OlderRowsUnread | UnreadableLine]:
         with file:
             lines, skipped, unread = self._lines(file)
         messages, malformed = replay(lines)
