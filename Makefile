@@ -43,7 +43,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy -m session_awareness -m session_awareness.logs -p session_awareness.testing \
+	$(VENV)/bin/mypy -m session_awareness -m session_awareness.logs -m session_awareness.configuration -p session_awareness.testing \
 	  -p session_awareness.domain -p session_awareness.application
 
 test-dist: install

@@ -63,6 +63,7 @@ from session_awareness.application.upstream.provider_ports import (
 )
 from session_awareness.application.wakes import DEFAULT_WAKE_COALESCE_SECONDS, WakeCoalescer
 from session_awareness.application.watching import Watching
+from session_awareness.configuration import url_in_force
 from session_awareness.domain.keys import InvalidKeyError, SessionRef
 from session_awareness.domain.notices import DEFAULT_MAIN_KEY, check_main_key
 from session_awareness.domain.signals import ActorTypeWord, RunOutcomeWord
@@ -70,8 +71,6 @@ from session_awareness.domain.signals import ActorTypeWord, RunOutcomeWord
 if TYPE_CHECKING:
     from session_awareness.application.tools import SessionTools
 
-DATABASE_URL_ENV = "SESSION_AWARENESS_DATABASE_URL"
-DEFAULT_DATABASE_URL = "sqlite:///session-awareness.db"
 _PREFIX = "SESSIONAWARENESS_"
 # Named by topic, not imported: the application layer never imports infrastructure.
 SQLITE_FACTORY_TOPIC = "session_awareness.infrastructure.sqlite_store:ServiceSQLiteFactory"
@@ -780,7 +779,7 @@ def open_service(
         spool=spool,
     )  # fmt: skip
     sources = _transcript_sources(transcripts) if transcripts is not None else None
-    url = database_url or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
+    url = url_in_force(database_url)
     # No library cache: the service keeps its own (application/aggregate_cache.py).
     settings = environment_for(url)
     env = {_PREFIX + k: v for k, v in settings.items()}

@@ -22,12 +22,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from session_awareness.configuration import url_in_force
 from session_awareness.infrastructure.claude_state import ClaudeState, parent_of, process_identity
 
 #: How long a hook waits for the server's answer before recording in-process.
 RELAY_TIMEOUT = 5.0
 MAX_MESSAGE = 1 << 16
-DATABASE_URL_ENV = "SESSION_AWARENESS_DATABASE_URL"
 
 
 def socket_path(state: ClaudeState, host: str) -> Path:
@@ -38,7 +38,8 @@ def socket_path(state: ClaudeState, host: str) -> Path:
 
 
 def effective_url(database_url: str | None) -> str | None:
-    return database_url or os.environ.get(DATABASE_URL_ENV)
+    """The URL given or in the environment; None leaves the choice to the server."""
+    return url_in_force(database_url, default=None)
 
 
 def forward(

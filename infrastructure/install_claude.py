@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from session_awareness.configuration import url_in_force
 from session_awareness.infrastructure.claude_hooks import CLAUDE_CODE, AgentCli
 from session_awareness.infrastructure.claude_state import STATE_DIR_ENV, state_dir
 
@@ -97,10 +98,9 @@ def config_paths(
 
 def absolute_url(url: str | None) -> str:
     """The database URL the installed commands use, with a SQLite path made absolute."""
-    if not url:
-        url = os.environ.get("SESSION_AWARENESS_DATABASE_URL") or (
-            f"sqlite:///{(state_dir() / 'session-awareness.db').resolve()}"
-        )
+    url = url_in_force(url, default=None) or (
+        f"sqlite:///{(state_dir() / 'session-awareness.db').resolve()}"
+    )
     parts = urlsplit(url)
     if parts.scheme != "sqlite" or parts.path in ("", "/", "/:memory:"):
         return url

@@ -36,12 +36,11 @@ from session_awareness.application.audit import check_store_version
 from session_awareness.application.ports import system_clock
 from session_awareness.application.retention import Retention
 from session_awareness.application.service import (
-    DATABASE_URL_ENV,
-    DEFAULT_DATABASE_URL,
     SessionStore,
     environment_for,
     redact,
 )
+from session_awareness.configuration import DATABASE_URL_ENV, DEFAULT_DATABASE_URL, url_in_force
 
 #: The width tables get when stdout is not a terminal (pipes, files, captured output).
 PIPE_WIDTH = 200
@@ -116,7 +115,7 @@ def json_option(command: F) -> F:
 
 def database_url(given: str | None) -> str:
     """The URL the service would use: the option, else the environment, else the default."""
-    return given or os.environ.get(DATABASE_URL_ENV) or DEFAULT_DATABASE_URL
+    return url_in_force(given)
 
 
 @contextmanager

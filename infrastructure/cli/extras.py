@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 
-from session_awareness.application.service import DATABASE_URL_ENV
 from session_awareness.application.tools.catalog import TOOLS
 from session_awareness.application.tools.tool_schemas import FLAVORS, tool_schemas
+from session_awareness.configuration import DATABASE_URL_ENV
 from session_awareness.infrastructure.cli.common import (
     counted,
     json_option,

@@ -1,0 +1,31 @@
+"""Which database the service uses: the one decision every entry point shares.
+
+The URL given (an argument, a `--database-url` option) wins; else `$SESSION_AWARENESS_DATABASE_URL`;
+else the entry point's default: a SQLite file in the working directory for the library and the
+operator CLI, a file in the state directory for the agent CLIs' hooks and servers (which start in
+whatever directory the CLI runs). It sits at the package root and imports nothing else of the
+package, so a hook's fast path reads it without loading the service.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import overload
+
+#: The environment variable that names the store when no URL is given.
+DATABASE_URL_ENV = "SESSION_AWARENESS_DATABASE_URL"
+#: The library's and the operator CLI's store when neither a URL nor the variable is given.
+DEFAULT_DATABASE_URL = "sqlite:///session-awareness.db"
+
+
+@overload
+def url_in_force(given: str | None, *, default: str = DEFAULT_DATABASE_URL) -> str: ...
+@overload
+def url_in_force(given: str | None, *, default: None) -> str | None: ...
+def url_in_force(given: str | None, *, default: str | None = DEFAULT_DATABASE_URL) -> str | None:
+    """The URL in force: `given`, else `$SESSION_AWARENESS_DATABASE_URL`, else `default`
+    (None: the caller leaves the choice to whoever it hands the URL to)."""
+    return given or os.environ.get(DATABASE_URL_ENV) or default
+
+
+__all__ = ["DATABASE_URL_ENV", "DEFAULT_DATABASE_URL", "url_in_force"]
