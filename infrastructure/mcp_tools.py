@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError
 
 from session_awareness.application.errors import SessionAwarenessError, UnknownSessionError
 from session_awareness.application.tools.catalog import TOOLS, Tool
-from session_awareness.application.tools.inputs import CURRENT, SessionKey, ToolInput
+from session_awareness.application.tools.inputs import SessionKey, ToolInput, named
 from session_awareness.application.tools.tool_errors import (
     INTERNAL_ERROR,
     INVALID_CALLER,
@@ -212,8 +212,9 @@ class McpSurface:
     def _visible(self, key: str, caller: str) -> Any:
         """The visible session a key names; "current" is the caller, as in every session
         tool (a watch of it is the refused self-watch, R-W3)."""
-        key = caller if key == CURRENT else key
-        return Visibility.of(self.svc, self.svc.visibility, caller).find(self.svc, key)
+        return Visibility.of(self.svc, self.svc.visibility, caller).find(
+            self.svc, named(key, caller)
+        )
 
     def pending(self) -> tuple[str | None, list[str]]:
         """The caller and its pending notices now (none when no caller resolves)."""

@@ -106,6 +106,11 @@ ChangesSince = Annotated[
 ]
 
 
+def named(session_key: str, caller: str) -> str:
+    """The key a tool's `sessionKey` names: `"current"` is the caller's own session (R-T1)."""
+    return caller if session_key == CURRENT else session_key
+
+
 class ToolInput(BaseModel):
     """Inputs refuse unknown fields and coerce nothing (`extra="forbid"`, strict). A field
     given as `null` is read as not given, the convention of strict function calling, where

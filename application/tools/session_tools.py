@@ -18,12 +18,12 @@ from session_awareness.application.errors import SessionAwarenessError
 from session_awareness.application.queries import children_by_pair, list_row
 from session_awareness.application.tools.catalog import TOOLS
 from session_awareness.application.tools.inputs import (
-    CURRENT,
     SessionsListInput,
     SessionsSendInput,
     SessionsSpawnInput,
     SessionStatusInput,
     SubagentsInput,
+    named,
 )
 from session_awareness.application.tools.outputs import (
     SessionRow,
@@ -102,7 +102,7 @@ class SessionTools:
     def session_status(self, given: SessionStatusInput, *, caller: str) -> SessionStatusOutput:
         """`{sessionKey, stateVersion, stateChanges?}` of a visible session (R-S1, R-T2)."""
         view = self._view(caller)
-        key = caller if given.session_key == CURRENT else given.session_key
+        key = named(given.session_key, caller)
         with _service_errors():
             row = view.find(self.svc, key, agent_id=given.agent_id)
             status = self.svc.session_status(

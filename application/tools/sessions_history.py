@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from session_awareness.application.tools.inputs import CURRENT, SessionKey, ToolInput
+from session_awareness.application.tools.inputs import SessionKey, ToolInput, named
 from session_awareness.application.tools.outputs import ToolOutput, _absent
 from session_awareness.application.tools.tool_errors import ToolError
 from session_awareness.application.tools.visibility import Visibility
@@ -96,7 +96,7 @@ def history(
     svc: ToolHost, view: Visibility, given: SessionsHistoryInput, caller: str
 ) -> SessionsHistoryOutput:
     """The page of a visible session's transcript."""
-    key = caller if given.session_key == CURRENT else given.session_key
+    key = named(given.session_key, caller)
     row = view.find(svc, key)
     try:
         page: dict[str, Any] = svc.sessions_history(
