@@ -28,6 +28,10 @@ class Table:
     key: tuple[str, ...]
     #: (index name, column): secondary indexes, each on one column.
     indexes: tuple[tuple[str, str], ...] = ()
+    #: Stored in its key's order (`{keyed}`) though the key is one column: a table read by
+    #: its key on every `changesSince` or drain, where SQLite's rowid table costs a second
+    #: search per read (the key's index, then the row).
+    clustered: bool = False
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -45,7 +49,10 @@ class Table:
                 spec += " PRIMARY KEY"
             parts.append(spec)
         table = f"CREATE TABLE IF NOT EXISTS {{s}}{self.name} ({', '.join(parts)}"
-        table += ")" if single else f", PRIMARY KEY ({', '.join(self.key)})){{keyed}}"
+        if single:
+            table += "){keyed}" if self.clustered else ")"
+        else:
+            table += f", PRIMARY KEY ({', '.join(self.key)})){{keyed}}"
         indexes = [
             f"CREATE INDEX IF NOT EXISTS {index} ON {{s}}{self.name} ({column})"
             for index, column in self.indexes
@@ -95,11 +102,13 @@ REGISTRY = Table(
     ),
     key=("session_id",),
     indexes=(("session_registry_key", "session_key"), ("session_registry_parent", "parent_key")),
+    clustered=True,
 )  # fmt: skip
 HEADS = Table(
     "session_state_heads",
     (_id("session_id"), _int("state_version", NOT_NULL), _int("pruned_watermark", NOT_NULL)),
     key=("session_id",),
+    clustered=True,
 )
 #: The retained `changesSince` rows, with their recording position (a notification id).
 EVENTS = Table(
@@ -176,6 +185,7 @@ MATERIAL = Table(
         _int("material_other_at", ZERO),
     ),
     key=("session_id",),
+    clustered=True,
 )  # fmt: skip
 
 #: A cursor `c`'s M and last update, derived from its target's `session_material` row `m`
