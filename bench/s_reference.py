@@ -6,6 +6,8 @@ on the same backend and driver, round by round. Every figure is ours / reference
 - fan-out: a record on a target with 100 pending watchers vs 1 (ours); ≤ 2. The reference's
   own 100 / 1 is shown beside it;
 - drain, per pair, 1,000 pending pairs: ours / reference; ≤ 2;
+- drain of one pending pair (a watcher with one child that spoke): latency ours / reference;
+  ≤ 1.0 (issue 39);
 - `changesSince`, a 200-event and a 5-event page: latency ours / reference; ≤ 1.0.
 """
 
@@ -46,6 +48,7 @@ def run(ctx: Context) -> list[Result]:
         out.append(record_threads(ctx, backend))
         out.extend(fanout(ctx, backend))
         out.append(drain(ctx, backend))
+        out.append(drain_one(ctx, backend))
         out.extend(changes(ctx, backend))
     return out
 
@@ -228,6 +231,52 @@ def drain(ctx: Context, backend: str) -> Result:
     return ratio_result(
         NAME, backend, f"drain {pairs:,} pending pairs vs the reference, per pair (µs)", rounds,
         unit="µs", better="lower", target=2, scale=1e6, details={"pairs": pairs},
+    )  # fmt: skip
+
+
+def drain_one(ctx: Context, backend: str) -> Result:
+    """A drain of the one pending pair a watcher has, as an agent's turn drains the notice
+    of the child that spoke: the record that makes it pending is untimed, on both sides."""
+    url, raw_target = ctx.database(backend, "ref_drain_one_ours")
+    calls = ctx.scale(50, 10)
+    svc = open_service(url)
+    raw = RawStore(backend, raw_target)
+    ref, _ = _reference(ctx, backend, "ref_drain_one")
+    try:
+        s_drain.seed(svc, raw, 1)
+        ref.watch(s_drain.WATCHER, s_drain.target(0))
+
+        def ours() -> float:
+            total = 0.0
+            for _ in range(calls):
+                s_drain.make_pending(svc, 1)
+                started = clock()
+                drained = len(svc.drain_notices(s_drain.WATCHER))
+                total += clock() - started
+                if drained != 1:
+                    raise RuntimeError(f"drained {drained} notices, expected 1")
+            return total / calls
+
+        def reference() -> float:
+            total = 0.0
+            for _ in range(calls):
+                ref.record(s_drain.target(0))
+                started = clock()
+                drained = ref.drain(s_drain.WATCHER)
+                total += clock() - started
+                if drained != 1:
+                    raise RuntimeError(f"the reference drained {drained}, expected 1")
+            return total / calls
+
+        rounds = interleave(ours, reference, rounds=ctx.scale(9, 3))
+        profile(ctx, f"{NAME}-drain1", backend, ours)
+    finally:
+        ref.close()
+        raw.close()
+        svc.close()
+    return ratio_result(
+        NAME, backend, "drain of 1 pending pair vs the reference (µs)", rounds,
+        unit="µs", better="lower", target=1, scale=1e6, details={"calls_per_round": calls},
     )  # fmt: skip
 
 
