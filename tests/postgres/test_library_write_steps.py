@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from session_awareness import configuration
 from session_awareness.application import open_service
-from session_awareness.application import service as service_module
 from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
 from session_awareness.testing.pgcluster import PostgresCluster
 from tests.conftest import FakeClock, RecordingWaker
@@ -53,7 +53,7 @@ def test_the_library_write_steps_leave_the_same_store_as_the_two_round_trips(
     """R-N2, R-N5, R-R2: the same notices, wakes and rows, and a clean audit, with the
     two-round-trip save and without it."""
     fast = scenario(f"{postgres.url}?schema=f_{uuid.uuid4().hex[:12]}")
-    monkeypatch.setattr(service_module, "POSTGRES_RECORDER_TOPIC", LIBRARY_STEPS)
+    monkeypatch.setattr(configuration, "POSTGRES_RECORDER_TOPIC", LIBRARY_STEPS)
     library = scenario(f"{postgres.url}?schema=l_{uuid.uuid4().hex[:12]}")
     assert (fast.pop("recorder"), library.pop("recorder")) == (
         "PostgresRoundTripsRecorder",

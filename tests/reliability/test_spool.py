@@ -17,8 +17,8 @@ from structlog.testing import capture_logs
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.backlog import SpoolError
-from session_awareness.application.service import store_identity
 from session_awareness.application.spool import default_spool_dir, spool_name
+from session_awareness.configuration import store_identity
 from tests.contract.helpers import CHILD, spawn
 from tests.reliability.helpers import all_events, assert_audit_clean, wait_until
 
