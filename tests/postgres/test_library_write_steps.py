@@ -13,6 +13,7 @@ from session_awareness import configuration
 from session_awareness.application import open_service
 from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
 from session_awareness.testing.pgcluster import PostgresCluster
+from session_awareness.testing.read_models import read_model_rows
 from tests.conftest import FakeClock, RecordingWaker
 
 LIBRARY_STEPS = "session_awareness.infrastructure.readmodel.pg_recorder:PostgresReadModelRecorder"
@@ -42,7 +43,7 @@ def scenario(url: str) -> dict[str, Any]:
             "drained": drained,
             "pending": {watcher: svc.pending_notices(watcher) for watcher in WATCHERS},
             "woken": sorted(waker.woken),
-            "rows": svc.store.recorder.read_model_rows(),  # type: ignore[attr-defined]
+            "rows": read_model_rows(svc.store.recorder),
             "clean": svc.audit().clean,
         }
 
