@@ -1,5 +1,7 @@
-"""The read models over a backend's connections: mixed into each backend's application
-recorder (`sqlite`, `postgres`), whose `datastore` is the library's."""
+"""The read models over a backend's connections: one object per backend (`SQLiteReadModels`,
+`PostgresReadModels`) holding the queries, the writes and the bulk writes, held by that
+backend's application recorder, which shares the library's `datastore` with it and asks it
+for the projection's rows inside the transaction that stores the events."""
 
 from __future__ import annotations
 
@@ -14,7 +16,12 @@ from session_awareness.infrastructure.readmodel.tables import READ_MODEL_DDL
 
 
 class ReadModelStore(BulkWrites, ReadModelQueries):
-    datastore: Any
+    """The read models of one store: `datastore` is the library's (its connections and
+    transactions), `events_table_name` the events table the checks of a save join."""
+
+    def __init__(self, datastore: Any, events_table_name: str) -> None:
+        self.datastore = datastore
+        self.events_table_name = events_table_name
 
     def read_model_ddl(self) -> list[str]:
         """This backend's statements creating the read-model tables and indexes."""
@@ -29,10 +36,6 @@ class ReadModelStore(BulkWrites, ReadModelQueries):
         """Statements that may run for long (an audit, a rebuild): PostgreSQL lifts its call
         deadline for them; SQLite has none."""
         return nullcontext()
-
-    def audit_store(self) -> Any:
-        """The application's `AuditStore` port over this store (the backend's audit)."""
-        raise NotImplementedError
 
 
 def neutral(value: Any) -> Any:

@@ -147,7 +147,9 @@ class TestAuditTrail:
         spawn(svc)
         recorder = svc.store.recorder
         with recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
-            c.execute(recorder.sql("UPDATE {s}session_state_heads SET state_version = 7"))  # type: ignore[attr-defined]
+            c.execute(
+                recorder.read_models.sql("UPDATE {s}session_state_heads SET state_version = 7")
+            )  # type: ignore[attr-defined]
         with pytest.raises(AssertionError, match="session_state_heads"):
             assert_rebuild_matches(svc)
         replace_read_models(recorder, replayed_changes(svc.store))

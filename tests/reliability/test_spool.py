@@ -29,7 +29,7 @@ GOALS = ("goal created", "goal updated", "goal cleared")
 def unreachable(svc: SessionAwareness) -> Iterator[None]:
     """The store answers every save of this service with a connection error, as a server
     that went away would; its other services (another process's) are not affected."""
-    recorder: Any = svc.store.recorder
+    recorder: Any = svc.store.recorder.read_models
     apply_changes = recorder.apply_changes
 
     def failing(*args: Any, **kwargs: Any) -> None:

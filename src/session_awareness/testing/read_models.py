@@ -39,22 +39,25 @@ def replayed_changes(
 
 
 def replace_read_models(recorder: Any, pages: Iterable[Sequence[p.RowChange]]) -> None:
-    """Empty the read models and rebuild them from replayed pages, in one transaction."""
-    with recorder.long_running(), recorder.datastore.transaction(commit=True) as c:
+    """Empty the read models of a store's recorder and rebuild them from replayed pages, in
+    one transaction."""
+    models = recorder.read_models
+    with models.long_running(), models.datastore.transaction(commit=True) as c:
         for table in TABLES:
-            c.execute(recorder.sql(f"DELETE FROM {{s}}{table.name}"))  # noqa: S608 -- a read-model table's name
+            c.execute(models.sql(f"DELETE FROM {{s}}{table.name}"))  # noqa: S608 -- a read-model table's name
         for changes in pages:
-            recorder.apply_changes_in_bulk(c, changes)
+            models.apply_changes_in_bulk(c, changes)
 
 
 def read_model_rows(recorder: Any) -> dict[str, list[tuple[Any, ...]]]:
-    """Every read-model row, table by table, in key order and in backend-neutral values
-    (ids as hex, JSON as text): what an audit compares."""
-    with recorder.long_running(), recorder.datastore.transaction(commit=False) as c:
+    """Every read-model row of a store's recorder, table by table, in key order and in
+    backend-neutral values (ids as hex, JSON as text): what an audit compares."""
+    models = recorder.read_models
+    with models.long_running(), models.datastore.transaction(commit=False) as c:
         out = {}
         for table in TABLES:
             order = ", ".join(table.key)
-            c.execute(recorder.sql(f"SELECT * FROM {{s}}{table.name} ORDER BY {order}"))  # noqa: S608 -- a read-model table and its key columns
+            c.execute(models.sql(f"SELECT * FROM {{s}}{table.name} ORDER BY {order}"))  # noqa: S608 -- a read-model table and its key columns
             out[table.name] = [tuple(map(neutral, dict(r).values())) for r in c.fetchall()]
         return out
 
