@@ -102,6 +102,9 @@ class AsyncSessionTools(_OffLoop):
     sessions_spawn = awaited(SessionTools.sessions_spawn)
     subagents = awaited(SessionTools.subagents)
     sessions_history = awaited(SessionTools.sessions_history)
+    session_notices = awaited(SessionTools.session_notices)
+    session_watch = awaited(SessionTools.session_watch)
+    session_unwatch = awaited(SessionTools.session_unwatch)
 
 
 class AsyncSessionAwareness(_OffLoop):

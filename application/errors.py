@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-
-class SessionAwarenessError(Exception):
-    """Base of every error the service raises on purpose."""
+# Defined beneath every layer, where a database URL is read; given here with the others.
+from session_awareness.configuration import ConfigurationError, SessionAwarenessError
 
 
 class UnknownSessionError(SessionAwarenessError, LookupError):
@@ -41,12 +40,6 @@ class InvalidArgumentError(SessionAwarenessError, ValueError):
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field}: {problem}")
         self.field = field
-
-
-class ConfigurationError(SessionAwarenessError, ValueError):
-    """The service cannot be opened as configured: a malformed URL or option, credentials
-    or a database the server refuses. A server that cannot be reached at open is a
-    `StoreUnavailableError` instead (retryable)."""
 
 
 class ServiceClosedError(SessionAwarenessError, RuntimeError):
@@ -99,3 +92,18 @@ def raised_from(error: BaseException | None, test: Callable[[BaseException], boo
             return True
         error = error.__cause__ or error.__context__
     return False
+
+
+__all__ = [
+    "AmbiguousSessionError",
+    "ConfigurationError",
+    "ContentionError",
+    "InvalidArgumentError",
+    "InvalidChangesSinceError",
+    "ServiceClosedError",
+    "SessionAwarenessError",
+    "StoreUnavailableError",
+    "StoreVersionError",
+    "UnknownSessionError",
+    "raised_from",
+]

@@ -7,11 +7,10 @@ stored events back into domain events for a replay, equal to the library mapper'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from typing import Any, cast
 from uuid import UUID
 
-from eventsourcing.application import Application
 from eventsourcing.persistence import (
     JSONTranscoder,
     Mapper,
@@ -20,10 +19,6 @@ from eventsourcing.persistence import (
     find_id_convertor,
 )
 from eventsourcing.utils import resolve_topic
-
-from session_awareness.application.projection import RowChange, project
-
-PAGE_SIZE = 500
 
 
 class EventDecoder:
@@ -94,17 +89,3 @@ class EventDecoder:
         )
         self.classes[topic, id_type] = found
         return found
-
-
-def replayed_changes(
-    app: Application[UUID], *, page_size: int = PAGE_SIZE
-) -> Iterator[list[RowChange]]:
-    """The row changes of every stored event, one list per page of notifications."""
-    decode = EventDecoder(app.mapper)
-    start = 1
-    while True:
-        page = app.recorder.select_notifications(start, page_size)
-        if not page:
-            return
-        yield project([(notification.id, decode(notification)) for notification in page])
-        start = page[-1].id + 1

@@ -5,13 +5,10 @@ an eventsourcing `Application`) and the collaborators it composes over it, and
 from __future__ import annotations
 
 import os
-import re
-import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
@@ -63,7 +60,7 @@ from session_awareness.application.upstream.provider_ports import (
 )
 from session_awareness.application.wakes import DEFAULT_WAKE_COALESCE_SECONDS, WakeCoalescer
 from session_awareness.application.watching import Watching
-from session_awareness.configuration import url_in_force
+from session_awareness.configuration import environment_for, redact, store_identity, url_in_force
 from session_awareness.domain.keys import InvalidKeyError, SessionRef
 from session_awareness.domain.notices import DEFAULT_MAIN_KEY, check_main_key
 from session_awareness.domain.signals import ActorTypeWord, RunOutcomeWord
@@ -72,15 +69,6 @@ if TYPE_CHECKING:
     from session_awareness.application.tools import SessionTools
 
 _PREFIX = "SESSIONAWARENESS_"
-# Named by topic, not imported: the application layer never imports infrastructure.
-SQLITE_FACTORY_TOPIC = "session_awareness.infrastructure.sqlite_store:ServiceSQLiteFactory"
-SQLITE_RECORDER_TOPIC = (
-    "session_awareness.infrastructure.readmodel.sqlite_recorder:SQLiteReadModelRecorder"
-)
-POSTGRES_RECORDER_TOPIC = (
-    "session_awareness.infrastructure.readmodel.pg_round_trips:PostgresRoundTripsRecorder"
-)
-POSTGRES_FACTORY_TOPIC = "session_awareness.infrastructure.pg_store:ServicePostgresFactory"
 
 
 VISIBILITIES = ("self", "tree", "agent", "all")
@@ -901,33 +889,6 @@ def spool_for(
     return SignalSpool(folder, identity, to_stored=to_stored)
 
 
-def store_identity(url: str) -> str | None:
-    """What names a store on this host, for its spool (R-L10), without any secret: a SQLite
-    file's real path; a PostgreSQL server's user, host, port, database and `schema`, as the
-    URL writes them (the password and the options that do not change the store aside). None
-    for an in-memory SQLite store."""
-    name = environment_for(url).get("SQLITE_DBNAME")
-    if name is not None:
-        if name.startswith("file:session-awareness-"):
-            return None  # in memory: nothing outlives the process
-        path = unquote(name[5:].partition("?")[0]) if name.startswith("file:") else name
-        return "sqlite:" + os.path.realpath(path)
-    start = url.find("://") + 3
-    at = credentials_end(url)
-    user = "" if at is None else url[start:at].partition(":")[0]
-    place, _, query = url[(start if at is None else at + 1) :].partition("?")
-    where = dict(parse_qsl(query))
-    named = "&".join(f"{key}={where[key]}" for key in _STORE_OPTIONS if key in where)
-    return f"postgresql://{user}@{place}?schema={where.get('schema', '')}" + (
-        f"&{named}" if named else ""
-    )
-
-
-#: The libpq options of a URL that say which server, database or user it reaches (the schema
-#: aside); the others (timeouts, pool sizes, the password) leave the store the same.
-_STORE_OPTIONS = ("host", "hostaddr", "port", "dbname", "user", "service")
-
-
 def _transcript_sources(given: object) -> tuple[TranscriptSource, ...]:
     if isinstance(given, str | bytes) or not isinstance(given, Sequence):
         raise ConfigurationError("transcripts must be a sequence of transcript sources")
@@ -944,105 +905,3 @@ def _lacks_postgres(error: BaseException | None) -> bool:
     return raised_from(
         error, lambda e: isinstance(e, ModuleNotFoundError) and e.name in _POSTGRES_EXTRA
     )
-
-
-def environment_for(url: str) -> dict[str, str]:
-    """The eventsourcing environment for a database URL; `ConfigurationError` for a URL the
-    service cannot use."""
-    if not isinstance(url, str) or not url:
-        raise ConfigurationError("the database URL must be a non-empty string")
-    scheme, sep, _ = url.partition("://")
-    if sep and scheme == "sqlite":
-        return sqlite_environment(url)
-    if sep and scheme in ("postgresql", "postgres"):
-        # Read with libpq's own parser, in the store's factory (infrastructure/pg_config.py).
-        return {
-            "PERSISTENCE_MODULE": POSTGRES_FACTORY_TOPIC,
-            "APPLICATION_RECORDER_TOPIC": POSTGRES_RECORDER_TOPIC,
-            "POSTGRES_URL": url,
-        }
-    raise ConfigurationError(
-        f"unsupported database URL {redact(url)!r}: expected sqlite:///… or postgresql://…"
-    )
-
-
-#: `sqlite:///path?mode=…`: how the file is opened (SQLite's own URI modes).
-SQLITE_MODES = ("ro", "rw", "rwc")
-
-
-def sqlite_environment(url: str) -> dict[str, str]:
-    """`sqlite:///relative.db`, `sqlite:////abs.db`, `sqlite:///:memory:`; `?mode=ro` opens
-    the file read-only (it must exist), `rw` read-write (it must exist), `rwc` (the default)
-    creates it when missing."""
-    try:
-        parts = urlsplit(url)
-    except ValueError as error:
-        raise ConfigurationError(f"bad SQLite URL {redact(url)}: {error}") from None
-    if parts.netloc:
-        raise ConfigurationError(
-            "SQLite URLs have no host: use sqlite:///relative.db or sqlite:////abs.db, "
-            f"got {redact(url)}"
-        )
-    path = unquote(parts.path)[1:] if parts.path.startswith("/") else ""
-    if not path:
-        raise ConfigurationError(f"SQLite URL names no file: {redact(url)}")
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    mode = query.pop("mode", "rwc")
-    if query:
-        raise ConfigurationError(f"unknown SQLite URL options: {', '.join(sorted(query))}")
-    if mode not in SQLITE_MODES:
-        raise ConfigurationError(f"mode must be one of {', '.join(SQLITE_MODES)}, got {mode!r}")
-    env = {
-        "PERSISTENCE_MODULE": SQLITE_FACTORY_TOPIC,
-        "APPLICATION_RECORDER_TOPIC": SQLITE_RECORDER_TOPIC,
-    }
-    if path == ":memory:":
-        if mode != "rwc":
-            raise ConfigurationError("an in-memory SQLite database is always read-write")
-        env["SQLITE_DBNAME"] = f"file:session-awareness-{uuid.uuid4().hex}?mode=memory&cache=shared"
-    elif mode == "rwc":
-        env["SQLITE_DBNAME"] = path
-    else:
-        if not os.path.isfile(path):  # noqa: PTH113 -- a path from a URL, checked as given
-            raise ConfigurationError(f"no database at {path} (mode={mode} never creates one)")
-        env["SQLITE_DBNAME"] = f"file:{quote(os.path.abspath(path))}?mode={mode}"  # noqa: PTH100
-        if mode == "ro":
-            env["CREATE_TABLE"] = "n"  # a read-only file is used as it is
-    return env
-
-
-def credentials_end(url: str) -> int | None:
-    """Where the `@` that ends a URL's credentials is, found without parsing the URL (whose
-    password may hold unencoded reserved characters): the last `@` before the query, or,
-    when no `@` comes before the first `?` (a `?` in the password), the last `@` of all.
-    Generous on purpose: whatever could be a password is treated as one."""
-    start = url.find("://")
-    if start < 0:
-        return None
-    query = url.find("?", start)
-    at = url.rfind("@", start, query) if query >= 0 else -1
-    if at < 0:
-        at = url.rfind("@", start)
-    return at if at >= 0 else None
-
-
-def secret_of(url: str) -> str | None:
-    """The password of a URL as written (still percent-encoded): between the user's `:` and
-    the `@` that ends the credentials."""
-    at = credentials_end(url)
-    if at is None:
-        return None
-    user_info = url[url.find("://") + 3 : at]
-    colon = user_info.find(":")
-    return user_info[colon + 1 :] if colon >= 0 else None
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages and logs: the credentials' password (however
-    it is written) and any `password=` query value become `***`."""
-    if secret_of(url) is not None:
-        at = cast(int, credentials_end(url))
-        start = url.find("://") + 3
-        user = url[start : url.find(":", start)]
-        url = f"{url[:start]}{user}:***@{url[at + 1 :]}"
-    return re.sub(r"(?i)(password=)[^&#\s]*", r"\1***", url)

@@ -142,7 +142,9 @@ class SessionStore(Application[UUID]):
         super().__init__(env)
         self.clock = clock
         self.waker = waker
-        self.read_model = cast(ReadModel, GuardedReadModel(self.recorder, lambda: self.closed))
+        # The recorder holds the read models (infrastructure/readmodel/recorder.py).
+        read_models = cast(Any, self.recorder).read_models
+        self.read_model = cast(ReadModel, GuardedReadModel(read_models, lambda: self.closed))
         self.aggregates = AggregateCache(cast(NotificationLog, self.recorder), CACHED_AGGREGATES)
         self._resolved: dict[tuple[str, str | None], tuple[SessionRef, UUID]] = {}
         #: Set when the store closes: background work (the backlog's flusher) stops waiting.

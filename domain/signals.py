@@ -201,24 +201,6 @@ class Payload:
             out["turns"] = self.turns
         return out or None
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> Payload:
-        """Read a stored payload back, refusing unknown keys (R-L2)."""
-        data = dict(data or {})
-        unknown = set(data) - {"outcome", "channel", "turns"}
-        if unknown:
-            raise InvalidSignalError(f"unknown payload keys: {', '.join(sorted(unknown))}")
-        outcome, channel = data.get("outcome"), data.get("channel")
-        if outcome is not None and outcome not in {o.value for o in RunOutcome}:
-            raise InvalidSignalError(f"unknown payload outcome: {outcome!r}")
-        if channel is not None and (not isinstance(channel, str) or one_line(channel) != channel):
-            raise InvalidSignalError("payload channel must be one line of text")
-        return cls(
-            outcome=RunOutcome(outcome) if outcome is not None else None,
-            channel=channel,
-            turns=data.get("turns"),
-        )
-
 
 def check_turns(turns: object) -> int | None:
     """Turns worth recording: an integer > 1 is kept, 1 or None is omitted (R-L2)."""

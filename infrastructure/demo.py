@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.ports import CursorRow
-from session_awareness.application.service import redact
+from session_awareness.configuration import redact
 from session_awareness.testing import FakeClock, RecordingWaker
 
 MANAGER = "agent:main:main"

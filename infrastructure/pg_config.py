@@ -21,7 +21,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from session_awareness.application.errors import ConfigurationError
-from session_awareness.application.service import credentials_end, redact, secret_of
+from session_awareness.configuration import credentials_end, redact, secret_of
 
 #: PostgreSQL truncates identifiers (and channel names) to NAMEDATALEN - 1 bytes.
 MAX_IDENTIFIER_BYTES = 63

@@ -9,9 +9,13 @@ from pathlib import Path
 import pytest
 
 from session_awareness.application import SessionAwareness, open_service
-from session_awareness.application.replay import replayed_changes
 from session_awareness.testing import START, FakeClock, RecordingWaker, wait_until
 from session_awareness.testing.pgcluster import PostgresCluster
+from session_awareness.testing.read_models import (
+    read_model_rows,
+    replace_read_models,
+    replayed_changes,
+)
 
 __all__ = ["START", "FakeClock", "RecordingWaker", "wait_until"]  # the suite imports them here
 pytest_plugins = ["pytester"]  # the shipped plugin is tested by running pytest on examples
@@ -75,11 +79,11 @@ def open_svc(
 def assert_rebuild_matches(service: SessionAwareness) -> None:
     """R-R2: replaying the event store through the projection reproduces the live read
     models exactly. Every contract test ends with this check."""
-    live = service.store.recorder.read_model_rows()  # type: ignore[attr-defined]
+    live = read_model_rows(service.store.recorder)
     scratch = open_service("sqlite:///:memory:", clock=service.clock)
     try:
-        scratch.store.recorder.replace_read_models(replayed_changes(service.store))  # type: ignore[attr-defined]
-        rebuilt = scratch.store.recorder.read_model_rows()  # type: ignore[attr-defined]
+        replace_read_models(scratch.store.recorder, replayed_changes(service.store))
+        rebuilt = read_model_rows(scratch.store.recorder)
     finally:
         scratch.close()
     for table, rows in live.items():

@@ -26,9 +26,8 @@ import structlog.testing
 
 import session_awareness
 from session_awareness.application import SessionAwareness, open_service
-from session_awareness.application.service import redact
 from session_awareness.application.tools.tool_schemas import tool_schemas
-from session_awareness.configuration import DATABASE_URL_ENV
+from session_awareness.configuration import DATABASE_URL_ENV, redact
 from session_awareness.infrastructure import cli
 from session_awareness.infrastructure.cli import main
 from session_awareness.infrastructure.cli.common import log_level

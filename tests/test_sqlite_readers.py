@@ -19,5 +19,5 @@ def test_the_reading_connections_of_ended_threads_are_closed(tmp_path: Path) -> 
             thread.start()
             thread.join()
         assert svc.session_status("agent:main:main")["stateVersion"] == 0
-        readers = svc.store.recorder._readers  # type: ignore[attr-defined]
+        readers = svc.store.recorder.read_models._readers  # type: ignore[attr-defined]
         assert len(readers) <= 2  # this thread's, and at most the last one's

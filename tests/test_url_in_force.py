@@ -3,6 +3,7 @@ library, the operator CLI, the hook relay and the installer share."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from session_awareness.infrastructure.cli.common import database_url
 from session_awareness.infrastructure.install_claude import absolute_url
 
 ROOT = Path(__file__).resolve().parents[1]
+#: What reads a database URL, and what hides its password.
+MOVED = ("environment_for", "sqlite_environment", "redact", "secret_of")
 
 
 class TestTheUrlInForce:
@@ -48,3 +51,17 @@ class TestTheUrlInForce:
             if '"SESSION_AWARENESS_DATABASE_URL"' in path.read_text()
         ]
         assert spelled == ["src/session_awareness/configuration.py"]
+
+    def test_a_url_is_read_and_redacted_in_one_module(self) -> None:
+        """R-E1: reading a URL into the store's environment and hiding its password are
+        defined once, in the configuration; the facade, the CLI and the PostgreSQL settings
+        use that one (a second `redact` could forget a way of writing a password)."""
+        defined = [
+            f"{path.relative_to(ROOT)}:{name}"
+            for folder in ("domain", "application", "infrastructure", "src")
+            for path in sorted((ROOT / folder).rglob("*.py"))
+            for name in MOVED
+            if re.search(rf"^def {name}\(url", path.read_text(), flags=re.MULTILINE)
+        ]
+        here = "src/session_awareness/configuration.py"
+        assert defined == [f"{here}:{name}" for name in MOVED]

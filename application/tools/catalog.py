@@ -1,8 +1,12 @@
-"""The catalog of session tools: name, description for the model, and input model (R-T1–R-T3)."""
+"""The catalog of tools: name, description for the model, input model and the host port the
+tool needs, if any (R-T1–R-T3). `TOOLS` are the session tools every host's `svc.tools` answers
+and `tool_schemas` exports; `NOTICE_TOOLS` put the caller's own notices and watches in reach of
+an agent that cannot call the embedding API (the MCP server offers them, `offered_tools`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from session_awareness.application.tools.inputs import (
     SessionsListInput,
@@ -12,7 +16,15 @@ from session_awareness.application.tools.inputs import (
     SubagentsInput,
     ToolInput,
 )
+from session_awareness.application.tools.notice_tools import (
+    SessionNoticesInput,
+    SessionUnwatchInput,
+    SessionWatchInput,
+)
 from session_awareness.application.tools.sessions_history import SessionsHistoryInput
+
+if TYPE_CHECKING:
+    from session_awareness.application.tools.host import ToolHost
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +32,10 @@ class Tool:
     name: str
     description: str
     input: type[ToolInput]
+    #: The service attribute holding the host port the tool cannot work without, if any.
+    #: `subagents` needs none: its list needs no port, and its cancel answers
+    #: `not_configured` without a canceller.
+    port: str | None = None
 
 
 TOOLS: dict[str, Tool] = {
@@ -49,6 +65,7 @@ TOOLS: dict[str, Tool] = {
             "(…:thread:<id>) are refused. With watch: true you get one notice when another "
             "actor later changes the session that received it.",
             SessionsSendInput,
+            port="dispatcher",
         ),
         Tool(
             "sessions_spawn",
@@ -58,6 +75,7 @@ TOOLS: dict[str, Tool] = {
             '"subagent" (default) or "acp"; model and thinking overrides; context "isolated" '
             '(default) or "fork" (subagent only); sandbox "inherit" or "require"; thread.',
             SessionsSpawnInput,
+            port="spawner",
         ),
         Tool(
             "subagents",
@@ -78,6 +96,42 @@ TOOLS: dict[str, Tool] = {
             "nextBefore as before to page backward (stable while the transcript grows). "
             "Answers not_available when the service cannot read that session's transcript.",
             SessionsHistoryInput,
+            port="transcript_sources",
         ),
     )
 }
+
+NOTICE_TOOLS: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (
+        Tool(
+            "session_notices",
+            "Your pending notices: one line per watched session another actor changed, each "
+            "naming the session_status call that reconciles it. With drain: true they are "
+            "acknowledged, so the next call returns only newer changes.",
+            SessionNoticesInput,
+        ),
+        Tool(
+            "session_watch",
+            "Watch a visible session: you get one notice when another actor (a human, another "
+            "agent) changes it, however many changes follow, until you reconcile.",
+            SessionWatchInput,
+        ),
+        Tool(
+            "session_unwatch",
+            "Stop watching a session; its pending notice, if any, goes with the watch.",
+            SessionUnwatchInput,
+        ),
+    )
+}
+
+
+def offered_tools(svc: ToolHost) -> dict[str, Tool]:
+    """The session tools whose host ports `svc` has, then the notice tools: what a host that
+    serves agents the whole catalog (the MCP server) offers."""
+    offered = {
+        name: tool
+        for name, tool in TOOLS.items()
+        if tool.port is None or getattr(svc, tool.port, None)
+    }
+    return {**offered, **NOTICE_TOOLS}

@@ -330,6 +330,7 @@ RULES: dict[str, str] = {
     "limit": f"limit must be a positive integer, at most {MAX_SAFE_INTEGER}",
     "message": "message must be a non-empty string",
     "watch": "watch must be a boolean (true or false)",
+    "drain": "drain must be a boolean (true or false)",
     "archived": "archived must be a boolean (true or false)",
     "action": 'action must be "list" or "cancel"',
     "runId": f"runId {_LINE}",

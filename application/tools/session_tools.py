@@ -8,7 +8,7 @@ dict back; Python hosts may call the typed methods instead, which raise `ToolErr
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from session_awareness.application.errors import SessionAwarenessError
 from session_awareness.application.queries import children_by_pair, list_row
-from session_awareness.application.tools.catalog import TOOLS
+from session_awareness.application.tools.catalog import TOOLS, Tool
 from session_awareness.application.tools.inputs import (
     SessionsListInput,
     SessionsSendInput,
@@ -24,6 +24,17 @@ from session_awareness.application.tools.inputs import (
     SessionStatusInput,
     SubagentsInput,
     named,
+)
+from session_awareness.application.tools.notice_tools import (
+    SessionNoticesInput,
+    SessionNoticesOutput,
+    SessionUnwatchInput,
+    SessionUnwatchOutput,
+    SessionWatchInput,
+    SessionWatchOutput,
+    session_notices,
+    session_unwatch,
+    session_watch,
 )
 from session_awareness.application.tools.outputs import (
     SessionRow,
@@ -64,10 +75,12 @@ log = get_logger()
 
 class SessionTools:
     """`session_status`, `sessions_list`, `sessions_send`, `sessions_spawn`, `subagents` and
-    `sessions_history` for callers."""
+    `sessions_history` for callers; a host that offers more of the catalog (the MCP server:
+    `session_notices`, `session_watch`, `session_unwatch`) names the tools it offers."""
 
-    def __init__(self, svc: ToolHost) -> None:
+    def __init__(self, svc: ToolHost, tools: Mapping[str, Tool] = TOOLS) -> None:
         self.svc = svc
+        self.tools = tools
 
     def call(self, name: str, arguments: str | dict[str, Any], *, caller: str) -> dict[str, Any]:
         """Run tool `name` for `caller` on the agent's arguments: the JSON text a model
@@ -78,9 +91,9 @@ class SessionTools:
         who = caller if isinstance(caller, str) and len(caller) <= MAX_KEY_LENGTH else shown(caller)
         log.info("tool_called", tool=tool_name, caller=who)
         try:
-            tool = TOOLS.get(name) if isinstance(name, str) else None
+            tool = self.tools.get(name) if isinstance(name, str) else None
             if tool is None:
-                raise unknown_tool(name, TOOLS)
+                raise unknown_tool(name, self.tools)
             try:
                 given = tool.input.model_validate(decoded(arguments))
             except ValidationError as error:
@@ -159,12 +172,32 @@ class SessionTools:
         with _service_errors():
             return history(self.svc, self._view(caller), given, caller)
 
+    def session_notices(self, given: SessionNoticesInput, *, caller: str) -> SessionNoticesOutput:
+        """The caller's pending notices; with `drain`, acknowledged (R-N3)."""
+        with _service_errors():
+            return session_notices(self.svc, given, _checked(caller))
+
+    def session_watch(self, given: SessionWatchInput, *, caller: str) -> SessionWatchOutput:
+        """The caller watches a visible session (R-W2)."""
+        with _service_errors():
+            return session_watch(self.svc, self._view(caller), given, caller)
+
+    def session_unwatch(self, given: SessionUnwatchInput, *, caller: str) -> SessionUnwatchOutput:
+        """The caller stops watching a visible session (R-W6)."""
+        with _service_errors():
+            return session_unwatch(self.svc, self._view(caller), given, caller)
+
     def _view(self, caller: str) -> Visibility:
-        try:
-            check_key(caller)
-        except InvalidKeyError:
-            raise ToolError(INVALID_CALLER, "the caller must be a session key") from None
-        return Visibility.of(self.svc, self.svc.visibility, caller)
+        return Visibility.of(self.svc, self.svc.visibility, _checked(caller))
+
+
+def _checked(caller: str) -> str:
+    """The caller's key, or `invalid_caller`: the host's mistake, never the agent's."""
+    try:
+        check_key(caller)
+    except InvalidKeyError:
+        raise ToolError(INVALID_CALLER, "the caller must be a session key") from None
+    return caller
 
 
 def _refuse_constant(name: str) -> Any:

@@ -13,6 +13,7 @@ from the input models, with every `$ref` inlined.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
 from session_awareness.application.errors import InvalidArgumentError
@@ -25,10 +26,16 @@ FLAVORS: tuple[Flavor, ...] = get_args(Flavor)
 
 
 def tool_schemas(flavor: Flavor = "json-schema") -> list[dict[str, Any]]:
-    """One entry per tool, in catalog order, in the shape `flavor` names."""
+    """One entry per session tool, in catalog order, in the shape `flavor` names."""
+    return schemas_of(TOOLS, flavor)
+
+
+def schemas_of(tools: Mapping[str, Tool], flavor: Flavor) -> list[dict[str, Any]]:
+    """One entry per tool of `tools` (a host's choice from the catalog), in the shape `flavor`
+    names."""
     if flavor not in FLAVORS:
         raise InvalidArgumentError("flavor", f"must be one of {', '.join(FLAVORS)}")
-    return [_entry(tool, flavor) for tool in TOOLS.values()]
+    return [_entry(tool, flavor) for tool in tools.values()]
 
 
 def _entry(tool: Tool, flavor: Flavor) -> dict[str, Any]:

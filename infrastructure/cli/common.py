@@ -35,12 +35,14 @@ from session_awareness.application import (
 from session_awareness.application.audit import check_store_version
 from session_awareness.application.ports import system_clock
 from session_awareness.application.retention import Retention
-from session_awareness.application.service import (
-    SessionStore,
+from session_awareness.application.service import SessionStore
+from session_awareness.configuration import (
+    DATABASE_URL_ENV,
+    DEFAULT_DATABASE_URL,
     environment_for,
     redact,
+    url_in_force,
 )
-from session_awareness.configuration import DATABASE_URL_ENV, DEFAULT_DATABASE_URL, url_in_force
 
 #: The width tables get when stdout is not a terminal (pipes, files, captured output).
 PIPE_WIDTH = 200

@@ -57,14 +57,14 @@ class EventLog:
     #: How the originator id is selected.
     originator = "originator_id"
 
-    def __init__(self, live: Any) -> None:
-        self.live = live
+    def __init__(self, live: Any, recorder: Any) -> None:
+        self.live, self.recorder = live, recorder
         self.table = live.dialect.schema_prefix + q(live.events_table_name)
         self.ids: dict[Any, Any] = {}
 
     def convert(self, stored_id: Any) -> Any:
         """An originator id as the library's mapper wants it."""
-        return self.live.convert_originator_id(stored_id)
+        return self.recorder.convert_originator_id(stored_id)
 
     def rows(self, c: Any, sql: str, params: Sequence[Any]) -> list[Any]:
         c.execute(sql, params)
@@ -111,16 +111,18 @@ def _notification(
 
 
 class Audit:
-    """The `AuditStore` port's reads of the live store; a backend adds its `scratch()`."""
+    """The `AuditStore` port's reads of the live store: its read models (`live`) and its
+    application recorder (`recorder`, the library's reads of the events); a backend adds its
+    `scratch()`."""
 
     event_log = EventLog
 
-    def __init__(self, live: Any) -> None:
-        self.live = live
-        self.log = self.event_log(live)
+    def __init__(self, live: Any, recorder: Any) -> None:
+        self.live, self.recorder = live, recorder
+        self.log = self.event_log(live, recorder)
 
     def last_notification_id(self) -> int:
-        return int(self.live.max_notification_id() or 0)
+        return int(self.recorder.max_notification_id() or 0)
 
     def notifications(self, after: int, limit: int) -> Sequence[Notification]:
         with self.live.datastore.transaction(commit=False) as c:

@@ -1,6 +1,6 @@
 """Row changes written in bulk: the end state of `apply_changes` in a few `executemany`s.
 
-A rebuild's pages (`replace_read_models`, an audit's scratch) always go this way; a save
+A rebuild's pages (an audit's scratch, a test's rebuild) always go this way; a save
 goes this way when it has `BULK_INLINE` row changes or more (a drain, a wide fan-out), and
 one statement at a time otherwise.
 """

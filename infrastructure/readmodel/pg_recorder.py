@@ -91,20 +91,19 @@ def postgres_dialect(schema: str) -> PostgresDialect:
     return PostgresDialect(schema_prefix='"' + schema.replace('"', '""') + '".')
 
 
-class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApplicationRecorder):
-    """Stores events and applies the projection's row changes in the same transaction."""
+class PostgresReadModels(StackedSessionState, ReadModelStore):
+    """The read models on PostgreSQL: the shared queries and writes in the schema's dialect,
+    `changesSince` as one stacked statement, statements prepared on each connection (ADR
+    029), and the wakes a save publishes (`notice_opened`)."""
 
     notification_id_column = "notification_id"
 
-    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
-        super().__init__(datastore, events_table_name=events_table_name)
-        schema = self.datastore.schema
+    def __init__(self, datastore: PostgresDatastore, events_table_name: str) -> None:
+        super().__init__(datastore, events_table_name)
+        schema = datastore.schema
         self.dialect = postgres_dialect(schema)
         self.wake_channel = wake_channel_for(schema)
-        self.sql_create_statements.extend(SQL(ddl) for ddl in self.read_model_ddl())  # type: ignore[arg-type]
-        self.sql_create_statements.append(refuse_function_ddl(schema))  # type: ignore[arg-type]
         self._own_backends: dict[int, float] = {}
-        self._events_table = Identifier(schema, self.events_table_name)
         #: The statements each connection keeps prepared for the saves (ADR 029).
         self.prepared = PreparedStatements()
 
@@ -125,6 +124,53 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
                     rows = c.fetchall()
             return rows
 
+    def long_running(self) -> contextlib.AbstractContextManager[None]:
+        """Statements that may run for long (an audit, a rebuild) run without a deadline."""
+        return bounded(None)
+
+    def fail_if_any(self, c: Any, template: str, params: Sequence[Any], message: str) -> None:
+        """One plain statement, in whatever batch `c` sends, that calls the schema's refusal
+        function (`REFUSE`) when the query has a row: no `DO` block for the server to compile
+        on every save, inside the table lock (ADR 023, "Amended")."""
+        c.execute(
+            self.sql("SELECT {s}" + REFUSE + "(?) WHERE EXISTS (" + template + ")"),
+            [message, *params],
+        )
+
+    def notice_opened(self, c: Any, watch_id: UUID) -> None:
+        """Publish a wake for the cursor's watcher; delivered to every listener on commit."""
+        c.execute(
+            self.sql(
+                "SELECT pg_notify(?, watcher_key) FROM {s}session_watch_cursors WHERE watch_id = ?"
+            ),
+            (self.wake_channel, watch_id),
+        )
+        self._own_backends[c.connection.info.backend_pid] = time.monotonic()
+
+    def published_here(self, backend_pid: int) -> bool:
+        """Whether a wake came from this process (already delivered after its commit)."""
+        seen = self._own_backends.get(backend_pid)
+        return seen is not None and time.monotonic() - seen < OWN_BACKEND_MEMORY
+
+
+class PostgresReadModelRecorder(PostgresApplicationRecorder):
+    """Stores events and has its read models (`read_models`) apply the projection's row
+    changes in the same transaction; it overrides the library's steps of a save, of creating
+    the tables and of its reads' retries, and adds the reads the aggregate cache and the
+    audit make, and the wake listener on its schema's channel."""
+
+    #: The read models it holds (the two-round-trip save sends some writes as arrays).
+    read_models_class: type[PostgresReadModels] = PostgresReadModels
+
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
+        super().__init__(datastore, events_table_name=events_table_name)
+        schema = self.datastore.schema
+        self.read_models = self.read_models_class(datastore, self.events_table_name)
+        ddl = self.read_models.read_model_ddl()
+        self.sql_create_statements.extend(SQL(statement) for statement in ddl)  # type: ignore[arg-type]
+        self.sql_create_statements.append(refuse_function_ddl(schema))  # type: ignore[arg-type]
+        self._events_table = Identifier(schema, self.events_table_name)
+
     def create_table(self) -> None:
         """Create the schema and tables on first use; concurrent first uses take turns."""
         create_in_turn(self.datastore, super().create_table, self.sql_create_statements)
@@ -138,7 +184,7 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
     def originators_after(self, position: int, limit: int) -> list[tuple[int, UUID, int]]:
         """The notification log after `position`, without the events' state (the aggregate
         cache's look); one prepared statement on an autocommit connection."""
-        return self.fetch_tuples(
+        return self.read_models.fetch_tuples(
             "SELECT notification_id, originator_id, originator_version FROM {s}"  # noqa: S608 -- the library's table name
             + self.events_table_name
             + " WHERE notification_id > ? ORDER BY notification_id LIMIT ?",
@@ -176,7 +222,7 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
                                 raise RuntimeError("the event store returned no notification ids")
                             changes = p.project(list(zip(ids, projected_events, strict=True)))
                             held = held_before(held_sessions, ids) if held_sessions else ()
-                            self.apply_inline(curs, changes, quiet_notices, held)
+                            self.read_models.apply_inline(curs, changes, quiet_notices, held)
                         pipeline.sync()  # surface the rows' errors before COMMIT
                     except Exception as error:  # noqa: BLE001 -- re-raised below
                         failure = error
@@ -195,36 +241,8 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
             return contextlib.nullcontext()
         return bounded(base + SECONDS_PER_EVENT * events)
 
-    def long_running(self) -> contextlib.AbstractContextManager[None]:
-        """Statements that may run for long (an audit, a rebuild) run without a deadline."""
-        return bounded(None)
-
-    def fail_if_any(self, c: Any, template: str, params: Sequence[Any], message: str) -> None:
-        """One plain statement, in whatever batch `c` sends, that calls the schema's refusal
-        function (`REFUSE`) when the query has a row: no `DO` block for the server to compile
-        on every save, inside the table lock (ADR 023, "Amended")."""
-        c.execute(
-            self.sql("SELECT {s}" + REFUSE + "(?) WHERE EXISTS (" + template + ")"),
-            [message, *params],
-        )
-
     def audit_store(self) -> PostgresAudit:
-        return PostgresAudit(self)
-
-    def notice_opened(self, c: Any, watch_id: UUID) -> None:
-        """Publish a wake for the cursor's watcher; delivered to every listener on commit."""
-        c.execute(
-            self.sql(
-                "SELECT pg_notify(?, watcher_key) FROM {s}session_watch_cursors WHERE watch_id = ?"
-            ),
-            (self.wake_channel, watch_id),
-        )
-        self._own_backends[c.connection.info.backend_pid] = time.monotonic()
-
-    def published_here(self, backend_pid: int) -> bool:
-        """Whether a wake came from this process (already delivered after its commit)."""
-        seen = self._own_backends.get(backend_pid)
-        return seen is not None and time.monotonic() - seen < OWN_BACKEND_MEMORY
+        return PostgresAudit(self.read_models, self)
 
     def wake_listener(
         self, on_wake: Callable[[str], None], on_reconnect: Callable[[], None]
@@ -232,8 +250,8 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
         """A listener on this store's wake channel, on its own connection (not started)."""
         return WakeListener(
             conninfo=self.datastore.pool.conninfo,
-            channel=self.wake_channel,
+            channel=self.read_models.wake_channel,
             on_wake=on_wake,
             on_reconnect=on_reconnect,
-            skip=self.published_here,
+            skip=self.read_models.published_here,
         )

@@ -38,11 +38,34 @@ from session_awareness.infrastructure.readmodel.group_commit import (
     as_library_error,
     ends_the_batch,
 )
-from session_awareness.infrastructure.readmodel.pg_recorder import PostgresReadModelRecorder
+from session_awareness.infrastructure.readmodel.pg_recorder import (
+    PostgresReadModelRecorder,
+    PostgresReadModels,
+)
 from session_awareness.infrastructure.readmodel.writes import Row, Write
 
 
+class RoundTripsReadModels(PostgresReadModels):
+    """The read models a two-round-trip save writes: in its statements, a write for many
+    keys goes as arrays."""
+
+    def write_batches(self, c: Any, batches: dict[Write, list[Row]]) -> None:
+        """In a save's statements, a write for many keys with an array form is one
+        statement (a drain's cursors: one UPDATE instead of 1,000 for the server to plan);
+        elsewhere, one statement per row."""
+        if not isinstance(c, _Pipelined | _Statements):
+            super().write_batches(c, batches)
+            return
+        for write, rows in batches.items():
+            if write.unnest is None or len(rows) < 2:
+                c.executemany(self.sql(write.template), rows)
+            else:
+                c.execute(self.sql(write.unnest), [list(col) for col in zip(*rows, strict=True)])
+
+
 class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
+    read_models_class = RoundTripsReadModels
+
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name=events_table_name)
         #: The queue of this recorder's small saves (ADR 025).
@@ -87,7 +110,9 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         many = len(saves) > 1
         with self.datastore.get_connection() as conn:
             try:
-                bind = self.prepared.binder(conn, writes=True)  # prepares before the lock
+                bind = self.read_models.prepared.binder(
+                    conn, writes=True
+                )  # prepares before the lock
                 with conn.cursor(row_factory=tuple_row) as curs:
                     begin = self._begin()
                     committed = False
@@ -106,7 +131,9 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                         curs.execute("COMMIT")
             except BaseException as error:
                 if isinstance(error, psycopg.errors.InvalidSqlStatementName):
-                    self.prepared.forget(conn)  # someone deallocated them: prepare again
+                    self.read_models.prepared.forget(
+                        conn
+                    )  # someone deallocated them: prepare again
                 _roll_back(conn)
                 raise
 
@@ -131,7 +158,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
             changes = p.project(list(zip(ids, projected, strict=True)))
             holds = save.kwargs.get("held_sessions")
             held = held_before(holds, ids) if holds else ()
-            self.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()), held)
+            self.read_models.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()), held)
         if savepoint:
             rows.sql.append("RELEASE SAVEPOINT save")
         if last:
@@ -171,7 +198,9 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                     if projected_events:
                         changes = p.project(list(zip(ids, projected_events, strict=True)))
                         held = held_before(held_sessions, ids) if held_sessions else ()
-                        self.apply_inline(_Pipelined(curs), changes, quiet_notices, held)
+                        self.read_models.apply_inline(
+                            _Pipelined(curs), changes, quiet_notices, held
+                        )
                     curs.execute("COMMIT")
                     pipeline.sync()
             except BaseException:
@@ -192,19 +221,6 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         params = [v for e in stored_events
                   for v in (e.originator_id, e.originator_version, e.topic, e.state)]  # fmt: skip
         return bind(f"{insert}{values} RETURNING notification_id", params)
-
-    def write_batches(self, c: Any, batches: dict[Write, list[Row]]) -> None:
-        """In a save's statements, a write for many keys with an array form is one
-        statement (a drain's cursors: one UPDATE instead of 1,000 for the server to plan);
-        elsewhere, one statement per row."""
-        if not isinstance(c, _Pipelined | _Statements):
-            super().write_batches(c, batches)
-            return
-        for write, rows in batches.items():
-            if write.unnest is None or len(rows) < 2:
-                c.executemany(self.sql(write.template), rows)
-            else:
-                c.execute(self.sql(write.unnest), [list(col) for col in zip(*rows, strict=True)])
 
 
 class _Pipelined:

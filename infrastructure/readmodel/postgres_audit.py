@@ -133,7 +133,7 @@ class PostgresScratch:
         ):
             c = conn.cursor()
             if lock:
-                for statement in live.lock_table_statements:
+                for statement in self.audit.recorder.lock_table_statements:
                     c.execute(statement)
             else:
                 c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")

@@ -75,75 +75,24 @@ class SQLiteDialect(Dialect):
 SQLITE = SQLiteDialect()
 
 
-class SQLiteReadModelRecorder(JoinedSessionState, ReadModelStore, SQLiteApplicationRecorder):
-    """Stores events and applies the projection's row changes in the same transaction."""
+class SQLiteReadModels(JoinedSessionState, ReadModelStore):
+    """The read models on SQLite: the shared queries and writes, `changesSince` as one
+    joined statement, and each thread's own reading connection."""
 
     dialect = SQLITE
     notification_id_column = "rowid"
 
-    def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
+    def __init__(self, datastore: SQLiteDatastore, events_table_name: str) -> None:
         super().__init__(datastore, events_table_name)
         self._reader = threading.local()
         self._readers: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
         self._readers_lock = threading.Lock()
         self._readers_closed = False
-        self.group = GroupCommit(self._write_batch)
-
-    def construct_create_table_statements(self) -> list[str]:
-        return [*super().construct_create_table_statements(), *self.read_model_ddl()]
-
-    def insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        """Store the events and their rows in the next batch of saves (ADR 025)."""
-        return self.group.insert(stored_events, kwargs)
-
-    def _write_batch(self, saves: list[Save]) -> None:
-        """Each save inside a savepoint of its own, then one commit. A refused save is rolled
-        back to its savepoint; a store error (the database locked or gone) ends the batch,
-        which rolls back. A save alone is its transaction, without a savepoint."""
-        with self.datastore.transaction(commit=True) as c:
-            if len(saves) == 1:
-                [save] = saves
-                save.ids = self._insert_events(c, save.events, **save.kwargs)
-                return
-            for save in saves:
-                c.execute("SAVEPOINT save")
-                try:
-                    save.ids = self._insert_events(c, save.events, **save.kwargs)
-                except Exception as error:
-                    if ends_the_batch(error, sqlite3):
-                        raise
-                    c.execute("ROLLBACK TO save")
-                    save.refused(as_library_error(error, sqlite3))
-                c.execute("RELEASE save")
-
-    def _insert_events(
-        self,
-        c: SQLiteCursor,
-        stored_events: Sequence[StoredEvent],
-        *,
-        projected_events: Sequence[Any] = (),
-        quiet_notices: Collection[UUID] = (),
-        held_sessions: Collection[tuple[UUID, int]] = (),
-        **kwargs: Any,
-    ) -> Sequence[int] | None:
-        notification_ids = super()._insert_events(c, stored_events, **kwargs)
-        if projected_events:
-            if notification_ids is None:  # the SQLite recorder always returns them
-                raise RuntimeError("the event store returned no notification ids")
-            positions = list(zip(notification_ids, projected_events, strict=True))
-            held = held_before(held_sessions, notification_ids) if held_sessions else ()
-            self.apply_inline(c, p.project(positions), quiet_notices, held)
-        return notification_ids
 
     def fail_if_any(self, c: Any, template: str, params: Sequence[Any], message: str) -> None:
         c.execute(self.sql(template), params)
         if c.fetchone() is not None:
             raise IntegrityError(message)
-
-    def audit_store(self) -> SQLiteAudit:
-        return SQLiteAudit(self)
 
     def fetch_tuples(self, template: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """On a file database, each thread reads on a connection of its own, outside the
@@ -195,12 +144,79 @@ class SQLiteReadModelRecorder(JoinedSessionState, ReadModelStore, SQLiteApplicat
         for _, reader in readers:
             reader.close()
 
+
+class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
+    """Stores events and has its read models (`read_models`) apply the projection's row
+    changes in the same transaction; it overrides the library's steps of a save and of
+    creating the tables, and adds the reads the aggregate cache and the audit make."""
+
+    def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
+        #: Before the library's `__init__`, which asks for the tables to create.
+        self.read_models = SQLiteReadModels(datastore, events_table_name)
+        super().__init__(datastore, events_table_name)
+        self.group = GroupCommit(self._write_batch)
+
+    def construct_create_table_statements(self) -> list[str]:
+        return [*super().construct_create_table_statements(), *self.read_models.read_model_ddl()]
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Store the events and their rows in the next batch of saves (ADR 025)."""
+        return self.group.insert(stored_events, kwargs)
+
+    def _write_batch(self, saves: list[Save]) -> None:
+        """Each save inside a savepoint of its own, then one commit. A refused save is rolled
+        back to its savepoint; a store error (the database locked or gone) ends the batch,
+        which rolls back. A save alone is its transaction, without a savepoint."""
+        with self.datastore.transaction(commit=True) as c:
+            if len(saves) == 1:
+                [save] = saves
+                save.ids = self._insert_events(c, save.events, **save.kwargs)
+                return
+            for save in saves:
+                c.execute("SAVEPOINT save")
+                try:
+                    save.ids = self._insert_events(c, save.events, **save.kwargs)
+                except Exception as error:
+                    if ends_the_batch(error, sqlite3):
+                        raise
+                    c.execute("ROLLBACK TO save")
+                    save.refused(as_library_error(error, sqlite3))
+                c.execute("RELEASE save")
+
+    def _insert_events(
+        self,
+        c: SQLiteCursor,
+        stored_events: Sequence[StoredEvent],
+        *,
+        projected_events: Sequence[Any] = (),
+        quiet_notices: Collection[UUID] = (),
+        held_sessions: Collection[tuple[UUID, int]] = (),
+        **kwargs: Any,
+    ) -> Sequence[int] | None:
+        notification_ids = super()._insert_events(c, stored_events, **kwargs)
+        if projected_events:
+            if notification_ids is None:  # the SQLite recorder always returns them
+                raise RuntimeError("the event store returned no notification ids")
+            positions = list(zip(notification_ids, projected_events, strict=True))
+            held = held_before(held_sessions, notification_ids) if held_sessions else ()
+            self.read_models.apply_inline(c, p.project(positions), quiet_notices, held)
+        return notification_ids
+
     def originators_after(self, position: int, limit: int) -> list[tuple[int, UUID, int]]:
         """The notification log after `position`, without the events' state (the aggregate
         cache's look); one statement, no explicit transaction."""
-        rows = self.fetch_tuples(
+        rows = self.read_models.fetch_tuples(
             f"SELECT rowid, originator_id, originator_version FROM {self.events_table_name} "  # noqa: S608 -- the library's table name
             "WHERE rowid > ? ORDER BY rowid LIMIT ?",
             (position, limit),
         )
         return [(row[0], UUID(row[1]), row[2]) for row in rows]
+
+    def audit_store(self) -> SQLiteAudit:
+        return SQLiteAudit(self.read_models, self)
+
+    def close_readers(self) -> None:
+        """Close every thread's reading connection (the service is closing)."""
+        self.read_models.close_readers()

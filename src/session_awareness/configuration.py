@@ -1,21 +1,51 @@
-"""Which database the service uses: the one decision every entry point shares.
+"""Which database the service uses, and how its URL is read: the one module every entry point
+shares (the facade, the CLI, the hook relay and the installer).
 
 The URL given (an argument, a `--database-url` option) wins; else `$SESSION_AWARENESS_DATABASE_URL`;
 else the entry point's default: a SQLite file in the working directory for the library and the
 operator CLI, a file in the state directory for the agent CLIs' hooks and servers (which start in
 whatever directory the CLI runs). It sits at the package root and imports nothing else of the
 package, so a hook's fast path reads it without loading the service.
+
+A URL is read here into the eventsourcing environment (`environment_for`), and shown without
+its password (`redact`). A URL the service cannot use is a `ConfigurationError`, defined here
+(beneath every layer, with its base `SessionAwarenessError`) and given again by
+`session_awareness.application` with the other typed errors.
 """
 
 from __future__ import annotations
 
 import os
-from typing import overload
+import re
+import uuid
+from typing import cast, overload
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+
+class SessionAwarenessError(Exception):
+    """Base of every error the service raises on purpose."""
+
+
+class ConfigurationError(SessionAwarenessError, ValueError):
+    """The service cannot be opened as configured: a malformed URL or option, credentials
+    or a database the server refuses. A server that cannot be reached at open is a
+    `StoreUnavailableError` instead (retryable)."""
+
 
 #: The environment variable that names the store when no URL is given.
 DATABASE_URL_ENV = "SESSION_AWARENESS_DATABASE_URL"
 #: The library's and the operator CLI's store when neither a URL nor the variable is given.
 DEFAULT_DATABASE_URL = "sqlite:///session-awareness.db"
+
+# Named by topic, not imported: the package root imports no layer (the library resolves them).
+SQLITE_FACTORY_TOPIC = "session_awareness.infrastructure.sqlite_store:ServiceSQLiteFactory"
+SQLITE_RECORDER_TOPIC = (
+    "session_awareness.infrastructure.readmodel.sqlite_recorder:SQLiteReadModelRecorder"
+)
+POSTGRES_RECORDER_TOPIC = (
+    "session_awareness.infrastructure.readmodel.pg_round_trips:PostgresRoundTripsRecorder"
+)
+POSTGRES_FACTORY_TOPIC = "session_awareness.infrastructure.pg_store:ServicePostgresFactory"
 
 
 @overload
@@ -28,4 +58,145 @@ def url_in_force(given: str | None, *, default: str | None = DEFAULT_DATABASE_UR
     return given or os.environ.get(DATABASE_URL_ENV) or default
 
 
-__all__ = ["DATABASE_URL_ENV", "DEFAULT_DATABASE_URL", "url_in_force"]
+def environment_for(url: str) -> dict[str, str]:
+    """The eventsourcing environment for a database URL; `ConfigurationError` for a URL the
+    service cannot use."""
+    if not isinstance(url, str) or not url:
+        raise ConfigurationError("the database URL must be a non-empty string")
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme == "sqlite":
+        return sqlite_environment(url)
+    if sep and scheme in ("postgresql", "postgres"):
+        # Read with libpq's own parser, in the store's factory (infrastructure/pg_config.py).
+        return {
+            "PERSISTENCE_MODULE": POSTGRES_FACTORY_TOPIC,
+            "APPLICATION_RECORDER_TOPIC": POSTGRES_RECORDER_TOPIC,
+            "POSTGRES_URL": url,
+        }
+    raise ConfigurationError(
+        f"unsupported database URL {redact(url)!r}: expected sqlite:///… or postgresql://…"
+    )
+
+
+#: `sqlite:///path?mode=…`: how the file is opened (SQLite's own URI modes).
+SQLITE_MODES = ("ro", "rw", "rwc")
+
+
+def sqlite_environment(url: str) -> dict[str, str]:
+    """`sqlite:///relative.db`, `sqlite:////abs.db`, `sqlite:///:memory:`; `?mode=ro` opens
+    the file read-only (it must exist), `rw` read-write (it must exist), `rwc` (the default)
+    creates it when missing."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:
+        raise ConfigurationError(f"bad SQLite URL {redact(url)}: {error}") from None
+    if parts.netloc:
+        raise ConfigurationError(
+            "SQLite URLs have no host: use sqlite:///relative.db or sqlite:////abs.db, "
+            f"got {redact(url)}"
+        )
+    path = unquote(parts.path)[1:] if parts.path.startswith("/") else ""
+    if not path:
+        raise ConfigurationError(f"SQLite URL names no file: {redact(url)}")
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    mode = query.pop("mode", "rwc")
+    if query:
+        raise ConfigurationError(f"unknown SQLite URL options: {', '.join(sorted(query))}")
+    if mode not in SQLITE_MODES:
+        raise ConfigurationError(f"mode must be one of {', '.join(SQLITE_MODES)}, got {mode!r}")
+    env = {
+        "PERSISTENCE_MODULE": SQLITE_FACTORY_TOPIC,
+        "APPLICATION_RECORDER_TOPIC": SQLITE_RECORDER_TOPIC,
+    }
+    if path == ":memory:":
+        if mode != "rwc":
+            raise ConfigurationError("an in-memory SQLite database is always read-write")
+        env["SQLITE_DBNAME"] = f"file:session-awareness-{uuid.uuid4().hex}?mode=memory&cache=shared"
+    elif mode == "rwc":
+        env["SQLITE_DBNAME"] = path
+    else:
+        if not os.path.isfile(path):  # noqa: PTH113 -- a path from a URL, checked as given
+            raise ConfigurationError(f"no database at {path} (mode={mode} never creates one)")
+        env["SQLITE_DBNAME"] = f"file:{quote(os.path.abspath(path))}?mode={mode}"  # noqa: PTH100
+        if mode == "ro":
+            env["CREATE_TABLE"] = "n"  # a read-only file is used as it is
+    return env
+
+
+def store_identity(url: str) -> str | None:
+    """What names a store on this host, for its spool (R-L10), without any secret: a SQLite
+    file's real path; a PostgreSQL server's user, host, port, database and `schema`, as the
+    URL writes them (the password and the options that do not change the store aside). None
+    for an in-memory SQLite store."""
+    name = environment_for(url).get("SQLITE_DBNAME")
+    if name is not None:
+        if name.startswith("file:session-awareness-"):
+            return None  # in memory: nothing outlives the process
+        path = unquote(name[5:].partition("?")[0]) if name.startswith("file:") else name
+        return "sqlite:" + os.path.realpath(path)
+    start = url.find("://") + 3
+    at = credentials_end(url)
+    user = "" if at is None else url[start:at].partition(":")[0]
+    place, _, query = url[(start if at is None else at + 1) :].partition("?")
+    where = dict(parse_qsl(query))
+    named = "&".join(f"{key}={where[key]}" for key in _STORE_OPTIONS if key in where)
+    return f"postgresql://{user}@{place}?schema={where.get('schema', '')}" + (
+        f"&{named}" if named else ""
+    )
+
+
+#: The libpq options of a URL that say which server, database or user it reaches (the schema
+#: aside); the others (timeouts, pool sizes, the password) leave the store the same.
+_STORE_OPTIONS = ("host", "hostaddr", "port", "dbname", "user", "service")
+
+
+def credentials_end(url: str) -> int | None:
+    """Where the `@` that ends a URL's credentials is, found without parsing the URL (whose
+    password may hold unencoded reserved characters): the last `@` before the query, or,
+    when no `@` comes before the first `?` (a `?` in the password), the last `@` of all.
+    Generous on purpose: whatever could be a password is treated as one."""
+    start = url.find("://")
+    if start < 0:
+        return None
+    query = url.find("?", start)
+    at = url.rfind("@", start, query) if query >= 0 else -1
+    if at < 0:
+        at = url.rfind("@", start)
+    return at if at >= 0 else None
+
+
+def secret_of(url: str) -> str | None:
+    """The password of a URL as written (still percent-encoded): between the user's `:` and
+    the `@` that ends the credentials."""
+    at = credentials_end(url)
+    if at is None:
+        return None
+    user_info = url[url.find("://") + 3 : at]
+    colon = user_info.find(":")
+    return user_info[colon + 1 :] if colon >= 0 else None
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and logs: the credentials' password (however
+    it is written) and any `password=` query value become `***`."""
+    if secret_of(url) is not None:
+        at = cast(int, credentials_end(url))
+        start = url.find("://") + 3
+        user = url[start : url.find(":", start)]
+        url = f"{url[:start]}{user}:***@{url[at + 1 :]}"
+    return re.sub(r"(?i)(password=)[^&#\s]*", r"\1***", url)
+
+
+__all__ = [
+    "DATABASE_URL_ENV",
+    "DEFAULT_DATABASE_URL",
+    "ConfigurationError",
+    "SessionAwarenessError",
+    "credentials_end",
+    "environment_for",
+    "redact",
+    "secret_of",
+    "sqlite_environment",
+    "store_identity",
+    "url_in_force",
+]

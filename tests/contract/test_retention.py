@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from session_awareness.application import SessionAwareness
-from session_awareness.application.replay import replayed_changes
+from session_awareness.testing.read_models import replace_read_models, replayed_changes
 from tests.conftest import FakeClock, ServiceFactory, assert_rebuild_matches
 from tests.contract.helpers import CHILD, MANAGER, OTHER, sequences, spawn
 
@@ -147,9 +147,11 @@ class TestAuditTrail:
         spawn(svc)
         recorder = svc.store.recorder
         with recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
-            c.execute(recorder.sql("UPDATE {s}session_state_heads SET state_version = 7"))  # type: ignore[attr-defined]
+            c.execute(
+                recorder.read_models.sql("UPDATE {s}session_state_heads SET state_version = 7")
+            )  # type: ignore[attr-defined]
         with pytest.raises(AssertionError, match="session_state_heads"):
             assert_rebuild_matches(svc)
-        recorder.replace_read_models(replayed_changes(svc.store))  # type: ignore[attr-defined]
+        replace_read_models(recorder, replayed_changes(svc.store))
         assert_rebuild_matches(svc)
         assert svc.session_status(CHILD)["stateVersion"] == 1

@@ -33,6 +33,7 @@ from session_awareness.domain.signals import (
     one_line,
     upstream_missing_summary,
 )
+from session_awareness.testing.read_models import payload_from_dict
 
 BARE_KEYS = ["global", "main", "agent:main", "agent::main", "agent:main:", "Agent:main:main"]
 
@@ -324,21 +325,21 @@ class TestPayload:
         """R-L2: a stored payload reads back as the payload that was stored."""
         payload = Payload(outcome=RunOutcome.CANCELLED, turns=4)
 
-        assert Payload.from_dict(payload.as_dict()) == payload
+        assert payload_from_dict(payload.as_dict()) == payload
 
     def test_from_dict_of_nothing_is_an_empty_payload(self) -> None:
         """R-L2: a signal stored without a payload reads back as an empty one."""
-        assert Payload.from_dict(None) == Payload()
+        assert payload_from_dict(None) == Payload()
 
     def test_from_dict_refuses_unknown_keys(self) -> None:
         """R-L2: unknown payload keys are refused, so no message content rides along."""
         with pytest.raises(InvalidSignalError, match="unknown payload keys: message, text"):
-            Payload.from_dict({"channel": "telegram", "text": "hi", "message": "hello"})
+            payload_from_dict({"channel": "telegram", "text": "hi", "message": "hello"})
 
     def test_from_dict_refuses_an_ok_outcome(self) -> None:
         """R-L2: a stored `outcome: ok` is refused like a constructed one."""
         with pytest.raises(InvalidSignalError, match="outcome"):
-            Payload.from_dict({"outcome": "ok"})
+            payload_from_dict({"outcome": "ok"})
 
 
 class TestCheckTurns:

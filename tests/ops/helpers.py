@@ -47,7 +47,7 @@ def cursor_id(watcher: str, target: str) -> Any:
 def tamper(svc: SessionAwareness, template: str, *params: Any) -> None:
     """Change the live read models behind the service's back (`{s}` is the schema prefix;
     UUID parameters are bound the way the backend stores them)."""
-    recorder: Any = svc.store.recorder
+    recorder: Any = svc.store.recorder.read_models
     bound = [recorder.dialect.bind_id(p) if hasattr(p, "hex") and not isinstance(p, str) else p
              for p in params]  # fmt: skip
     with recorder.datastore.transaction(commit=True) as c:
@@ -56,7 +56,7 @@ def tamper(svc: SessionAwareness, template: str, *params: Any) -> None:
 
 def drop_stored_event(svc: SessionAwareness, position: int) -> None:
     """Delete one stored event from the event store (never done by the service)."""
-    recorder: Any = svc.store.recorder
+    recorder: Any = svc.store.recorder.read_models
     column = "rowid" if recorder.dialect.placeholder == "?" else "notification_id"
     table = f'{{s}}"{recorder.events_table_name}"'
     tamper(svc, f"DELETE FROM {table} WHERE {column} = ?", position)  # noqa: S608 -- test SQL

@@ -64,7 +64,7 @@ def fill(svc: SessionAwareness, events: int) -> int:
 
 def copy_events(svc: SessionAwareness, source: str) -> None:
     """Append a SQLite file's stored events to this PostgreSQL store's empty events table."""
-    recorder: Any = svc.store.recorder
+    recorder: Any = svc.store.recorder.read_models
     table = recorder.dialect.schema_prefix + f'"{recorder.events_table_name}"'
     rows = sqlite3.connect(source).execute(
         "SELECT originator_id, originator_version, topic, state FROM stored_events ORDER BY rowid"

@@ -121,7 +121,7 @@ class TestReadModelsWithoutTheActivityRows:
         svc = open_svc()
         spawn(svc)
         svc.record_human_direct_message(CHILD, channel="telegram")
-        recorder: Any = svc.store.recorder
+        recorder: Any = svc.store.recorder.read_models
         with recorder.datastore.transaction(commit=True) as c:
             c.execute(recorder.sql("DELETE FROM {s}session_activity"))
         assert svc.read_model.read_models_outdated()
@@ -328,7 +328,7 @@ class TestTheStoreVersionMark:
         spawn(svc)
         svc.record_human_direct_message(CHILD, channel="telegram")
         svc.drain_notices(MANAGER)
-        recorder: Any = svc.store.recorder
+        recorder: Any = svc.store.recorder.read_models
         with recorder.datastore.transaction(commit=True) as c:
             c.execute(recorder.sql("UPDATE {s}session_awareness_marks SET value = 99"))
         svc.close()

@@ -210,7 +210,7 @@ class TestIdempotencyFromTheKeyIndex:
         svc = open_svc()
         spawn(svc)
         turns(svc, RECENT_KEYS + 10, key=lambda turn: f"turn-{turn}")
-        recorder: Any = svc.store.recorder
+        recorder: Any = svc.store.recorder.read_models
         with recorder.datastore.transaction(commit=True) as c:
             c.execute(recorder.sql("DELETE FROM {s}session_dedupe_keys"))
         assert svc.read_model.read_models_outdated()
@@ -224,7 +224,7 @@ class TestIdempotencyFromTheKeyIndex:
             CHILD, channel="telegram", idempotency_key="turn-0"
         ) is None  # fmt: skip
 
-        recorder = again.store.recorder
+        recorder = again.store.recorder.read_models
         with recorder.datastore.transaction(commit=True) as c:
             c.execute(
                 recorder.sql("DELETE FROM {s}session_dedupe_keys WHERE dedupe_key = ?"),

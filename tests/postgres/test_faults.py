@@ -202,7 +202,7 @@ class TestHungServer:
         with spawned(own_cluster, "hungread") as svc:
             for _ in range(6):  # prepared on each of the pool's connections after a use there
                 svc.session_status(CHILD, changes_since=0)
-            by_name = svc.store.recorder.prepared.texts()  # type: ignore[attr-defined]
+            by_name = svc.store.recorder.read_models.prepared.texts()  # type: ignore[attr-defined]
             assert any("session_state_events" in query for query in by_name)
             read, took = timed_frozen(
                 own_cluster, lambda: svc.session_status(CHILD, changes_since=0)

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from session_awareness import configuration
 from session_awareness.application import open_service
-from session_awareness.application import service as service_module
 from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE
 from session_awareness.testing.pgcluster import PostgresCluster
+from session_awareness.testing.read_models import read_model_rows
 from tests.conftest import FakeClock, RecordingWaker
 
 LIBRARY_STEPS = "session_awareness.infrastructure.readmodel.pg_recorder:PostgresReadModelRecorder"
@@ -42,7 +43,7 @@ def scenario(url: str) -> dict[str, Any]:
             "drained": drained,
             "pending": {watcher: svc.pending_notices(watcher) for watcher in WATCHERS},
             "woken": sorted(waker.woken),
-            "rows": svc.store.recorder.read_model_rows(),  # type: ignore[attr-defined]
+            "rows": read_model_rows(svc.store.recorder),
             "clean": svc.audit().clean,
         }
 
@@ -53,7 +54,7 @@ def test_the_library_write_steps_leave_the_same_store_as_the_two_round_trips(
     """R-N2, R-N5, R-R2: the same notices, wakes and rows, and a clean audit, with the
     two-round-trip save and without it."""
     fast = scenario(f"{postgres.url}?schema=f_{uuid.uuid4().hex[:12]}")
-    monkeypatch.setattr(service_module, "POSTGRES_RECORDER_TOPIC", LIBRARY_STEPS)
+    monkeypatch.setattr(configuration, "POSTGRES_RECORDER_TOPIC", LIBRARY_STEPS)
     library = scenario(f"{postgres.url}?schema=l_{uuid.uuid4().hex[:12]}")
     assert (fast.pop("recorder"), library.pop("recorder")) == (
         "PostgresRoundTripsRecorder",

@@ -71,7 +71,7 @@ def test_the_library_s_reads_that_roll_back_leave_them_prepared(svc: SessionAwar
     _record(svc, 3)
     before = _prepared(svc)
     assert before
-    recorder = svc.store.recorder
+    recorder = svc.store.recorder.read_models
     _ref, session = svc.store.resolve_id(CHILD)
     query = "SELECT session_id FROM {s}session_registry WHERE session_id = ?"
     for _ in range(6):  # more than psycopg's default threshold for preparing a statement

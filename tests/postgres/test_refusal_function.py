@@ -31,7 +31,7 @@ def _fail_if_any(url: str, query: str) -> None:
     """Run the service's refusal check of `query` in a transaction of its own."""
     svc = open_service(url)
     try:
-        recorder = svc.store.recorder
+        recorder = svc.store.recorder.read_models
         with recorder.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as c:
             recorder.fail_if_any(c, query, [], "refused for the test's sake; read again")
     finally:

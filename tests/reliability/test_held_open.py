@@ -31,7 +31,7 @@ class HeldAppend:
     and read-model rows are written, until released to commit or to roll back."""
 
     def __init__(self, svc: SessionAwareness, backend: str) -> None:
-        self.recorder: Any = svc.store.recorder
+        self.recorder: Any = svc.store.recorder.read_models
         self.backend = backend
         self.original = self.recorder.apply_changes
         self.held, self.released = threading.Event(), threading.Event()

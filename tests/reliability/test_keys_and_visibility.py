@@ -16,6 +16,7 @@ from session_awareness.application import (
     SessionAwarenessError,
     UnknownSessionError,
 )
+from session_awareness.testing.read_models import read_model_rows
 from tests.conftest import FakeClock, ServiceFactory
 from tests.tools.helpers import HELPER, MAIN, OPS, PEER, WORKER, build_world
 
@@ -37,7 +38,7 @@ SETTINGS = settings(
 
 
 def rows(svc: SessionAwareness) -> dict[str, list[tuple[Any, ...]]]:
-    return svc.store.recorder.read_model_rows()  # type: ignore[attr-defined,no-any-return]
+    return read_model_rows(svc.store.recorder)
 
 
 def refused(call: Callable[[], Any]) -> bool:

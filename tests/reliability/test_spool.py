@@ -17,8 +17,8 @@ from structlog.testing import capture_logs
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.backlog import SpoolError
-from session_awareness.application.service import store_identity
 from session_awareness.application.spool import default_spool_dir, spool_name
+from session_awareness.configuration import store_identity
 from tests.contract.helpers import CHILD, spawn
 from tests.reliability.helpers import all_events, assert_audit_clean, wait_until
 
@@ -29,7 +29,7 @@ GOALS = ("goal created", "goal updated", "goal cleared")
 def unreachable(svc: SessionAwareness) -> Iterator[None]:
     """The store answers every save of this service with a connection error, as a server
     that went away would; its other services (another process's) are not affected."""
-    recorder: Any = svc.store.recorder
+    recorder: Any = svc.store.recorder.read_models
     apply_changes = recorder.apply_changes
 
     def failing(*args: Any, **kwargs: Any) -> None:

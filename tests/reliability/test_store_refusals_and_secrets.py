@@ -43,7 +43,7 @@ class TestRefusedWrites:
         writing the rows leaves the event store and the read models as they were. The
         signal is kept (R-L8) and recorded once the fault is gone, before later ones."""
         spawn(own)
-        recorder: Any = own.store.recorder
+        recorder: Any = own.store.recorder.read_models
         apply_changes = recorder.apply_changes
 
         def fail_after_the_first_row(c: Any, changes: Any) -> None:
@@ -72,7 +72,7 @@ class TestRefusedWrites:
         """R-L8: `kept_signals` is the backlog's count, as `health()` reports it, until the
         kept signals land."""
         spawn(own)
-        recorder: Any = own.store.recorder
+        recorder: Any = own.store.recorder.read_models
         apply_changes = recorder.apply_changes
 
         def failing(c: Any, changes: Any) -> None:
@@ -96,7 +96,7 @@ class TestRefusedWrites:
         for number, child in enumerate(children):
             own.record_child_spawned(child, parent=MANAGER, run_id=f"run-{number}")
             own.record_human_direct_message(child, channel="chat")
-        recorder: Any = own.store.recorder
+        recorder: Any = own.store.recorder.read_models
         in_bulk = recorder.apply_changes_in_bulk
 
         def fail_after_writing(c: Any, changes: Any) -> None:

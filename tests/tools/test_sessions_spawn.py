@@ -10,6 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from session_awareness.application import SessionAwareness
+from session_awareness.testing.read_models import read_model_rows
 from tests.conftest import FakeClock
 from tests.contract.helpers import cursor
 from tests.tools.conftest import RecordingSpawner, WorldFactory
@@ -152,10 +153,10 @@ class TestRefusedSpawns:
         self, world: SessionAwareness, spawner: RecordingSpawner, answer: Any
     ) -> None:
         """R-T1: the host's answer is checked like any input; nothing is recorded."""
-        before = world.store.recorder.read_model_rows()  # type: ignore[attr-defined]
+        before = read_model_rows(world.store.recorder)
         spawner.answer = answer
         assert spawn(world) == FAILED
-        assert world.store.recorder.read_model_rows() == before  # type: ignore[attr-defined]
+        assert read_model_rows(world.store.recorder) == before
 
     def test_a_child_that_is_the_callers_ancestor_is_refused(
         self, world: SessionAwareness, spawner: RecordingSpawner
