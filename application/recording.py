@@ -255,7 +255,7 @@ class Intake:
         seeded = notices.seed_spawn(session, parent, uow.watch(parent, ref), sequence, at=now)
         if seeded is not None:
             uow.add(seeded)
-        self._recorded(ref, request, sequence)
+        self._recorded(uow, ref, request, sequence)
         return sequence
 
     def _check_parent(self, uow: UnitOfWork, ref: SessionRef, parent: str) -> None:
@@ -283,12 +283,15 @@ class Intake:
             if self.strict:
                 raise ServiceClosedError
             return None
+        started = self.store.metrics.timer()
         try:
             item = build(self.store.clock())
         except ValueError as error:
             self._mistake(key, kind, error)
             return None
-        return self._deliver(item)
+        sequence = self._deliver(item)
+        self.store.metrics.record_took(self.store.metrics.timer() - started)
+        return sequence
 
     def _mistake(self, key: str, kind: str, error: Exception) -> None:
         """The caller's mistake, refused: a WARNING naming the key or the field; on a strict
@@ -522,7 +525,7 @@ class Intake:
         sequence = self._append(session, request, now)
         if request.kind.notifies:
             self._fan_out(uow, session, sequence, request.actor_id, now)
-        self._recorded(ref, request, sequence)
+        self._recorded(uow, ref, request, sequence)
         return sequence
 
     def _append(
@@ -568,6 +571,7 @@ class Intake:
     ) -> None:
         log.info("notice_opened", watcher=watcher, target=target, sequence=sequence,
                  ambient=quiet)  # fmt: skip
+        self.store.metrics.notices_opened()
         if not quiet:
             self.store.wake([watcher])
 
@@ -604,7 +608,10 @@ class Intake:
         log.info("signal_skipped", session_key=ref.key, kind=request.kind.value, reason=reason)
         return None
 
-    def _recorded(self, ref: SessionRef, request: SignalRequest, sequence: int) -> None:
+    def _recorded(
+        self, uow: UnitOfWork, ref: SessionRef, request: SignalRequest, sequence: int
+    ) -> None:
+        uow.after_commit(partial(self.store.metrics.signal_recorded, request.kind.value))
         log.info(
             "signal_recorded",
             session_key=ref.key,

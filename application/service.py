@@ -36,6 +36,7 @@ from session_awareness.application.ports import (
     Waker,
     system_clock,
 )
+from session_awareness.application.process_metrics import Metrics, watch_gauges
 from session_awareness.application.queries import Queries
 from session_awareness.application.recording import CLOSE_MARGIN, Intake
 from session_awareness.application.retention import Maintenance, Retention
@@ -144,6 +145,7 @@ class SessionAwareness:
             ambient_groups=ambient_groups,
             strict=strict,
         )
+        watch_gauges(store.metrics, self._intake.backlog, store.read_model)
         self._upstream = Upstream(store, self._intake)
         self._transcripts = Transcripts(store, transcript_sources)
         self._audit = Audit(store)
@@ -165,6 +167,12 @@ class SessionAwareness:
     def clock(self) -> Clock:
         """The service clock (aware UTC datetimes)."""
         return self.store.clock
+
+    @property
+    def metrics(self) -> Metrics:
+        """This process's counters, record latencies and gauges (R-O2): `metrics.figures()`;
+        Prometheus's form is `ServiceCollector(svc)` (docs/console.md)."""
+        return self.store.metrics
 
     @property
     def read_model(self) -> ReadModel:

@@ -22,6 +22,7 @@ from session_awareness.application.errors import (
     UnknownSessionError,
 )
 from session_awareness.application.ports import AuditStore, Clock, ReadModel, Waker
+from session_awareness.application.process_metrics import Metrics
 from session_awareness.application.snapshotting import SNAPSHOTTING_INTERVALS, take_due_snapshots
 from session_awareness.application.unit_of_work import (
     FAST_FAILURE,
@@ -92,9 +93,14 @@ class GuardedReadModel:
     query raises `StoreUnavailableError` at once. Each query of the `ReadModel` port is
     wrapped once, here (ADR 021)."""
 
-    def __init__(self, inner: object, is_closed: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self,
+        inner: object,
+        is_closed: Callable[[], bool] = lambda: False,
+        failed: Callable[[BaseException], None] = lambda _: None,
+    ) -> None:
         for name in READ_MODEL_QUERIES:
-            setattr(self, name, _guarded(name, getattr(inner, name), is_closed))
+            setattr(self, name, _guarded(name, getattr(inner, name), is_closed, failed))
 
 
 #: The queries of the `ReadModel` port, which `GuardedReadModel` wraps.
@@ -104,7 +110,10 @@ READ_MODEL_QUERIES = tuple(
 
 
 def _guarded(
-    name: str, method: Callable[..., Any], is_closed: Callable[[], bool]
+    name: str,
+    method: Callable[..., Any],
+    is_closed: Callable[[], bool],
+    failed: Callable[[BaseException], None],
 ) -> Callable[..., Any]:
     def guarded(*args: Any, **kwargs: Any) -> Any:
         if is_closed():
@@ -113,7 +122,11 @@ def _guarded(
         try:
             return method(*args, **kwargs)
         except STORE_ERRORS as error:
-            return read_again(name, started, error, method, *args, **kwargs)
+            try:
+                return read_again(name, started, error, method, *args, **kwargs)
+            except StoreUnavailableError as unavailable:
+                failed(unavailable)  # counted where it happens (R-O2)
+                raise
 
     return guarded
 
@@ -142,9 +155,14 @@ class SessionStore(Application[UUID]):
         super().__init__(env)
         self.clock = clock
         self.waker = waker
+        #: This process's counters (R-O2): the collaborators count where things happen.
+        self.metrics = Metrics()
         # The recorder holds the read models (infrastructure/readmodel/recorder.py).
         read_models = cast(Any, self.recorder).read_models
-        self.read_model = cast(ReadModel, GuardedReadModel(read_models, lambda: self.closed))
+        self.read_model = cast(
+            ReadModel,
+            GuardedReadModel(read_models, lambda: self.closed, self.metrics.store_failed),
+        )
         self.aggregates = AggregateCache(cast(NotificationLog, self.recorder), CACHED_AGGREGATES)
         self._resolved: dict[tuple[str, str | None], tuple[SessionRef, UUID]] = {}
         #: Set when the store closes: background work (the backlog's flusher) stops waiting.
@@ -204,7 +222,11 @@ class SessionStore(Application[UUID]):
         it again) and the failure was slow: a server that did not answer in time would not
         answer the read-back either."""
         with ExitStack() as turn:
-            return self._run(attempt, kept, turn)
+            try:
+                return self._run(attempt, kept, turn)
+            except StoreUnavailableError as error:
+                self.metrics.store_failed(error)
+                raise
 
     def _run(self, attempt: Callable[[UnitOfWork], R], kept: bool, turn: ExitStack) -> R:
         reconnected = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import cast
 
 from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
@@ -148,6 +149,8 @@ class Watching:
                 uow.add(cast(Drains, drains))
                 reopened = sum(acknowledged.reopened for acknowledged in drained)
                 log.info("notice_drained", watcher=watcher, drained=len(texts), reopened=reopened)
+                counted = partial(self.store.metrics.notices_drained, len(texts), reopened)
+                uow.after_commit(counted)
             if loud:  # a reopened notice wakes its watcher, once, after commit (R-N5)
                 uow.after_commit(lambda: self.store.wake([watcher]))
             return texts

@@ -13,16 +13,15 @@ does it. Everything it exports is therefore read from the store when Prometheus 
   `session_awareness_cursors`, `session_awareness_watchers_pending`,
   `session_awareness_retention_removable_rows` (what a prune would remove now) and
   `session_awareness_event_store_head` (the newest notification id);
-- this process's own: `session_awareness_store_up` (the last scrape could read the store),
-  `session_awareness_store_errors_total` (the console's store reads that failed) and
-  `session_awareness_kept_signals` (signals this process keeps for an unreachable store;
-  the console records none, so it stays 0 here: a producing host's figure is its own).
+- this process's own, under the names a recording host serves them by
+  (`host_metrics.ServiceCollector`, R-O2): `session_awareness_store_errors_total` (the
+  console's store reads that failed, pages and scrapes), `session_awareness_kept_signals`
+  and `session_awareness_record_seconds` (the console records nothing: 0 and empty); and
+  `session_awareness_store_up` (the last scrape could read the store).
 
-A record-latency histogram needs the process that records: it is not among them.
-
-A host that serves its own `/metrics` exports the same figures by registering the collector
-in its registry: `registry.register(StoreCollector(svc))` (the console extra's
-prometheus-client; `svc` any service on the store, the host's own included).
+The store's figures suit a console beside many hosts. A host exports its own counters with
+`ServiceCollector`; one that would rather export the store's registers
+`StoreCollector(svc)` instead (not both: the names are the same).
 """
 
 from __future__ import annotations
@@ -32,13 +31,18 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from session_awareness.application import SessionAwareness
 from session_awareness.domain.drains import Drains, acknowledgements
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Watch
+from session_awareness.infrastructure.console.host_metrics import (
+    counter,
+    record_seconds,
+    signals_recorded,
+)
 from session_awareness.infrastructure.console.views import EVERY, store_head
 from session_awareness.logs import get_logger
 
@@ -110,49 +114,41 @@ class StoreCollector(Collector):
     def __init__(self, svc: SessionAwareness) -> None:
         self.svc = svc
         self.tally = EventTally()
-        self.errors = 0
 
     def collect(self) -> Iterator[Metric]:
         try:
             yield from self._from_store()
             up = 1
         except Exception as error:  # noqa: BLE001 -- a scrape reports the store down, never a 500
-            self.errors += 1
+            self.svc.metrics.store_failed(error)
             log.warning("console_metrics_store_error", error=str(error))
             up = 0
         yield _gauge("session_awareness_store_up", "Whether the last scrape read the store.", up)
-        errors = CounterMetricFamily(
-            "session_awareness_store_errors", "Store reads of this console that failed."
-        )
-        errors.add_metric([], self.errors)
-        yield errors
+        own = self.svc.metrics.figures(gauges=False)  # this process's, counted as they happen
+        yield counter("store_errors", "Store reads of this console that failed.",
+                      own.store_errors)  # fmt: skip
         yield _gauge(
             "session_awareness_kept_signals",
             "Signals this process keeps for an unreachable store (R-L8).",
             self.svc.kept_signals,
         )
+        yield record_seconds(own.record_seconds, "Producer calls of this process (the "
+                             "console records nothing: always empty).")  # fmt: skip
 
     def _from_store(self) -> Iterable[Metric]:
         svc = self.svc
         self.tally.update(svc)
         cursors = svc.read_model.cursors_updated_before(EVERY)
         metrics: list[Metric] = []
-        signals = CounterMetricFamily(
-            "session_awareness_signals_recorded",
-            "Signals recorded, by kind (from the event store).",
-            labels=["kind"],
-        )
-        for kind in sorted(set(self.tally._kinds.values())):
-            signals.add_metric([kind], self.tally.signals[kind])
-        metrics.append(signals)
+        metrics.append(signals_recorded(
+            self.tally.signals, "Signals recorded, by kind (from the event store)."
+        ))  # fmt: skip
         for name, text, value in (
             ("notices_opened", "Notices opened (from the event store).", self.tally.opened),
             ("notices_drained", "Cursor acknowledgements (from the event store).",
              self.tally.drained),
         ):  # fmt: skip
-            counter = CounterMetricFamily(f"session_awareness_{name}", text)
-            counter.add_metric([], value)
-            metrics.append(counter)
+            metrics.append(counter(name, text, value))
         preview = svc.prune_preview()
         metrics += [
             _gauge("session_awareness_pending_notices", "Cursors with a pending notice.",

@@ -26,7 +26,7 @@ class Table:
     name: str
     columns: tuple[Column, ...]
     key: tuple[str, ...]
-    #: (index name, column): secondary indexes, each on one column.
+    #: (index name, its columns as the DDL writes them): secondary indexes.
     indexes: tuple[tuple[str, str], ...] = ()
     #: Stored in its key's order (`{keyed}`) though the key is one column: a table read by
     #: its key on every `changesSince` or drain, where SQLite's rowid table costs a second
@@ -101,7 +101,12 @@ REGISTRY = Table(
         _int("opened_at", NOT_NULL), _int("updated_at", NOT_NULL), _int("deleted", ZERO),
     ),
     key=("session_id",),
-    indexes=(("session_registry_key", "session_key"), ("session_registry_parent", "parent_key")),
+    indexes=(
+        ("session_registry_key", "session_key"), ("session_registry_parent", "parent_key"),
+        # The overview's and `sessions_list`'s order, read in index order (ADR 040): a
+        # store an earlier version wrote gets it on its next open, as every index does.
+        ("session_registry_updated", "updated_at DESC, session_key"),
+    ),
     clustered=True,
 )  # fmt: skip
 HEADS = Table(
