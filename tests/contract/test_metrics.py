@@ -85,9 +85,9 @@ class TestStoreErrors:
         fails counts one, not one for the read and one for the command."""
         spawn(svc)
         svc.record_human_direct_message(CHILD, channel="slack")
-        recorder = svc.store.recorder
+        read_models = svc.store.recorder.read_models  # type: ignore[attr-defined]
         for name in ("fetch", "fetch_tuples"):
-            monkeypatch.setattr(recorder, name, unreachable)
+            monkeypatch.setattr(read_models, name, unreachable)
         with pytest.raises(StoreUnavailableError):
             svc.pending_notices(MANAGER)
         assert svc.metrics.figures(gauges=False).store_errors == 1

@@ -23,13 +23,14 @@ EARLIER_STORE = Path(__file__).parent / "fixtures" / "store-before-drains.db"
 
 def has_index(svc: SessionAwareness) -> bool:
     recorder: Any = svc.store.recorder
-    if recorder.dialect.placeholder == "?":  # SQLite
+    models = recorder.read_models
+    if models.dialect.placeholder == "?":  # SQLite
         template = "SELECT count(*) AS n FROM sqlite_master WHERE type = 'index' AND name = ?"
         name = INDEX
     else:
-        template, name = "SELECT count(to_regclass(?)) AS n", recorder.sql("{s}" + INDEX)
+        template, name = "SELECT count(to_regclass(?)) AS n", models.sql("{s}" + INDEX)
     with recorder.datastore.transaction(commit=False) as c:
-        c.execute(recorder.sql(template), (name,))
+        c.execute(models.sql(template), (name,))
         row = c.fetchone()
         return bool(row["n"] if isinstance(row, dict) else row[0])
 
