@@ -15,7 +15,8 @@ exit (or, for the MCP server, to its answer to `initialize`).
 
 Every process runs with the bytecode cache an install leaves (written once, in a scratch
 folder, by a warm-up run): `PYTHONDONTWRITEBYTECODE` is dropped for the children. Prints the
-median, the fastest and the slowest run of each row.
+median, the fastest and the slowest run of each row, and the median CPU time (user + system)
+of the process, which a shared machine's load moves far less than the wall time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -59,19 +61,33 @@ def events(cli: str) -> dict[str, dict[str, str]]:
     }
 
 
-def rounds(runs: int, once: Callable[[], float]) -> list[float]:
-    """`runs` timings in ms, after the warm-up (which writes the bytecode cache)."""
+def rounds(runs: int, once: Callable[[], float]) -> tuple[list[float], float | None]:
+    """`runs` timings in ms, after the warm-up (which writes the bytecode cache), and the
+    median CPU time of the processes they ran (None where the process outlives the timing)."""
     for _ in range(WARM_UP):
         once()
-    return sorted(once() for _ in range(runs))
+    CPU.clear()
+    times = sorted(once() for _ in range(runs))
+    cpu = [t for ts in CPU.values() for t in ts]
+    return times, statistics.median(cpu) if len(cpu) == runs else None
+
+
+#: The CPU time (user + system, ms) of each process `timed_process` ran, by its argv: on a
+#: shared machine the wall time grows with the load, the process's own CPU time far less.
+CPU: dict[tuple[str, ...], list[float]] = {}
 
 
 def timed_process(argv: list[str], env: dict[str, str], stdin: str = "") -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(  # noqa: S603 -- a fixed argument list
         argv, input=stdin, text=True, capture_output=True, env=env, timeout=60, check=True
     )
-    return (time.perf_counter() - started) * 1000
+    elapsed = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    CPU.setdefault(tuple(argv), []).append(cpu)
+    return elapsed
 
 
 def hook(cli: str, event: dict[str, str], url: str, env: dict[str, str]) -> Callable[[], float]:
@@ -124,7 +140,7 @@ def seed(url: str) -> str:
 
 def hook_rows(
     cli: str, scratch: Path, env: dict[str, str], runs: int
-) -> list[tuple[str, str, list[float]]]:
+) -> list[tuple[str, str, tuple[list[float], float | None]]]:
     url = f"sqlite:///{scratch}/hooks.db"
     state = Path(env["SESSION_AWARENESS_STATE_DIR"])
     rows = [
@@ -157,7 +173,7 @@ def hook_rows(
 
 def start_up_rows(
     cli: str, scratch: Path, env: dict[str, str], runs: int
-) -> list[tuple[str, str, list[float]]]:
+) -> list[tuple[str, str, tuple[list[float], float | None]]]:
     url = f"sqlite:///{scratch}/small.db"
     key = seed(url)
     shell = [
@@ -200,12 +216,12 @@ def main() -> None:
         env.pop("SESSION_AWARENESS_DATABASE_URL", None)
         rows = start_up_rows(cli, scratch, env, runs) + hook_rows(cli, scratch, env, runs)
     print(f"runs per row: {runs} (after {WARM_UP} warm-up); cli: {cli}")
-    print("| process | what | median ms | fastest ms | slowest ms |")
-    print("|---|---|---:|---:|---:|")
-    for process, what, times in rows:
+    print("| process | what | median ms | fastest ms | slowest ms | median CPU ms |")
+    print("|---|---|---:|---:|---:|---:|")
+    for process, what, (times, cpu) in rows:
         print(
             f"| {process} | {what} | {statistics.median(times):.0f} | {times[0]:.0f} "
-            f"| {times[-1]:.0f} |"
+            f"| {times[-1]:.0f} | {'–' if cpu is None else f'{cpu:.0f}'} |"
         )
 
 
