@@ -35,7 +35,7 @@ from session_awareness.infrastructure.claude_state import ClaudeState, state_roo
 #: `typing.TYPE_CHECKING` without importing `typing`; mypy treats the name as true. A hook run
 #: is a process start, and a prompt relayed to the MCP server imports no more than this
 #: module, `claude_state` and `claude_relay` (the standard library's `json`, `os`, `re`,
-#: `socket`, `hashlib`): no `dataclasses`, `typing`, `pathlib`, `logging` or `argparse`, no
+#: `socket`, `zlib`): no `dataclasses`, `typing`, `pathlib`, `logging` or `argparse`, no
 #: third-party package. Recording in-process imports the service when it needs it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from session_awareness import __version__
+import session_awareness
 from session_awareness.application import open_service
 from session_awareness.application.service import VISIBILITIES
 from session_awareness.domain.keys import InvalidKeyError, check_key
@@ -112,7 +112,7 @@ def mcp(  # noqa: PLR0917 -- click passes every option as an argument
 ) -> int:
     """Serve the session tools over MCP on stdin/stdout, for one caller."""
     # `initialize` is answered while the SDK is imported and the store opened (R-M4).
-    with EarlyAnswer(__version__) as early:
+    with EarlyAnswer(session_awareness.__version__) as early:
         return _serve_mcp(early, caller, agent, visibility, poll_seconds, database_url, verbose)
 
 
