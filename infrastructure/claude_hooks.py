@@ -26,19 +26,29 @@ stdout. The prompt's text is never read beyond its presence.
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import os
 import time
-import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from session_awareness.infrastructure.claude_state import ClaudeState, state_dir, valid_id
+from session_awareness.infrastructure.claude_state import ClaudeState, state_root, valid_id
 
+#: `typing.TYPE_CHECKING` without importing `typing`; mypy treats the name as true. A hook run
+#: is a process start, and a prompt relayed to the MCP server imports no more than this
+#: module, `claude_state` and `claude_relay` (the standard library's `json`, `os`, `re`,
+#: `socket`, `zlib`): no `dataclasses`, `typing`, `pathlib`, `logging` or `argparse`, no
+#: third-party package. Recording in-process imports the service when it needs it.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import IO, Any, Protocol
+
     from session_awareness.application import SessionAwareness
+
+    class Lines(Protocol):
+        """Where a hook run's one-line reasons go: stderr, or a `HookLog`."""
+
+        def write(self, text: str, /) -> int: ...
+
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SubagentStart", "SubagentStop")
 SOURCES = ("startup", "resume", "clear", "compact")
@@ -49,19 +59,87 @@ HOOK_LOG = "hook.log"
 HOOK_LOG_LIMIT = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class AgentCli:
-    """What differs between the agent CLIs a hook serves; the rest is one code path."""
+class Record:
+    """A record of named fields, immutable once built, compared and shown by them: what
+    `@dataclass(frozen=True, slots=True)` generates, written out, because importing
+    `dataclasses` (and `inspect` with it) is a tenth of a relayed hook run."""
 
-    name: str  #: the `hook`/`install` argument, the human turn's channel, the transcript source
-    segment: str  #: the CLI's part of a session key: `agent:<agent>:<segment>:<session_id>`
+    __slots__: tuple[str, ...] = ()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _set(self, **fields: object) -> None:
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, n) for n in self.__slots__))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"{type(self).__name__}({shown})"
+
+
+class AgentCli(Record):
+    """What differs between the agent CLIs a hook serves; the rest is one code path.
+
+    - `name`: the `hook`/`install` argument, the human turn's channel, the transcript source;
+    - `segment`: the CLI's part of a session key: `agent:<agent>:<segment>:<session_id>`;
+    - `events`: the CLI's hook event -> the signal event it maps to;
+    - `sources`: the `SessionStart` sources it sends;
+    - `prompt_event`: the event whose output carries the notices (`hookEventName`);
+    - `stderr_shown`: whether the CLI shows a hook's stderr to the user;
+    - `compaction_triggers`: the compaction event's `trigger`s that mean a compaction
+      happens (None: every one).
+    """
+
+    __slots__ = (  # noqa: RUF023 -- in the order the fields are declared
+        "name",
+        "segment",
+        "default_agent",
+        "events",
+        "sources",
+        "prompt_event",
+        "stderr_shown",
+        "compaction_triggers",
+    )
+    name: str
+    segment: str
     default_agent: str
-    events: Mapping[str, str]  #: the CLI's hook event -> the signal event it maps to
-    sources: tuple[str, ...]  #: the `SessionStart` sources it sends
-    prompt_event: str  #: the event whose output carries the notices (`hookEventName`)
-    stderr_shown: bool  #: whether the CLI shows a hook's stderr to the user
-    #: The compaction event's `trigger`s that mean a compaction happens (None: every one).
-    compaction_triggers: tuple[str, ...] | None = None
+    events: Mapping[str, str]
+    sources: tuple[str, ...]
+    prompt_event: str
+    stderr_shown: bool
+    compaction_triggers: tuple[str, ...] | None
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        segment: str,
+        default_agent: str,
+        events: Mapping[str, str],
+        sources: tuple[str, ...],
+        prompt_event: str,
+        stderr_shown: bool,
+        compaction_triggers: tuple[str, ...] | None = None,
+    ) -> None:
+        self._set(
+            name=name,
+            segment=segment,
+            default_agent=default_agent,
+            events=events,
+            sources=sources,
+            prompt_event=prompt_event,
+            stderr_shown=stderr_shown,
+            compaction_triggers=compaction_triggers,
+        )
 
 
 CLAUDE_CODE = AgentCli(
@@ -92,12 +170,6 @@ GEMINI_CLI = AgentCli(
 CLIS = {cli.name: cli for cli in (CLAUDE_CODE, GEMINI_CLI)}
 
 
-class Lines(Protocol):
-    """Where a hook run's one-line reasons go: stderr, or a `HookLog`."""
-
-    def write(self, text: str, /) -> int: ...
-
-
 class HookInputError(ValueError):
     """The input is not a hook event this command maps."""
 
@@ -114,21 +186,67 @@ def subagent_key(parent_key: str, agent_id: str) -> str:
     return f"{parent_key}:subagent:{agent_id}"
 
 
-@dataclass(frozen=True, slots=True)
-class Signal:
-    """What one hook event asks to record: its mapped fields, never message content."""
+class Signal(Record):
+    """What one hook event asks to record: its mapped fields, never message content. `cli`
+    is the CLI's name; None (as in signals kept before): Claude Code."""
 
+    __slots__ = (  # noqa: RUF023 -- in the order the fields are declared
+        "event",
+        "session_id",
+        "at",
+        "source",
+        "agent_id",
+        "agent_type",
+        "operation",
+        "previous",
+        "idempotency_key",
+        "transcript_path",
+        "cli",
+    )
     event: str
     session_id: str
     at: int
-    source: str | None = None
-    agent_id: str | None = None
-    agent_type: str | None = None
-    operation: str | None = None
-    previous: str | None = None
-    idempotency_key: str | None = None
-    transcript_path: str | None = None
-    cli: str | None = None  #: the CLI's name; None (as in signals kept before): Claude Code
+    source: str | None
+    agent_id: str | None
+    agent_type: str | None
+    operation: str | None
+    previous: str | None
+    idempotency_key: str | None
+    transcript_path: str | None
+    cli: str | None
+
+    def __init__(
+        self,
+        event: str,
+        session_id: str,
+        at: int,
+        *,
+        source: str | None = None,
+        agent_id: str | None = None,
+        agent_type: str | None = None,
+        operation: str | None = None,
+        previous: str | None = None,
+        idempotency_key: str | None = None,
+        transcript_path: str | None = None,
+        cli: str | None = None,
+    ) -> None:
+        self._set(
+            event=event,
+            session_id=session_id,
+            at=at,
+            source=source,
+            agent_id=agent_id,
+            agent_type=agent_type,
+            operation=operation,
+            previous=previous,
+            idempotency_key=idempotency_key,
+            transcript_path=transcript_path,
+            cli=cli,
+        )
+
+    def replace(self, **changes: str | None) -> Signal:
+        """This signal with `changes` (`dataclasses.replace`)."""
+        return Signal(**{**{n: getattr(self, n) for n in FIELDS}, **changes})
 
     @property
     def host(self) -> AgentCli:
@@ -164,7 +282,7 @@ class Signal:
         return cls(**fields)  # type: ignore[arg-type]  # checked field by field above
 
 
-FIELDS = tuple(Signal.__dataclass_fields__)
+FIELDS = Signal.__slots__
 
 
 def parse(raw: str, state: ClaudeState, *, now_ms: int, cli: AgentCli = CLAUDE_CODE) -> Signal:
@@ -186,11 +304,11 @@ def parse(raw: str, state: ClaudeState, *, now_ms: int, cli: AgentCli = CLAUDE_C
     assert isinstance(session_id, str)  # noqa: S101 -- narrowed by valid_id
     signal = _parsed(event, session_id, data, state, now_ms=now_ms, cli=cli)
     if cli is not CLAUDE_CODE:
-        signal = dataclasses.replace(signal, cli=cli.name)
+        signal = signal.replace(cli=cli.name)
     transcript = _transcript_path(data.get("transcript_path"))
     if transcript is None:
         return signal
-    return dataclasses.replace(signal, transcript_path=transcript)
+    return signal.replace(transcript_path=transcript)
 
 
 def _transcript_path(path: object) -> str | None:
@@ -232,7 +350,7 @@ def _parsed(
             previous=previous if source == "clear" else None,
         )
     if event == "UserPromptSubmit":
-        return Signal(event, session_id, now_ms, idempotency_key=f"{cli.name}:{uuid.uuid4()}")
+        return Signal(event, session_id, now_ms, idempotency_key=f"{cli.name}:{uuid4()}")
     if event == "PreCompact":
         trigger = data.get("trigger")
         if cli.compaction_triggers is not None and trigger not in cli.compaction_triggers:
@@ -256,13 +374,21 @@ def _compaction_id(data: dict[str, Any], trigger: str) -> str:
         size = _file_size(path) if isinstance(path, str) else None
     except OSError:
         size = None
-    return f"{trigger or 'compact'}:{size if size is not None else uuid.uuid4().hex}"
+    return f"{trigger or 'compact'}:{size if size is not None else uuid4().replace('-', '')}"
 
 
 def _file_size(path: str) -> int:
-    from pathlib import Path  # noqa: PLC0415 -- only PreCompact needs it
+    return os.stat(os.path.expanduser(path)).st_size
 
-    return Path(path).expanduser().stat().st_size
+
+def uuid4() -> str:
+    """A random UUID (version 4) in its usual text form, as `str(uuid.uuid4())` gives it,
+    without importing `uuid`."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    text = raw.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def apply(svc: SessionAwareness, signal: Signal, *, agent: str, drain: bool = True) -> list[str]:
@@ -426,7 +552,20 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m session_awareness.infrastructure.claude_hooks claude-code|gemini-cli
     [--agent A] [--database-url URL] [--verbose]`: the command the installed hooks run. The
     same as `session-awareness hook …`, without the operator CLI's imports (a hook run is a
-    process start, so its import chain is the user's wait)."""
+    process start, so its import chain is the user's wait). The arguments the installed hooks
+    pass are read directly; anything else goes to `argparse` (with `gettext`, `locale` and
+    `shutil`, a third of a relayed run's imports), which reads them the same way."""
+    import sys  # noqa: PLC0415
+
+    plain = _plain_arguments(sys.argv[1:] if argv is None else argv)
+    if plain is not None:
+        host, options = plain
+        return run_for(
+            CLIS[host],
+            agent=options.get("--agent"),
+            database_url=options.get("--database-url"),
+            verbose="--verbose" in options,
+        )
     import argparse  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog="session-awareness hook")
@@ -446,6 +585,29 @@ def main(argv: list[str] | None = None) -> int:
     )
 
 
+def _plain_arguments(argv: list[str]) -> tuple[str, dict[str, str]] | None:
+    """The host and the options of `HOST [--agent A] [--database-url URL] [--verbose]`, each
+    option spelled out and its value not starting with `-`; None for any other form (help,
+    an abbreviation, an unknown option, a mistake), which `argparse` then reads."""
+    if not argv or argv[0] not in CLIS:
+        return None
+    options: dict[str, str] = {}
+    rest = iter(argv[1:])
+    for word in rest:
+        name, equals, value = word.partition("=")
+        if name == "--verbose" and not equals:
+            options[name] = ""
+            continue
+        if name not in ("--agent", "--database-url"):
+            return None
+        if not equals:
+            value = next(rest, "-")
+        if value.startswith("-"):
+            return None
+        options[name] = value
+    return argv[0], options
+
+
 def run_for(cli: AgentCli, *, agent: str | None, database_url: str | None, verbose: bool) -> int:
     """One hook run of `cli` on the process's stdin/stdout; where the CLI shows a hook's
     stderr to the user, the one-line reasons go to the state directory's `hook.log` instead
@@ -454,8 +616,8 @@ def run_for(cli: AgentCli, *, agent: str | None, database_url: str | None, verbo
 
     agent = cli.default_agent if agent is None else agent
     try:
-        root = state_dir()
-        errors: Lines = HookLog(root / HOOK_LOG) if cli.stderr_shown else sys.stderr
+        root = state_root()
+        errors: Lines = HookLog(os.path.join(root, HOOK_LOG)) if cli.stderr_shown else sys.stderr
     except Exception as error:  # noqa: BLE001 -- a hook never breaks the user's session
         sys.stderr.write(f"session-awareness hook: ignored: {_one_line(str(error))}\n")
         return 0
@@ -478,16 +640,19 @@ class HookLog:
     """A hook's reason lines appended to a file (created on the first line, restarted past
     `HOOK_LOG_LIMIT`); a file that cannot be written loses the line, never the turn."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
 
     def write(self, text: str) -> int:
+        from pathlib import Path  # noqa: PLC0415 -- only when there is a reason to keep
+
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        path = Path(self.path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if self.path.exists() and self.path.stat().st_size > HOOK_LOG_LIMIT:
-                self.path.replace(self.path.with_suffix(".log.1"))
-            with self.path.open("a", encoding="utf-8") as file:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.exists() and path.stat().st_size > HOOK_LOG_LIMIT:
+                path.replace(path.with_suffix(".log.1"))
+            with path.open("a", encoding="utf-8") as file:
                 file.write(f"{stamp} {text}")
         except OSError:
             pass

@@ -10,20 +10,27 @@ in-process as before; the human turn's idempotency key makes a repeat harmless.
 
 Only the mapped fields travel, never message text. The socket lives in a folder only this user
 can enter.
+
+The hook's side imports the standard library's `json`, `os`, `socket` and `zlib` and
+nothing else (no third-party package, no `pathlib`, `tempfile` or `typing`): on this path the
+hook's imports are most of the prompt's wait.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
-import tempfile
-from pathlib import Path
-from typing import Any
+import zlib
 
 from session_awareness.configuration import url_in_force
 from session_awareness.infrastructure.claude_state import ClaudeState, parent_of, process_identity
+
+#: `typing.TYPE_CHECKING` without importing `typing`; mypy treats the name as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 #: How long a hook waits for the server's answer before recording in-process.
 RELAY_TIMEOUT = 5.0
@@ -32,9 +39,38 @@ MAX_MESSAGE = 1 << 16
 
 def socket_path(state: ClaudeState, host: str) -> Path:
     """Short (Unix socket paths are bounded), per user, per state directory and process."""
-    digest = hashlib.sha256(f"{state.root.resolve()}\0{host}".encode()).hexdigest()[:24]
+    from pathlib import Path  # noqa: PLC0415 -- the hook's side uses `socket_file`
+
+    return Path(socket_file(state, host))
+
+
+def socket_file(state: ClaudeState, host: str) -> str:
+    """`socket_path` as a path string, named by two CRC-32s (of the state directory with the
+    host process, and of the host process alone): the name needs to be distinct and short,
+    not secret (the folder is this user's alone, and the server checks the database a hook
+    names), so `hashlib` (OpenSSL, loaded on import) stays out of the hook."""
+    root = os.path.realpath(state.root_text)
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return Path(tempfile.gettempdir()) / f"session-awareness-{uid}" / f"{digest}.sock"
+    both = f"{root}\0{host}".encode()
+    digest = f"{zlib.crc32(both):08x}{zlib.crc32(host.encode()):08x}"
+    return os.path.join(temp_dir(), f"session-awareness-{uid}", f"{digest}.sock")
+
+
+def temp_dir() -> str:
+    """The folder `tempfile.gettempdir()` names (`$TMPDIR`, `$TEMP`, `$TMP`, else the usual
+    ones, the first this user can write to), without importing `tempfile`."""
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        given = os.environ.get(name)
+        if given and _writable_dir(given):
+            return os.path.abspath(given)
+    for folder in ("/tmp", "/var/tmp", "/usr/tmp"):  # noqa: S108 -- tempfile's own candidates
+        if _writable_dir(folder):
+            return folder
+    return os.getcwd()
+
+
+def _writable_dir(path: str) -> bool:
+    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
 
 
 def effective_url(database_url: str | None) -> str | None:
@@ -57,8 +93,8 @@ def forward(
         host = process_identity(pid) if pid is not None and pid > 1 else None
         if host is None:
             return None
-        path = socket_path(state, host)
-        if not path.exists():
+        path = socket_file(state, host)
+        if not os.path.exists(path):
             continue
         try:
             return _ask(path, request)
@@ -67,10 +103,10 @@ def forward(
     return None
 
 
-def _ask(path: Path, request: bytes) -> list[str] | None:
+def _ask(path: str, request: bytes) -> list[str] | None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(RELAY_TIMEOUT)
-        conn.connect(str(path))
+        conn.connect(path)
         conn.sendall(request + b"\n")
         reply = b""
         while not reply.endswith(b"\n") and len(reply) < MAX_MESSAGE:

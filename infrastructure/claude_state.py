@@ -16,7 +16,10 @@ pieces that must outlive a process live in a state directory
 - `spool/`: hook signals that could not be recorded because the store was unreachable; the next
   hook run that reaches the store records them first (R-L8). No message text is kept.
 
-This module imports nothing heavy: the hook's start-up time is the user's wait.
+This module imports nothing heavy: the hook's start-up time is the user's wait. A prompt's
+hook relayed to the MCP server reads no more of it than `state_root`, `has_spooled`,
+`parent_of` and `process_identity`, which need neither `pathlib` nor `subprocess` (loaded only
+where a state file is written or read, or where there is no `/proc`).
 """
 
 from __future__ import annotations
@@ -24,11 +27,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import uuid
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+
+#: `typing.TYPE_CHECKING` without importing `typing` (a hook run's imports are its wait);
+#: mypy treats the name as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any
 
 STATE_DIR_ENV = "SESSION_AWARENESS_STATE_DIR"
 #: Claude Code documents this for hooks and stdio MCP servers; an MCP server keeps the id it
@@ -37,18 +43,25 @@ SESSION_ID_ENV = "CLAUDE_CODE_SESSION_ID"
 #: Session and sub-agent ids as Claude Code writes them (UUIDs, hex); anything else is refused.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 SPOOL_LIMIT = 1000
-PROC = Path("/proc")
+PROC = "/proc"
 #: The CLI of a host record that names none (written before other CLIs were served).
 DEFAULT_CLI = "claude-code"
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    from pathlib import Path  # noqa: PLC0415 -- a relayed hook run needs only `state_root`
+
+    return Path(state_root(env))
+
+
+def state_root(env: Mapping[str, str] | None = None) -> str:
+    """The state directory (`state_dir`) as a path string."""
     env = os.environ if env is None else env
     given = env.get(STATE_DIR_ENV)
     if given:
-        return Path(given)
-    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "session-awareness"
+        return given
+    base = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "session-awareness")
 
 
 def valid_id(value: object) -> bool:
@@ -58,7 +71,7 @@ def valid_id(value: object) -> bool:
 def process_identity(pid: int) -> str | None:
     """`<pid>-<start time>`, so a reused pid never inherits a record; None if unknown."""
     try:
-        stat = (PROC / str(pid) / "stat").read_text()
+        stat = _proc_stat(pid)
         fields = stat[stat.rindex(")") + 2 :].split()
         return f"{pid}-{fields[19]}"  # field 22 of stat: the start time in clock ticks
     except (OSError, ValueError, IndexError):
@@ -71,7 +84,7 @@ def parent_of(pid: int) -> int | None:
     if pid == os.getpid():
         return os.getppid()
     try:
-        stat = (PROC / str(pid) / "stat").read_text()
+        stat = _proc_stat(pid)
         return int(stat[stat.rindex(")") + 2 :].split()[1])
     except (OSError, ValueError, IndexError):
         pass
@@ -79,8 +92,15 @@ def parent_of(pid: int) -> int | None:
     return int(parent) if parent.isdigit() else None
 
 
+def _proc_stat(pid: int) -> str:
+    with open(f"{PROC}/{pid}/stat", encoding="utf-8", errors="replace") as file:
+        return file.read()
+
+
 def _ps(pid: int, column: str) -> str:
     """One `ps` column where there is no /proc (macOS); empty when it cannot be read."""
+    import subprocess  # noqa: PLC0415 -- only where there is no /proc
+
     try:
         done = subprocess.run(  # noqa: S603 -- a fixed argument list
             ["ps", "-o", column, "-p", str(pid)],  # noqa: S607 -- ps from PATH, as a shell would
@@ -95,10 +115,23 @@ def _ps(pid: int, column: str) -> str:
 
 
 class ClaudeState:
-    """The state directory of the Claude Code adapters."""
+    """The state directory of the Claude Code adapters: `root`, given as a `Path` or a path
+    string (a relayed hook run never builds a `Path`)."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, root: Path | str) -> None:
+        self._root = root
+
+    @property
+    def root(self) -> Path:
+        from pathlib import Path  # noqa: PLC0415 -- a relayed hook run needs only `root_text`
+
+        if not isinstance(self._root, Path):
+            self._root = Path(self._root)
+        return self._root
+
+    @property
+    def root_text(self) -> str:
+        return os.fspath(self._root)
 
     # -- which session a Claude Code process runs -------------------------------------------
 
@@ -155,13 +188,16 @@ class ClaudeState:
         dropped = kept[: max(0, len(kept) - SPOOL_LIMIT + 1)]
         for old in dropped:
             old.unlink(missing_ok=True)
-        name = f"{entry['at']:015d}-{uuid.uuid4().hex}.json"
+        name = f"{entry['at']:015d}-{os.urandom(16).hex()}.json"
         self._write(folder / name, entry)
         return len(dropped)
 
     def has_spooled(self) -> bool:
-        folder = self.root / "spool"
-        return folder.is_dir() and any(folder.glob("*.json"))
+        try:
+            with os.scandir(os.path.join(self.root_text, "spool")) as entries:
+                return any(entry.name.endswith(".json") for entry in entries)
+        except OSError:  # no spool folder: nothing kept
+            return False
 
     def take_spooled(self) -> list[dict[str, Any]]:
         """Claim every kept signal, oldest first; a concurrent hook claims each at most once."""

@@ -39,6 +39,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPError
 
 from session_awareness import __version__
+from session_awareness.infrastructure.mcp_handshake import INSTRUCTIONS, SERVER_NAME
 from session_awareness.infrastructure.mcp_stdio import stdio_transport
 from session_awareness.infrastructure.mcp_tools import McpSurface
 from session_awareness.logs import get_logger
@@ -49,11 +50,38 @@ NOTICES_URI = "session-awareness://notices"
 #: `serve_stdio`'s answer when the client ended the session (else the signal's name).
 STDIN_CLOSED = "stdin_closed"
 RESOURCE_NOT_FOUND = -32002
-INSTRUCTIONS = (
-    "Session awareness: when another actor (a human, another agent) changes a session you "
-    "watch, you get one notice naming the session_status call (with changesSince) that tells "
-    "you exactly what changed. Reconcile before acting on what you assumed about it."
-)
+
+
+class WithoutAnswerTo:
+    """The SDK's write stream, less its answer to the request `answered`: an `initialize`
+    answered before the SDK was loaded (`mcp_handshake`), which the SDK is handed again so
+    that its session is initialized. The answer dropped is logged at DEBUG."""
+
+    def __init__(self, stream: Any, answered: int | str | None) -> None:
+        self.stream, self.answered = stream, answered
+
+    async def send(self, item: Any, /) -> None:
+        message = getattr(item, "message", None)
+        if (
+            self.answered is not None
+            and isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
+            and message.id == self.answered
+        ):
+            self.answered = None
+            if isinstance(message, types.JSONRPCError):  # the SDK refused what was answered
+                log.warning("mcp_initialize_refused", error=message.error.message)
+            return
+        await self.stream.send(item)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    async def __aenter__(self) -> WithoutAnswerTo:
+        await self.stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self.stream.__aexit__(*exc)  # type: ignore[no-any-return]
 
 
 class WakeRelay:
@@ -177,7 +205,7 @@ def build_server(surface: McpSurface, feed: NoticeFeed) -> Server[Any]:
         return types.EmptyResult()
 
     return Server(
-        "session-awareness",
+        SERVER_NAME,
         version=__version__,  # serverInfo.version; the SDK reports "" when not told
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
@@ -208,16 +236,24 @@ async def serve_stdio(
     poll_seconds: float | None,
     hook_socket: Path | None = None,
     database_url: str | None = None,
+    early: tuple[bytes, int | str | None] = (b"", None),
 ) -> str:
     """Serve until the client closes stdin or the process gets SIGINT or SIGTERM (Claude Code
     sends SIGINT at every session end and waits), then return at once, so the caller closes
     the store: why it stopped, `STDIN_CLOSED` or the signal's name. With `hook_socket`,
     also take this Claude Code process's hook signals there (`infrastructure/claude_relay.py`).
+    `early` is what was read off the wire before, and the id of the `initialize` request
+    already answered in it, if any (`mcp_handshake`).
     """
+    read_before, answered = early
     feed = NoticeFeed(surface, relay, poll_seconds=poll_seconds)
     server = build_server(surface, feed)
     stopped = STDIN_CLOSED
-    async with stdio_transport() as (read, write), anyio.create_task_group() as tasks:
+    async with (
+        stdio_transport(read_before=read_before) as (read, sdk_write),
+        anyio.create_task_group() as tasks,
+    ):
+        write = WithoutAnswerTo(sdk_write, answered)
         tasks.start_soon(feed.run)
         if hook_socket is not None:
             tasks.start_soon(partial(serve_hooks, surface, hook_socket, database_url))

@@ -41,10 +41,10 @@ class StdinLines:
     only those the SDK's parser accepts; every other is answered through `write` (when it
     carries an id, or cannot tell one) and left out."""
 
-    def __init__(self, fd: int | None, max_line: int = MAX_LINE) -> None:
+    def __init__(self, fd: int | None, max_line: int = MAX_LINE, read: bytes = b"") -> None:
         self.fd, self.max_line = fd, max_line
         self.write: Any = None  # the SDK's write stream, set once the transport is up
-        self._buffer = bytearray()
+        self._buffer = bytearray(read)  # what was read off the wire before (mcp_handshake)
         self._eof = fd is None
         self._stopped = False
         self._scope: anyio.CancelScope | None = None
@@ -143,10 +143,13 @@ def claimed_stdin() -> Iterator[int | None]:
 
 
 @asynccontextmanager
-async def stdio_transport(max_line: int = MAX_LINE) -> AsyncIterator[tuple[Any, Any]]:
-    """The read and write streams `Server.run` takes: stdout is the SDK's, stdin ours."""
+async def stdio_transport(
+    max_line: int = MAX_LINE, read_before: bytes = b""
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The read and write streams `Server.run` takes: stdout is the SDK's, stdin ours, its
+    first bytes `read_before` (what was read off the wire before the server started)."""
     with claimed_stdin() as fd:
-        lines = StdinLines(fd, max_line)
+        lines = StdinLines(fd, max_line, read_before)
         async with stdio_server(stdin=cast(Any, lines)) as (read, write):
             lines.write = write
             try:

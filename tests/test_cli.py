@@ -458,6 +458,31 @@ class TestArguments:
         else:
             assert heavy == "[]"
 
+    def test_a_looking_command_reads_no_package_metadata(self, populated_url: str) -> None:
+        """`list` starts without `importlib.metadata`, which only `--version` needs (a tenth
+        of a command's start, issue 39); `--version` still prints the installed version."""
+        probe = (
+            "import sys\n"
+            "from session_awareness.infrastructure.cli import main\n"
+            f"code = main(['list', '--database-url', {populated_url!r}])\n"
+            "print('METADATA', 'importlib.metadata' in sys.modules, file=sys.stderr)\n"
+            "raise SystemExit(code)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert RESEARCHER in done.stdout
+        assert done.stderr.rsplit("METADATA ", 1)[1].strip() == "False"
+        version = subprocess.run(
+            [sys.executable, "-m", "session_awareness.infrastructure.cli", "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert version.stdout == f"session-awareness {session_awareness.__version__}\n"
+
 
 class TestServiceLogs:
     def test_verbose_sends_the_service_logs_to_stderr(

@@ -36,7 +36,6 @@ import sys
 
 import click
 
-from session_awareness import __version__
 from session_awareness.infrastructure.cli.exits import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
@@ -123,9 +122,26 @@ class Commands(click.Group):
             raise StdoutClosed from error
 
 
+def show_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    """`--version`: the version is read when asked for (`session_awareness.__version__` reads
+    the installed metadata, and `importlib.metadata` is a tenth of every command's start)."""
+    if not value or ctx.resilient_parsing:
+        return
+    import session_awareness  # noqa: PLC0415
+
+    click.echo(f"{PROG} {session_awareness.__version__}")
+    ctx.exit()
+
+
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(
-    __version__, "-V", "--version", prog_name=PROG, message="%(prog)s %(version)s"
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=show_version,
+    help="Show the version and exit.",
 )
 def cli() -> None:
     """Operate session-awareness: a durable signal log, one notice per change, exact

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
+import session_awareness
 from session_awareness.application import open_service
 from session_awareness.application.service import VISIBILITIES
 from session_awareness.domain.keys import InvalidKeyError, check_key
@@ -47,6 +48,7 @@ from session_awareness.infrastructure.install_claude import (
     plan,
     prepare_database,
 )
+from session_awareness.infrastructure.mcp_handshake import EarlyAnswer
 
 F = TypeVar("F", bound=Callable[..., Any])
 AGENT_HELP = "The agent id of Claude Code sessions: agent:<AGENT>:claude:<session_id>."
@@ -109,6 +111,20 @@ def mcp(  # noqa: PLR0917 -- click passes every option as an argument
     verbose: bool,
 ) -> int:
     """Serve the session tools over MCP on stdin/stdout, for one caller."""
+    # `initialize` is answered while the SDK is imported and the store opened (R-M4).
+    with EarlyAnswer(session_awareness.__version__) as early:
+        return _serve_mcp(early, caller, agent, visibility, poll_seconds, database_url, verbose)
+
+
+def _serve_mcp(  # noqa: PLR0917 -- the command's options, passed on
+    early: EarlyAnswer,
+    caller: str | None,
+    agent: str,
+    visibility: str,
+    poll_seconds: float,
+    database_url: str | None,
+    verbose: bool,
+) -> int:
     try:
         from session_awareness.infrastructure.mcp_server import (  # noqa: PLC0415
             STDIN_CLOSED,
@@ -152,6 +168,7 @@ def mcp(  # noqa: PLR0917 -- click passes every option as an argument
                 poll_seconds=poll_seconds,
                 hook_socket=hook_socket,
                 database_url=effective_url(database_url),
+                early=early.finish(),
             )
         )
     if stopped != STDIN_CLOSED:

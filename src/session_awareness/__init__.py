@@ -7,16 +7,15 @@ host's own tests are in `session_awareness.testing`.
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING
-
 #: The standard-library logger every event of the library goes through when the host has not
-#: configured structlog; its only handler is a `NullHandler`, so nothing is written until the
-#: host configures logging (the convention for libraries).
+#: configured structlog; its only handler is a `NullHandler` (added by `session_awareness.logs`,
+#: which every module that logs imports), so nothing is written until the host configures
+#: logging (the convention for libraries). The package root imports neither `logging` nor
+#: `typing`: every entry point, a hook run among them, imports it first.
 LOGGER_NAME = "session_awareness"
 
-logging.getLogger(LOGGER_NAME).addHandler(logging.NullHandler())
-
+#: `typing.TYPE_CHECKING` without importing `typing`; mypy treats the name as true.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     __version__: str
 

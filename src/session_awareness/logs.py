@@ -23,6 +23,10 @@ from typing import Any
 
 from session_awareness import LOGGER_NAME
 
+# The library's logger writes nothing until the host configures logging (the convention for
+# libraries); this module is where every event of the library starts.
+logging.getLogger(LOGGER_NAME).addHandler(logging.NullHandler())
+
 #: The level of each logging method the library calls.
 _LEVELS = {
     "debug": logging.DEBUG,
