@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from session_awareness.domain import material as rule
 from session_awareness.domain.drains import Acknowledgement, Drains
 from session_awareness.domain.keys import (
     AGENT_PREFIX,
@@ -89,7 +90,7 @@ def audience(session: Session, *, actor: str | None, parent_deleted: bool = Fals
     parent = parent_to_check(session)
     if parent is not None and not parent_deleted:
         candidates.append(parent)
-    return [watcher for watcher in candidates if watcher != actor]
+    return [watcher for watcher in candidates if not rule.caused_by(actor, watcher)]
 
 
 def tell(
