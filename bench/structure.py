@@ -229,13 +229,18 @@ COMMANDS = {
 
 def paths() -> dict[str, dict[str, Any]]:
     """The record, drain and `changesSince` paths, each measured warm on SQLite."""
+    import structlog.testing  # noqa: PLC0415
+
     import session_awareness  # noqa: PLC0415
     from session_awareness.application import open_service  # noqa: PLC0415
 
     # The strict editable install links each file from a build folder: match the package's.
     project = str(Path(session_awareness.__file__).parent) + "/"
     child, parent = "agent:main:subagent:child", "agent:main:parent"
-    with tempfile.TemporaryDirectory() as folder:
+    # The library's logger takes a path of its own per configuration (structlog's, the stdlib
+    # logger's level): capture the events, so the figures do not depend on what the host, or
+    # an earlier test, configured.
+    with tempfile.TemporaryDirectory() as folder, structlog.testing.capture_logs():
         svc = open_service(f"sqlite:///{folder}/structure.db")
         try:
             svc.open_session(parent)

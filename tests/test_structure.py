@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import structlog
 from eventsourcing.domain import Aggregate
 
 from bench import structure
@@ -68,6 +69,25 @@ def test_the_architecture_page_shows_the_paths_as_measured() -> None:
 
 def _counted(path: dict[str, Any]) -> tuple[int, int, int]:
     return path["file_count"], path["hops"], path["climbs"]
+
+
+def test_the_paths_do_not_depend_on_how_logging_is_configured() -> None:
+    """The library's logger takes a path of its own when structlog is configured and when
+    it is not: the figures are the same either way (a suite's earlier test may have
+    configured it, and left it so)."""
+    saved, was = structlog.get_config(), structlog.is_configured()
+    measured = []
+    try:
+        for configured in (False, True):
+            structlog.reset_defaults()
+            if configured:
+                structlog.configure(processors=[structlog.processors.KeyValueRenderer()])
+            measured.append([_counted(path) for path in paths().values()])
+    finally:
+        structlog.reset_defaults()
+        if was:
+            structlog.configure(**saved)
+    assert measured[0] == measured[1]
 
 
 def test_a_record_and_a_drain_each_ask_the_domain_once() -> None:
