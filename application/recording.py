@@ -6,7 +6,7 @@ R-W5, R-N2)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 from typing import cast
@@ -251,7 +251,7 @@ class Intake:
             uow.add(session)
         if uow.seen(session, request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
-        sequence = self._append(session, request, now, lineage)
+        sequence = notices.append(session, request, now, lineage)
         seeded = notices.seed_spawn(session, parent, uow.watch(parent, ref), sequence, at=now)
         if seeded is not None:
             uow.add(seeded)
@@ -510,7 +510,8 @@ class Intake:
     ) -> int | None:
         """Record the signal on the live session `ref`: its sequence, or None when the rules
         skip it. An unknown or deleted session is skipped, or with `refuse` (a producer's
-        own call) an `UnknownSessionError` (R-L9)."""
+        own call) an `UnknownSessionError` (R-L9). Load what the record needs, let the
+        domain decide it once (`notices.record`), keep what it decided."""
         session = uow.live(ref)
         if session is None:
             if refuse:
@@ -518,90 +519,55 @@ class Intake:
             return self._skipped(ref, request, "unknown_session")
         if uow.seen(session, request.dedupe_key):
             return self._skipped(ref, request, "duplicate")
-        if self.ambient_groups:  # R-W7: the main session first gets its ambient cursor
-            self._grant_ambient(uow, ref, session, request, now)
-        if request.needs_audience and not notices.has_audience(session):
-            return self._skipped(ref, request, "no_parent_or_watcher")
-        sequence = self._append(session, request, now)
-        if request.kind.notifies:
-            self._fan_out(uow, session, sequence, request.actor_id, now)
-        self._recorded(uow, ref, request, sequence)
-        return sequence
-
-    def _append(
-        self, session: Session, request: SignalRequest, now: datetime, lineage: Sequence[str] = ()
-    ) -> int:
-        return session.record(
-            request.kind,
-            actor_type=request.actor_type,
-            summary=request.summary,
-            occurred_at=request.occurred_at,
-            at=now,
-            actor_id=request.actor_id,
-            run_id=request.run_id,
-            payload=request.payload,
-            dedupe_key=request.dedupe_key,
-            lineage=lineage,
+        needs = notices.needs(
+            ref,
+            kind=session.kind,
+            parent=session.parent_key,
+            watchers=session.watchers,
+            signal=request.kind,
+            main_key=self.main_key if self.ambient_groups else None,
         )
-
-    def _fan_out(
-        self, uow: UnitOfWork, session: Session, sequence: int, actor: str | None, now: datetime
-    ) -> None:
-        """Load the audience's cursors, let the domain move them (R-W4, R-W5, R-N2), and wake
-        after commit the watchers whose notice opened (R-N5)."""
-        parent = notices.parent_to_check(session)
-        parent_session = uow.session(SessionRef.of(parent)) if parent is not None else None
-        deleted = parent_session is not None and parent_session.deleted
-        audience = notices.audience(session, actor=actor, parent_deleted=deleted)
-        watches = {watcher: uow.watch_to_tell(watcher, session.id) for watcher in audience}
         try:
-            told = notices.tell(session, sequence, watches, at=now)
+            recorded = notices.record(
+                session,
+                request,
+                cursors={w: uow.watch_to_tell(w, session.id) for w in needs.cursors},
+                parent=_session_of(uow, needs.parent),
+                main_session=_session_of(uow, needs.main),
+                main=needs.main,
+                at=now,
+            )
         except notices.StaleCursorError as error:
             raise StaleReadError(str(error)) from None
-        for watch in told.started:
+        return self._keep_recorded(uow, ref, request, recorded)
+
+    def _keep_recorded(
+        self, uow: UnitOfWork, ref: SessionRef, request: SignalRequest, recorded: notices.Recorded
+    ) -> int | None:
+        """Carry out what the domain decided: the cursors it started are saved, its quiet
+        notices publish no wake (R-W7), and after commit its grant and notices are logged
+        and its watchers woken (R-N5)."""
+        for watch in recorded.started:
             uow.add(watch)
-        for notice in told.opened:
-            quiet = notice.watch.ambient  # R-W7: an ambient notice queues, never wakes (R-N5)
-            uow.after_commit(
-                partial(self._notice_opened, notice.watcher, session.key, sequence, quiet=quiet)
-            )
+        for quiet in recorded.quiet:
+            uow.quiet(quiet)
+        if recorded.sequence is None:
+            return self._skipped(ref, request, cast(str, recorded.skipped))
+        if recorded.granted is not None or recorded.opened:
+            uow.after_commit(partial(self._told, ref.key, recorded))
+        self._recorded(uow, ref, request, recorded.sequence)
+        return recorded.sequence
 
-    def _notice_opened(
-        self, watcher: str, target: str, sequence: int, *, quiet: bool = False
-    ) -> None:
-        log.info("notice_opened", watcher=watcher, target=target, sequence=sequence,
-                 ambient=quiet)  # fmt: skip
-        self.store.metrics.notices_opened()
-        if not quiet:
-            self.store.wake([watcher])
-
-    def _grant_ambient(
-        self,
-        uow: UnitOfWork,
-        ref: SessionRef,
-        session: Session,
-        request: SignalRequest,
-        now: datetime,
-    ) -> None:
-        """Load what R-W7's grant needs and let the domain decide it: the agent's main
-        session gets an ambient cursor on a group at its head before a human turn there."""
-        main = notices.ambient_watcher(ref, session.kind, request.kind, self.main_key)
-        if main is None:
-            return
-        main_session = uow.session(SessionRef.of(main))
-        held = uow.watch(main, session.id)
-        deleted = main_session is not None and main_session.deleted
-        granted = notices.grant_ambient(session, main, held, main_deleted=deleted, at=now)
-        if granted is None:
-            return
-        if held is None:
-            uow.add(granted)
-        head = session.state_version
-        uow.after_commit(partial(self._ambient_granted, main, session.key, head))
-
-    def _ambient_granted(self, watcher: str, target: str, head: int) -> None:
-        log.info("watch_registered", watcher=watcher, target=target, at_sequence=head,
-                 via=Via.AMBIENT.value)  # fmt: skip
+    def _told(self, target: str, recorded: notices.Recorded) -> None:
+        if recorded.granted is not None:
+            log.info("watch_registered", watcher=recorded.granted, target=target,
+                     at_sequence=recorded.head, via=Via.AMBIENT.value)  # fmt: skip
+        for notice in recorded.opened:
+            log.info("notice_opened", watcher=notice.watcher, target=target,
+                     sequence=recorded.sequence, ambient=not notice.wakes)  # fmt: skip
+            self.store.metrics.notices_opened()
+            if notice.wakes:
+                self.store.wake([notice.watcher])
 
     def _skipped(self, ref: SessionRef, request: SignalRequest, reason: str) -> int | None:
         """Log why nothing was recorded; returns None, the producers' "nothing" (R-L8)."""
@@ -619,6 +585,11 @@ class Intake:
             kind=request.kind.value,
             sequence=sequence,
         )
+
+
+def _session_of(uow: UnitOfWork, key: str | None) -> Session | None:
+    """The session of a key a record needs (its parent, the main session), or None."""
+    return None if key is None else uow.session(SessionRef.of(key))
 
 
 def field_of(error: Exception) -> str:

@@ -253,7 +253,8 @@ class UnitOfWork:
         return None if pending_only else cached
 
     def quiet(self, watch_id: UUID) -> None:
-        """A notice this save reopens on an ambient cursor: it publishes no wake (R-W7)."""
+        """A notice this save opens or reopens that publishes no wake, not even to other
+        processes: the domain decided it (an ambient cursor's, R-W7)."""
         self._quiet.append(watch_id)
 
     def _drained_cached(self, watch: Watch) -> bool:
@@ -285,13 +286,9 @@ class UnitOfWork:
         changed = self._changed()
         if changed:
             self.first_event = changed[0].pending_events[0]
-            # Notices opened on ambient cursors publish no wake, not even to other
-            # processes (R-W7, R-N7).
-            quiet = [a.id for a in changed if isinstance(a, Watch) and a.ambient]
-            quiet += self._quiet
             kwargs: dict[str, Any] = {}
-            if quiet:
-                kwargs["quiet_notices"] = frozenset(quiet)
+            if self._quiet:  # the domain's: notices that publish no wake (R-W7, R-N7)
+                kwargs["quiet_notices"] = frozenset(self._quiet)
             if self._held:  # checked unchanged in the save's transaction
                 kwargs["held_sessions"] = tuple(self._held.items())
             recordings = self._app.save(*changed, **kwargs)

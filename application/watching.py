@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import cast
 
 from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
 from session_awareness.application.store import SessionStore, log
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import notices
-from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import (
     InvalidKeyError,
     SessionRef,
@@ -131,29 +129,25 @@ class Watching:
         material (R-N3). Returns the texts drained, oldest first."""
 
         def attempt(uow: UnitOfWork) -> list[str]:
-            now, pending = self.store.clock(), []
-            for wid, material in self.store.read_model.pending_to_drain(watcher):  # ADR 023
-                watch = uow.cursor_to_read(wid)
-                if watch is not None and watch.pending:
-                    pending.append((watch, material))
-            drains, drained = notices.drain(uow.drains(watcher), watcher, pending, at=now)
-            loud = False
-            for (watch, _), acknowledged in zip(pending, drained, strict=True):
-                if acknowledged.reopened:
-                    if watch.ambient:  # a reopened ambient notice never wakes (R-W7)
-                        uow.quiet(watch.id)
-                    else:
-                        loud = True
-            texts = [cast(str, watch.notice) for watch, _ in pending]
-            if drained:  # one event for the whole drain (ADR 024)
-                uow.add(cast(Drains, drains))
-                reopened = sum(acknowledged.reopened for acknowledged in drained)
-                log.info("notice_drained", watcher=watcher, drained=len(texts), reopened=reopened)
-                counted = partial(self.store.metrics.notices_drained, len(texts), reopened)
-                uow.after_commit(counted)
-            if loud:  # a reopened notice wakes its watcher, once, after commit (R-N5)
+            now = self.store.clock()
+            cursors = [  # with the target's M for the watcher (ADR 023)
+                (uow.cursor_to_read(wid), material)
+                for wid, material in self.store.read_model.pending_to_drain(watcher)
+            ]
+            drained = notices.drain(uow.drains(watcher), watcher, cursors, at=now)
+            if drained.drains is None:
+                return []
+            uow.add(drained.drains)  # one event for the whole drain (ADR 024)
+            for quiet in drained.quiet:  # a reopened ambient notice never wakes (R-W7)
+                uow.quiet(quiet)
+            log.info("notice_drained", watcher=watcher, drained=len(drained.texts),
+                     reopened=drained.reopened)  # fmt: skip
+            metrics = self.store.metrics
+            counted = partial(metrics.notices_drained, len(drained.texts), drained.reopened)
+            uow.after_commit(counted)
+            if drained.wakes:  # a reopened notice wakes its watcher, once, after commit (R-N5)
                 uow.after_commit(lambda: self.store.wake([watcher]))
-            return texts
+            return list(drained.texts)
 
         drained = self.store.run(attempt)
         if not drained:

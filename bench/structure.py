@@ -8,8 +8,14 @@ before and after a change to it.
 - import circles anywhere in the package (module-level and deferred imports alike);
 - the record, drain and `changesSince` paths: the project files one
   `record_human_direct_message` on a watched session, one `drain_notices` of its watcher's
-  notice and one `session_status(changes_since=…)` pass through (SQLite, warm), and their hops
-  (a call that crosses from one file to another).
+  notice and one `session_status(changes_since=…)` pass through (SQLite, warm), their hops
+  (a call that crosses from one file to another), and their climbs back up: how many times
+  the command's own module (`recording.py`, `watching.py`, `queries.py`) hands loaded
+  aggregates to the domain and takes control back to load, save or carry on
+  (application → domain → application). A command that loads, asks the domain once and
+  saves climbs back up once; the domain's pure answers about values (which keys to load, a
+  key's ref) are not a climb, nor is what the unit of work, the projection and the store do
+  with aggregates on the command's behalf.
 
 Nothing here is timed: these figures do not depend on the machine.
 """
@@ -162,15 +168,28 @@ def _facade() -> dict[str, Any]:
 INLINED = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
 
 
-def _traced(call: Any, project: str) -> dict[str, Any]:
-    """The project files `call()` passes through, in call order, and its file-to-file hops."""
+def _traced(call: Any, project: str, command: str | None = None) -> dict[str, Any]:
+    """The project files `call()` passes through, in call order, its file-to-file hops, and
+    its climbs back up from the domain to the `command` module (a file of the project)."""
+    from eventsourcing.domain import Aggregate  # noqa: PLC0415
+
     files: list[str] = []
+    steps: list[str] = []  # the command module's own calls: "d" to the domain, "a" otherwise
+    own = None if command is None else project + command
 
     def profile(frame: Any, event: str, _arg: Any) -> None:
         if event == "call" and frame.f_code.co_name not in INLINED:
             filename = frame.f_code.co_filename
             if filename.startswith(project):
-                files.append(filename.removeprefix(project))
+                name = filename.removeprefix(project)
+                files.append(name)
+                caller = frame.f_back
+                if own is None or caller is None or caller.f_code.co_filename != own:
+                    return
+                if not name.startswith("domain/"):
+                    steps.append("a")
+                elif _hands_aggregate(frame.f_locals.values(), Aggregate):
+                    steps.append("d")
 
     sys.setprofile(profile)
     try:
@@ -178,18 +197,50 @@ def _traced(call: Any, project: str) -> dict[str, Any]:
     finally:
         sys.setprofile(None)
     hops = sum(1 for a, b in itertools.pairwise(files) if a != b)
-    return {"files": sorted(set(files)), "file_count": len(set(files)), "hops": hops}
+    climbs = sum(1 for a, b in itertools.pairwise(steps) if (a, b) == ("d", "a"))
+    return {
+        "files": sorted(set(files)),
+        "file_count": len(set(files)),
+        "hops": hops,
+        "climbs": climbs,
+    }
+
+
+def _hands_aggregate(values: Any, aggregate: type, depth: int = 3) -> bool:
+    """Whether a call's arguments hold an aggregate: one of them, or inside a tuple, a list,
+    a set or a mapping's values among them (a cursor and its M, every cursor a record reads)."""
+    for value in values:
+        if isinstance(value, aggregate):
+            return True
+        if depth > 1 and isinstance(value, tuple | list | set | frozenset | dict):
+            inner = value.values() if isinstance(value, dict) else value
+            if _hands_aggregate(inner, aggregate, depth - 1):
+                return True
+    return False
+
+
+#: The module whose own calls are each path's command (its climbs are counted there).
+COMMANDS = {
+    "record": "application/recording.py",
+    "drain": "application/watching.py",
+    "changes_since": "application/queries.py",
+}
 
 
 def paths() -> dict[str, dict[str, Any]]:
     """The record, drain and `changesSince` paths, each measured warm on SQLite."""
+    import structlog.testing  # noqa: PLC0415
+
     import session_awareness  # noqa: PLC0415
     from session_awareness.application import open_service  # noqa: PLC0415
 
     # The strict editable install links each file from a build folder: match the package's.
     project = str(Path(session_awareness.__file__).parent) + "/"
     child, parent = "agent:main:subagent:child", "agent:main:parent"
-    with tempfile.TemporaryDirectory() as folder:
+    # The library's logger takes a path of its own per configuration (structlog's, the stdlib
+    # logger's level): capture the events, so the figures do not depend on what the host, or
+    # an earlier test, configured.
+    with tempfile.TemporaryDirectory() as folder, structlog.testing.capture_logs():
         svc = open_service(f"sqlite:///{folder}/structure.db")
         try:
             svc.open_session(parent)
@@ -198,15 +249,21 @@ def paths() -> dict[str, dict[str, Any]]:
                 svc.record_human_direct_message(child, channel="bench")
             # The parent's notice is pending: the record moves the cursor's material.
             record = _traced(
-                lambda: svc.record_human_direct_message(child, channel="bench"), project
+                lambda: svc.record_human_direct_message(child, channel="bench"),
+                project,
+                COMMANDS["record"],
             )
             for _ in range(3):
                 svc.drain_notices(parent)
                 svc.record_human_direct_message(child, channel="bench")
-            drain = _traced(lambda: svc.drain_notices(parent), project)
+            drain = _traced(lambda: svc.drain_notices(parent), project, COMMANDS["drain"])
             for _ in range(3):
                 svc.session_status(child, changes_since=1)
-            changes = _traced(lambda: svc.session_status(child, changes_since=1), project)
+            changes = _traced(
+                lambda: svc.session_status(child, changes_since=1),
+                project,
+                COMMANDS["changes_since"],
+            )
         finally:
             svc.close()
     return {"record": record, "drain": drain, "changes_since": changes}
@@ -244,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     for circle in figures["circles"]:
         print("  " + " <-> ".join(m.removeprefix(f"{PACKAGE}.") for m in circle))
     for label, path in paths.items():
-        print(f"{label} path: {path['file_count']} project files, {path['hops']} file-to-file hops")
+        print(f"{label} path: {path['file_count']} project files, {path['hops']} file-to-file "
+              f"hops, {path['climbs']} climbs back up")  # fmt: skip
         for name in path["files"]:
             print(f"  {name}")
     return 0

@@ -1,11 +1,13 @@
 """Who is told: the cursor moves a recorded signal makes on its audience (R-W1–R-W7, R-N1–R-N7).
 
-Pure decisions over loaded aggregates: the application loads the target `Session` and the
-`Watch`es its audience holds, asks here what moves, saves what changed and wakes, after
-commit, the watchers of the notices this module says opened.
+Pure decisions over loaded aggregates, one per command: a record loads what `needs` names
+(the target's cursors, its parent, the main session) and asks `record` once; its `Recorded`
+says what was appended, which cursors started, which notices opened and who is woken (R-N5;
+never for an ambient cursor, `wakes`, R-W7). A drain asks `drain` once; its `Drained` says
+the same of the notices it reopened. The application saves what changed and carries the wakes.
 
 - `audience` names who may be told of a notify-eligible event: every cursor holder on the
-  target, plus its parent (R-W4), minus the event's actor (R-W5).
+  target, plus its parent (R-W4), minus those who caused it (`material.caused_by`, R-W5).
 - `tell` moves each of their cursors: a synced cursor opens one notice, a pending one stores
   nothing, its material position being the target's (R-N2, ADR 023); a parent without an
   active cursor gets one at L = 0 first (R-W4).
@@ -23,11 +25,14 @@ commit, the watchers of the notices this module says opened.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from uuid import UUID
 
+from session_awareness.domain import material as rule
 from session_awareness.domain.drains import Acknowledgement, Drains
+from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import (
     AGENT_PREFIX,
     InvalidKeyError,
@@ -66,6 +71,133 @@ class StaleCursorError(Exception):
     older than the store (another writer saved between the reads)."""
 
 
+# -- one decision per record (issue 35) ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Needs:
+    """What a record loads before the domain decides it: the parent whose session it checks
+    (R-W4), the main session an ambient grant may go to (R-W7), and the watchers whose
+    cursors on the target it reads (every holder on the index, the parent, the main session):
+    a superset of those told, since who is told is decided after the grant."""
+
+    parent: str | None
+    main: str | None
+    cursors: tuple[str, ...]
+
+
+def needs(
+    ref: SessionRef,
+    *,
+    kind: str,
+    parent: str | None,
+    watchers: Collection[str],
+    signal: SignalKind,
+    main_key: str | None,
+) -> Needs:
+    """What a record of `signal` on the session `ref` (its `kind`, `parent` and watcher
+    index) loads; `main_key` None when ambient group watches are off."""
+    main = None if main_key is None else ambient_watcher(ref, kind, signal, main_key)
+    checked = _parent_to_check(ref, parent, watchers)
+    extra = [key for key in (checked, main) if key is not None and key not in watchers]
+    return Needs(checked, main, (*watchers, *dict.fromkeys(extra)))
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A notice a record opened: its watcher, woken after commit unless `wakes` is False
+    (an ambient cursor's, R-W7)."""
+
+    watcher: str
+    wakes: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What one record decided: the signal's sequence (None: skipped, `skipped` says why,
+    R-L6), the notices it opened in audience order (R-N2, R-N5), the cursors it created (new
+    aggregates to save), the main session it gave an ambient cursor at `head` (R-W7), and the
+    cursors whose notice opens without publishing a wake (`quiet`, R-W7)."""
+
+    sequence: int | None
+    skipped: str | None = None
+    opened: tuple[Notice, ...] = ()
+    started: tuple[Watch, ...] = ()
+    granted: str | None = None
+    head: int = 0
+    quiet: tuple[UUID, ...] = ()
+
+    @property
+    def wakes(self) -> tuple[str, ...]:
+        """The watchers woken after commit, in the order their notices opened."""
+        return tuple(notice.watcher for notice in self.opened if notice.wakes)
+
+
+def record(
+    session: Session,
+    request: SignalRequest,
+    *,
+    cursors: Mapping[str, Watch | None],
+    parent: Session | None,
+    main_session: Session | None,
+    main: str | None,
+    at: datetime,
+) -> Recorded:
+    """Record `request` on the live `session`, given what `needs` named loaded: `cursors`,
+    the cursor each of those watchers holds on the session (or None), `parent` the session of
+    `needs.parent`, `main_session` the session of `main` (`needs.main`). In order: the main
+    session's ambient grant (R-W7), the R-L6 skip, the append, then the audience's cursors
+    (R-W4, R-W5, R-N2). `StaleCursorError` when a cursor is ahead of the session."""
+    started: list[Watch] = []
+    granted, head = None, session.state_version
+    if main is not None:
+        held = cursors[main]
+        deleted = main_session is not None and main_session.deleted
+        watch = grant_ambient(session, main, held, main_deleted=deleted, at=at)
+        if watch is not None:
+            granted, cursors = main, {**cursors, main: watch}
+            if held is None:
+                started.append(watch)
+    if request.needs_audience and not has_audience(session):
+        return Recorded(None, "no_parent_or_watcher", started=tuple(started))
+    sequence = append(session, request, at)
+    if not request.kind.notifies:
+        return Recorded(sequence, started=tuple(started), granted=granted, head=head)
+    deleted = parent is not None and parent.deleted
+    told = tell(
+        session,
+        sequence,
+        {w: cursors[w] for w in audience(session, actor=request.actor_id, parent_deleted=deleted)},
+        at=at,
+    )
+    return Recorded(
+        sequence,
+        opened=tuple(Notice(o.watcher, wakes(o.watch)) for o in told.opened),
+        started=(*started, *told.started),
+        granted=granted,
+        head=head,
+        quiet=tuple(o.watch.id for o in told.opened if not wakes(o.watch)),
+    )
+
+
+def append(
+    session: Session, request: SignalRequest, at: datetime, lineage: Sequence[str] = ()
+) -> int:
+    """Append the requested signal to the session; its sequence (R-L4)."""
+    return session.record(
+        request.kind,
+        actor_type=request.actor_type,
+        summary=request.summary,
+        occurred_at=request.occurred_at,
+        at=at,
+        actor_id=request.actor_id,
+        run_id=request.run_id,
+        payload=request.payload,
+        dedupe_key=request.dedupe_key,
+        lineage=lineage,
+    )
+
+
 def has_audience(session: Session) -> bool:
     """Whether anyone could be told of a human turn on the session: a parent or a watcher
     (R-L6)."""
@@ -75,10 +207,13 @@ def has_audience(session: Session) -> bool:
 def parent_to_check(session: Session) -> str | None:
     """The parent that would get a cursor at L = 0 (R-W4), if its session is not deleted:
     a parent that holds none on the index yet and may hold one on this target (R-W3)."""
-    parent = session.parent_key
-    if not parent or parent in session.watchers or parent == session.key:
+    return _parent_to_check(session.ref, session.parent_key, session.watchers)
+
+
+def _parent_to_check(ref: SessionRef, parent: str | None, watchers: Collection[str]) -> str | None:
+    if not parent or parent in watchers or parent == ref.key:
         return None
-    return parent if may_hold_cursor(parent, session.ref) else None
+    return parent if may_hold_cursor(parent, ref) else None
 
 
 def audience(session: Session, *, actor: str | None, parent_deleted: bool = False) -> list[str]:
@@ -89,7 +224,7 @@ def audience(session: Session, *, actor: str | None, parent_deleted: bool = Fals
     parent = parent_to_check(session)
     if parent is not None and not parent_deleted:
         candidates.append(parent)
-    return [watcher for watcher in candidates if watcher != actor]
+    return [watcher for watcher in candidates if not rule.caused_by(actor, watcher)]
 
 
 def tell(
@@ -121,7 +256,7 @@ def tell(
 def material(watch: Watch, session: Session) -> int:
     """The cursor's M: the newest notify-eligible event on the target not caused by its
     watcher (R-W5), never below the positions the cursor stored (it started there)."""
-    return max(watch.material, session.material_for(watch.watcher))
+    return rule.derived(watch.material, session.material, session.material_other, watch.watcher)
 
 
 def acknowledge(watch: Watch, session: Session | None, *, at: datetime) -> bool:
@@ -131,17 +266,56 @@ def acknowledge(watch: Watch, session: Session | None, *, at: datetime) -> bool:
     return watch.acknowledge(material=held, at=at)
 
 
+@dataclass(frozen=True, slots=True)
+class Drained:
+    """What one drain decided (R-N3, R-N5, R-W7, ADR 024): the watcher's `Drains` to save
+    (None: nothing was pending), the notices handed over (oldest first) and each cursor's
+    acknowledgement in that order, whether the watcher is woken after commit (a reopened
+    notice on a cursor that is not ambient), and the cursors whose reopened notice publishes
+    no wake (`quiet`: ambient ones)."""
+
+    drains: Drains | None = None
+    texts: tuple[str, ...] = ()
+    acknowledged: tuple[Acknowledgement, ...] = ()
+    wakes: bool = False
+    quiet: tuple[UUID, ...] = ()
+
+    @property
+    def reopened(self) -> int:
+        return sum(acknowledgement.reopened for acknowledgement in self.acknowledged)
+
+
 def drain(
-    drains: Drains | None, watcher: str, pending: Iterable[tuple[Watch, int]], *, at: datetime
-) -> tuple[Drains | None, list[Acknowledgement]]:
+    drains: Drains | None,
+    watcher: str,
+    cursors: Iterable[tuple[Watch | None, int]],
+    *,
+    at: datetime,
+) -> Drained:
     """Acknowledge each of the watcher's pending cursors, given with its target's M for the
     watcher (R-N3), in ONE event on the watcher's `Drains` (created by its first drain, ADR
-    024). Returns the `Drains` to save (None when nothing was pending) and each cursor's
-    acknowledgement, in the order given."""
-    drained = [watch.acknowledgement(material=held, at=at) for watch, held in pending]
-    if not drained:
-        return drains, drained
-    return Drains.record(drains, watcher, drained, at=at), drained
+    024). A cursor that is gone or no longer pending is passed over (the read model that named
+    it may be a save behind). A reopened notice wakes its watcher once (R-N5), unless it is on
+    an ambient cursor (R-W7)."""
+    pending = [(watch, held) for watch, held in cursors if watch is not None and watch.pending]
+    if not pending:
+        return Drained()
+    texts = tuple(str(watch.notice) for watch, _ in pending)
+    drained = tuple(watch.acknowledgement(material=held, at=at) for watch, held in pending)
+    reopened = [watch for (watch, _), ack in zip(pending, drained, strict=True) if ack.reopened]
+    return Drained(
+        Drains.record(drains, watcher, list(drained), at=at),
+        texts,
+        drained,
+        wakes=any(wakes(watch) for watch in reopened),
+        quiet=tuple(watch.id for watch in reopened if not wakes(watch)),
+    )
+
+
+def wakes(watch: Watch) -> bool:
+    """Whether a notice opened on the cursor wakes its watcher (R-N5): not an ambient
+    cursor's, which queues and never wakes (R-W7)."""
+    return not watch.ambient
 
 
 def redeliver(

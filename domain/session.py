@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from eventsourcing.domain import Aggregate
 
+from session_awareness.domain import material as rule
 from session_awareness.domain.copying import copy_state
 from session_awareness.domain.keys import SessionRef, is_subagent
 from session_awareness.domain.signals import (
@@ -33,7 +34,7 @@ from session_awareness.domain.upstream import (
 )
 
 #: The newest notify-eligible event: its sequence, its actor, when it was recorded.
-Material = tuple[int, str | None, datetime | None]
+Material = rule.Newest[datetime | None]
 SESSION_KINDS = frozenset({"main", "group", "cron", "hook", "node", "subagent", "other"})
 T = "session_awareness:Session"
 #: How far up a parent's ancestry a spawn edge is checked for a cycle (R-T3).
@@ -540,26 +541,20 @@ class Session(Aggregate):
             self.trigger_event(self.HistoryPruned, timestamp=at, watermark=watermark)
 
     def material_moved(self, sequence: int, actor: str | None, at: datetime) -> None:
-        """A notify-eligible event was appended: it is the newest material; the newest one by
-        another actor is the previous newest unless both have the same actor."""
-        newest, newest_actor, newest_at = self.material
-        if actor is None or actor != newest_actor:
-            self.material_other = (newest, newest_at)
-        self.material = (sequence, actor, at)
+        """A notify-eligible event was appended: the two marks move (`material.moved`)."""
+        self.material, self.material_other = rule.moved(
+            self.material, self.material_other, sequence, actor, at
+        )
 
     def material_for(self, watcher: str) -> int:
         """M for `watcher`'s cursor as the log defines it: the newest notify-eligible
         sequence not caused by the watcher (R-W5), 0 when there is none. A cursor's own
         positions bound it from below (it never counts events before the cursor started)."""
-        return self._material_of(watcher)[0]
+        return rule.reached(self.material, self.material_other, watcher)[0]
 
     def material_time_for(self, watcher: str) -> datetime | None:
         """When the newest notify-eligible event not caused by `watcher` was recorded."""
-        return self._material_of(watcher)[1]
-
-    def _material_of(self, watcher: str) -> tuple[int, datetime | None]:
-        newest, actor, at = self.material
-        return self.material_other if actor is not None and actor == watcher else (newest, at)
+        return rule.reached(self.material, self.material_other, watcher)[1]
 
     # -- the watcher index -----------------------------------------------------------------
 

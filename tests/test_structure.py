@@ -5,6 +5,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import structlog
+from eventsourcing.domain import Aggregate
+
+from bench import structure
 from bench.structure import PACKAGE, import_circles, import_graph, paths
 from session_awareness.application import SessionAwareness
 
@@ -43,13 +47,14 @@ def test_the_facade_shows_only_the_documented_api() -> None:
 
 def test_the_architecture_page_shows_the_paths_as_measured() -> None:
     """`docs/architecture.md`'s table of the record, drain and `changesSince` paths gives the
-    files and hops `python -m bench.structure` measures, so the page cannot go stale."""
+    files, hops and climbs back up `python -m bench.structure` measures, so the page cannot
+    go stale."""
     page = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text()
     shown = {
-        name: (int(files), int(hops))
-        for name, files, hops in re.findall(
+        name: (int(files), int(hops), int(climbs))
+        for name, files, hops, climbs in re.findall(
             r"^\| one `(record_human_direct_message|drain_notices|session_status)\b[^|]*\|"
-            r" (\d+) \| (\d+) \|",
+            r" (\d+) \| (\d+) \| (\d+) \|",
             page,
             flags=re.MULTILINE,
         )
@@ -62,8 +67,65 @@ def test_the_architecture_page_shows_the_paths_as_measured() -> None:
     }
 
 
-def _counted(path: dict[str, Any]) -> tuple[int, int]:
-    return path["file_count"], path["hops"]
+def _counted(path: dict[str, Any]) -> tuple[int, int, int]:
+    return path["file_count"], path["hops"], path["climbs"]
+
+
+def test_the_paths_do_not_depend_on_how_logging_is_configured() -> None:
+    """The library's logger takes a path of its own when structlog is configured and when
+    it is not: the figures are the same either way (a suite's earlier test may have
+    configured it, and left it so)."""
+    saved, was = structlog.get_config(), structlog.is_configured()
+    measured = []
+    try:
+        for configured in (False, True):
+            structlog.reset_defaults()
+            if configured:
+                structlog.configure(processors=[structlog.processors.KeyValueRenderer()])
+            measured.append([_counted(path) for path in paths().values()])
+    finally:
+        structlog.reset_defaults()
+        if was:
+            structlog.configure(**saved)
+    assert measured[0] == measured[1]
+
+
+def test_a_record_and_a_drain_each_ask_the_domain_once() -> None:
+    """Issue 35: a command loads what it needs, asks the domain once and saves; the record
+    and the drain paths climb back up from the domain to their command at most once each
+    (R-W5, R-W7 and the rest of who is told are decided in that one call)."""
+    measured = paths()
+    assert measured["record"]["climbs"] <= 1
+    assert measured["drain"]["climbs"] <= 1
+
+
+def test_a_climb_is_counted_when_a_command_asks_the_domain_again() -> None:
+    """A command module that hands an aggregate to the domain, loads, and hands it again
+    climbs back up twice; pure answers about values are not climbs."""
+
+    class Thing(Aggregate):
+        pass
+
+    def command() -> None:
+        thing = Thing()
+        structure._hands_aggregate([thing], Aggregate)  # a stand-in for the load
+        domain_call(thing)
+        structure._hands_aggregate([thing], Aggregate)
+        domain_call([(thing, 1)])
+        domain_call("a value")
+        structure._hands_aggregate([], Aggregate)  # a stand-in for the save
+
+    project = str(Path(structure.__file__).resolve().parent.parent) + "/"
+    domain_call = _compiled_in(project + "domain/stand_in.py")
+    traced = structure._traced(command, project, "tests/test_structure.py")
+    assert traced["climbs"] == 2
+
+
+def _compiled_in(filename: str) -> Any:
+    """A function whose code says it lives in `filename` (a domain module stand-in)."""
+    namespace: dict[str, Any] = {}
+    exec(compile("def domain_call(value):\n    return value\n", filename, "exec"), namespace)  # noqa: S102 -- a fixed stand-in
+    return namespace["domain_call"]
 
 
 def test_no_module_repeats_another_modules_name() -> None:

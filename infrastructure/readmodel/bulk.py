@@ -13,7 +13,7 @@ from uuid import UUID
 
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.readmodel.dialect import Dialect
-from session_awareness.infrastructure.readmodel.tables import DERIVED_MATERIAL
+from session_awareness.infrastructure.readmodel.tables import DERIVED_MATERIAL, SYNCED
 from session_awareness.infrastructure.readmodel.writes import (
     WRITES,
     ReadModelWrites,
@@ -28,7 +28,7 @@ BULK_INLINE = 16
 #: A cursor that is synced (L = N) below its derived M: a notice was lost (ADR 023).
 _BEHIND = (
     "SELECT 1 FROM {s}session_watch_cursors c JOIN {s}session_material m "  # noqa: S608 -- fixed fragments; values are bound
-    "ON m.session_id = c.target_id WHERE ({where}) AND c.notified = c.acknowledged "
+    f"ON m.session_id = c.target_id WHERE ({{where}}) AND {SYNCED} "
     f"AND c.notified < {DERIVED_MATERIAL}"
 )
 

@@ -18,6 +18,7 @@ from session_awareness.infrastructure.readmodel.tables import (
     DERIVED_MATERIAL,
     DERIVED_UPDATED,
     INDEXED,
+    PENDING,
     STORE_VERSION_MARK,
 )
 
@@ -57,7 +58,7 @@ _CURSOR = (
 _PENDING_TO_DRAIN = (
     f"SELECT c.watch_id, {DERIVED_MATERIAL} FROM {{s}}session_watch_cursors c "
     "LEFT JOIN {s}session_material m ON m.session_id = c.target_id "
-    "WHERE c.watcher_key = ? AND c.notified > c.acknowledged "
+    f"WHERE c.watcher_key = ? AND {PENDING} "
     "ORDER BY c.notice_order, c.target_key"
 )
 _LINK = (
@@ -183,7 +184,7 @@ class ReadModelQueries(Rendered):
         return bool(self.fetch_tuples(_KEY_SEEN, (self.dialect.bind_id(session_id), dedupe_key)))
 
     def cursors_of_watcher(self, watcher_key: str, *, pending_only: bool) -> list[CursorRow]:
-        pending = " AND c.notified > c.acknowledged" if pending_only else ""
+        pending = f" AND {PENDING}" if pending_only else ""
         rows = self.fetch(
             _CURSOR + "c.watcher_key = ?" + pending + " ORDER BY c.notice_order, c.target_key",
             (watcher_key,),
@@ -210,8 +211,8 @@ class ReadModelQueries(Rendered):
 
     def watchers_with_pending(self) -> list[str]:
         rows = self.fetch(
-            "SELECT DISTINCT watcher_key FROM {s}session_watch_cursors "
-            "WHERE notified > acknowledged ORDER BY watcher_key"
+            "SELECT DISTINCT c.watcher_key FROM {s}session_watch_cursors c "
+            f"WHERE {PENDING} ORDER BY c.watcher_key"
         )
         return [row["watcher_key"] for row in rows]
 

@@ -193,16 +193,42 @@ MATERIAL = Table(
     clustered=True,
 )  # fmt: skip
 
-#: A cursor `c`'s M and last update, derived from its target's `session_material` row `m`
-#: (ADR 023): the newest material not caused by the watcher (R-W5), never below what the
+# -- the cursor rules SQL filters on, each spelled once ---------------------------------------
+
+#: A cursor `c` with a pending notice: N > L (`Watch.pending`).
+PENDING = "c.notified > c.acknowledged"
+#: A cursor `c` without one: N = L.
+SYNCED = "c.notified = c.acknowledged"
+
+
+def reached(watcher: str, mark: str = "", *, row: str = "m.") -> str:
+    """`domain/material.py`'s `reached` in SQL: the newest material (`mark` "" its sequence,
+    "_at" its time) of the `session_material` row `row` not caused by `watcher`, an SQL
+    expression (R-W5). A NULL actor equals nothing, as `caused_by` has it: nobody's event."""
+    return (
+        f"CASE WHEN {row}material_actor = {watcher} "
+        f"THEN {row}material_other{mark} ELSE {row}material{mark} END"
+    )
+
+
+#: A cursor `c`'s M, derived from its target's `session_material` row `m` (ADR 023,
+#: `material.derived`): the newest material not caused by the watcher, never below what the
 #: cursor stored (it started there).
-DERIVED_MATERIAL = (
-    "{greatest}(c.material, COALESCE(CASE WHEN m.material_actor = c.watcher_key "
-    "THEN m.material_other ELSE m.material END, 0))"
-)
-DERIVED_UPDATED = (
-    "{greatest}(c.updated_at, COALESCE(CASE WHEN m.material_actor = c.watcher_key "
-    "THEN m.material_other_at ELSE m.material_at END, 0))"
+DERIVED_MATERIAL = f"{{greatest}}(c.material, COALESCE({reached('c.watcher_key')}, 0))"
+#: When the cursor last moved (R-W6's idle time, `notices.last_moved`): its own last update,
+#: or the newest material that reached it, whichever is later.
+DERIVED_UPDATED = f"{{greatest}}(c.updated_at, COALESCE({reached('c.watcher_key', '_at')}, 0))"
+#: A notify-eligible event by the actor `?` moves the target's marks (`material.moved`): it
+#: is the newest, and the newest by another actor is what the row's marks say the actor did
+#: not cause; unless that is given (not NULL: two events folded into one write). `SET` reads
+#: the row as it was. Parameters: `writes.material_params`.
+MATERIAL_MOVED = (
+    "UPDATE {s}session_material SET "
+    "material_other = COALESCE(CAST(? AS {int}), "
+    f"{reached('?', row='')}), "
+    "material_other_at = CASE WHEN CAST(? AS {int}) IS NOT NULL THEN CAST(? AS {int}) "
+    f"ELSE {reached('?', '_at', row='')} END, "
+    "material = ?, material_at = ?, material_actor = ? WHERE session_id = ?"
 )
 
 #: The store's marks, by name: `store_version`, the store format the newest version that

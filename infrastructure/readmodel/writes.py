@@ -14,6 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from session_awareness.application import projection as p
+from session_awareness.domain import material
 from session_awareness.infrastructure.readmodel.dialect import Rendered
 from session_awareness.infrastructure.readmodel.tables import (
     ACTIVITY,
@@ -23,6 +24,7 @@ from session_awareness.infrastructure.readmodel.tables import (
     KEYS,
     LINKS,
     MATERIAL,
+    MATERIAL_MOVED,
     REGISTRY,
 )
 
@@ -98,28 +100,27 @@ def _moved(old: Row, new: Row) -> Row:
 
 
 def _material_folded(old: Row, new: Row) -> Row:
-    """Two notify-eligible events on one session as one write: the second's newest, and as
-    the newest by another actor the first's, unless both have the same actor (then what
-    the first would have kept)."""
-    e1, at1, a1, o1, o1_at = _material_of(old)
-    e2, at2, a2, o2, o2_at = _material_of(new)
-    if o2 is None:
-        o2, o2_at = (o1, o1_at) if a1 is not None and a1 == a2 else (e1, at1)
-    return _material_params(sid=new[-1], sequence=e2, at=at2, actor=a2, other=(o2, o2_at))
+    """Two notify-eligible events on one session as one write: the domain's `moved` of the
+    first write's marks by the second event. A mark the first left to the row (None) stays
+    the row's when the second event's actor caused the first (the same actor)."""
+    e1, at1, a1, other1 = _material_of(old)
+    e2, at2, a2, _ = _material_of(new)
+    _, other2 = material.moved((e1, a1, at1), other1, e2, a2, at2)
+    return material_params(sid=new[-1], sequence=e2, at=at2, actor=a2, other=other2)
 
 
-def _material_params(
+def material_params(
     *, sid: Any, sequence: int, at: int, actor: str | None, other: tuple[Any, Any] = (None, None)
 ) -> Row:
-    """`_MATERIAL`'s parameters; `other` (sequence, time) None: the newest by another actor
-    follows from the row."""
+    """`MATERIAL_MOVED`'s parameters; `other` (sequence, time) None: the newest by another
+    actor follows from the row."""
     o, o_at = other
-    return (o, o, actor, o, o_at, actor, sequence, at, actor, sid)
+    return (o, actor, o, o_at, actor, sequence, at, actor, sid)
 
 
-def _material_of(params: Row) -> tuple[Any, Any, Any, Any, Any]:
-    """(sequence, at, actor, other, other_at) back from `_material_params`' row."""
-    return params[6], params[7], params[8], params[0], params[4]
+def _material_of(params: Row) -> tuple[Any, Any, Any, tuple[Any, Any]]:
+    """(sequence, at, actor, (other, other_at)) back from `material_params`' row."""
+    return params[5], params[6], params[7], (params[0], params[3])
 
 
 _OPEN = Write(REGISTRY.name, REGISTRY.insert())
@@ -177,18 +178,8 @@ _CURSOR_MOVE = Write(
         "AS v(a, n, m, o, u, id) WHERE c.watch_id = v.id"
     ),
 )
-#: A notify-eligible event is the newest material; the newest by another actor becomes the
-#: previous newest unless both have the same actor, or is set (`other` given: two events
-#: folded into one write, `_material_folded`). `SET` reads the row as it was.
-_MATERIAL = Write(
-    MATERIAL.name,
-    "UPDATE {s}session_material SET material_other = CASE WHEN CAST(? AS {int}) IS NOT NULL "
-    "THEN CAST(? AS {int}) WHEN material_actor = ? THEN material_other ELSE material END, "
-    "material_other_at = CASE WHEN CAST(? AS {int}) IS NOT NULL THEN CAST(? AS {int}) "
-    "WHEN material_actor = ? THEN material_other_at ELSE material_at END, "
-    "material = ?, material_at = ?, material_actor = ? WHERE session_id = ?",
-    _material_folded,
-)
+#: A notify-eligible event moves the target's two material marks (`tables.MATERIAL_MOVED`).
+_MATERIAL = Write(MATERIAL.name, MATERIAL_MOVED, _material_folded)
 _MATERIAL_OPEN = Write(MATERIAL.name, MATERIAL.insert(("session_id",)) + " ON CONFLICT DO NOTHING")
 _CURSOR_REMOVE = Write(CURSORS.name, "DELETE FROM {s}session_watch_cursors WHERE watch_id = ?")
 _ACTIVITY_OPEN = Write(
@@ -315,9 +306,7 @@ def _key_recorded(bind: Bind, change: p.KeyRecorded) -> Writes:
 
 def _material_moved(bind: Bind, change: p.MaterialMoved) -> Writes:
     sid = bind(change.session_id)
-    params = _material_params(
-        sid=sid, sequence=change.sequence, at=change.at, actor=change.actor_id
-    )
+    params = material_params(sid=sid, sequence=change.sequence, at=change.at, actor=change.actor_id)
     return [(_MATERIAL, sid, params)]
 
 

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from session_awareness.application import SessionAwareness
-from session_awareness.application import watching as watching_module
 from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import SessionRef, drains_id, watch_id
 from tests.conftest import RecordingWaker, ServiceFactory
@@ -43,7 +42,7 @@ def before_the_drain_saves(action: Callable[[], object]) -> Iterator[list[int]]:
         return record(*args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(watching_module.Drains, "record", racing)
+        patch.setattr(Drains, "record", racing)
         yield attempts
 
 
