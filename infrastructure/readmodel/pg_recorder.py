@@ -135,6 +135,16 @@ class PostgresReadModelRecorder(StackedSessionState, ReadModelStore, PostgresApp
     select_notifications = PostgresApplicationRecorder.select_notifications.__wrapped__  # type: ignore[attr-defined]
     max_notification_id = PostgresApplicationRecorder.max_notification_id.__wrapped__  # type: ignore[attr-defined]
 
+    def aggregate_versions(self, ids: Collection[UUID]) -> dict[UUID, int]:
+        """The latest stored version of each of `ids` (retention's batch, ADR 038)."""
+        rows = self.fetch_tuples(
+            "SELECT originator_id, MAX(originator_version) FROM {s}"  # noqa: S608 -- the library's table name
+            + self.events_table_name
+            + " WHERE originator_id = ANY(CAST(? AS uuid[])) GROUP BY originator_id",
+            (list(ids),),
+        )
+        return {row[0]: row[1] for row in rows}
+
     def originators_after(self, position: int, limit: int) -> list[tuple[int, UUID, int]]:
         """The notification log after `position`, without the events' state (the aggregate
         cache's look); one prepared statement on an autocommit connection."""

@@ -184,6 +184,15 @@ class SQLiteReadModelRecorder(JoinedSessionState, ReadModelStore, SQLiteApplicat
         for _, reader in readers:
             reader.close()
 
+    def aggregate_versions(self, ids: Collection[UUID]) -> dict[UUID, int]:
+        """The latest stored version of each of `ids` (retention's batch, ADR 038)."""
+        rows = self.fetch_tuples(
+            f"SELECT originator_id, MAX(originator_version) FROM {self.events_table_name} "  # noqa: S608 -- the library's table name
+            "WHERE originator_id IN (SELECT value FROM json_each(?)) GROUP BY originator_id",
+            (json.dumps([i.hex for i in ids]),),
+        )
+        return {UUID(hex=row[0]): row[1] for row in rows}
+
     def originators_after(self, position: int, limit: int) -> list[tuple[int, UUID, int]]:
         """The notification log after `position`, without the events' state (the aggregate
         cache's look); one statement, no explicit transaction."""
