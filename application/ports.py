@@ -136,9 +136,11 @@ class PrunePlan:
     session_id: UUID
     watermark: int
     rows: int
-    #: The session's agent and key, as the registry has them (a batch's plan names them).
+    #: The session's agent and key, as the registry has them, and the recording position of
+    #: its last row the plan removes (a batch's plan gives them).
     agent_id: str | None = None
     key: str | None = None
+    last_position: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,12 +222,13 @@ class ReadModel(Protocol):
         ...
 
     def prune_plan(
-        self, *, recorded_before: int, keep_rows: int, limit: int | None = None
+        self, *, recorded_before: int, keep_rows: int, limit: int | None = None, after: int = 0
     ) -> list[PrunePlan]:
         """Per session, what retention removes: rows older than the cutoff, then all but the
         newest `keep_rows` rows; always a per-session prefix, so the watermark is exact.
-        With `limit`, only the oldest `limit` such rows (by recording position) are planned:
-        one bounded batch, whose cost grows with the rows it removes, not the store."""
+        With `limit`, only the oldest `limit` such rows recorded after position `after` are
+        planned: one bounded batch, whose cost grows with the rows it removes, not the
+        store (a pass gives each batch the last position the one before removed)."""
 
     def aggregate_versions(self, ids: Collection[UUID]) -> dict[UUID, int]:
         """The latest stored version of each aggregate of `ids` that has events (a bounded

@@ -69,6 +69,7 @@ class PrunePass:
         #: The newest recorded time when the reading was taken for a wrong one: no removal.
         self.refused = newest if far else None
         self._stale: list[CursorRow] | None = None
+        self._after = 0  # the last recording position a batch of this pass removed
         self.done = far
         self.batches = 0
 
@@ -97,7 +98,10 @@ class PrunePass:
         def attempt(_: UnitOfWork) -> list[PrunePlan]:
             read_model = self._store.read_model
             plans = read_model.prune_plan(
-                recorded_before=self._cutoff, keep_rows=self._rows, limit=PRUNE_BATCH_ROWS
+                recorded_before=self._cutoff,
+                keep_rows=self._rows,
+                limit=PRUNE_BATCH_ROWS,
+                after=self._after,
             )
             versions = read_model.aggregate_versions([plan.session_id for plan in plans])
             planned = [plan for plan in plans if plan.session_id in versions]
@@ -116,6 +120,9 @@ class PrunePass:
             return plans
 
         plans = self._store.run(attempt)
+        # Rows up to here are gone or were not doomed when planned (one that became doomed
+        # since, the row cap moving up, goes in the next pass).
+        self._after = max([self._after, *(plan.last_position for plan in plans)])
         for plan in plans:
             self.result["removedRows"] += plan.rows
             self.result["watermarks"].append(

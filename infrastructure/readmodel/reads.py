@@ -78,19 +78,22 @@ _PRUNE_PLAN = """
            (SELECT COUNT(*) FROM {s}session_state_events e
             WHERE e.session_id = d.session_id AND e.sequence <= d.watermark) AS row_count
     FROM doomed d ORDER BY d.session_id"""
-#: One batch of the plan: the oldest doomed rows by recording position, at most `limit` of
-#: them, read through the position index and grouped by session. A session's rows are
-#: recorded in sequence order, so a batch holds a prefix of each session it reaches: its
-#: highest sequence there is an exact watermark, and the batch's rows are the rows it removes.
+#: One batch of the plan: the oldest doomed rows by recording position after `after` (the
+#: last position an earlier batch removed, so the scan never walks the entries it left
+#: behind), at most `limit` of them, read through the position index and grouped by
+#: session. A session's rows are recorded in sequence order, so a batch holds a prefix of
+#: each session it reaches: its highest sequence there is an exact watermark, and the batch's
+#: rows are the rows it removes.
 _PRUNE_BATCH = """
     WITH cutoff AS (
         SELECT position FROM {s}session_state_events ORDER BY position DESC LIMIT 1 OFFSET ?),
     batch AS (
-        SELECT session_id, sequence FROM {s}session_state_events
-        WHERE recorded_at < ? OR position <= COALESCE((SELECT position FROM cutoff), -1)
+        SELECT session_id, sequence, position FROM {s}session_state_events
+        WHERE position > ?
+          AND (recorded_at < ? OR position <= COALESCE((SELECT position FROM cutoff), -1))
         ORDER BY position LIMIT ?)
     SELECT b.session_id, MAX(b.sequence) AS watermark, COUNT(*) AS row_count,
-           r.agent_id, r.session_key
+           MAX(b.position) AS last_position, r.agent_id, r.session_key
     FROM batch b JOIN {s}session_registry r ON r.session_id = b.session_id
     GROUP BY b.session_id, r.agent_id, r.session_key ORDER BY b.session_id"""
 
@@ -248,17 +251,16 @@ class ReadModelQueries(Rendered):
         return None if not rows or rows[0][0] is None else int(rows[0][0])
 
     def prune_plan(
-        self, *, recorded_before: int, keep_rows: int, limit: int | None = None
+        self, *, recorded_before: int, keep_rows: int, limit: int | None = None, after: int = 0
     ) -> list[PrunePlan]:
         if limit is None:
             rows = self.fetch(_PRUNE_PLAN, (keep_rows, recorded_before))
-        else:
-            rows = self.fetch(_PRUNE_BATCH, (keep_rows, recorded_before, limit))
+            return [PrunePlan(_uuid(r["session_id"]), r["watermark"], r["row_count"]) for r in rows]
+        rows = self.fetch(_PRUNE_BATCH, (keep_rows, after, recorded_before, limit))
         return [
             PrunePlan(
-                _uuid(r["session_id"]), r["watermark"], r["row_count"],
-                r["agent_id"] if limit is not None else None,
-                r["session_key"] if limit is not None else None,
+                _uuid(r["session_id"]), r["watermark"], r["row_count"], r["agent_id"],
+                r["session_key"], r["last_position"],
             )
             for r in rows
         ]  # fmt: skip

@@ -68,6 +68,35 @@ class TestPruneInBatches:
         report = again.audit()
         assert report.clean, report.as_dict()
 
+    def test_a_batch_is_planned_after_the_last_position_the_one_before_removed(
+        self, svc: SessionAwareness, clock: FakeClock
+    ) -> None:
+        """R-R1 (ADR 038): a batch plan names each session's agent, key and last position
+        removed, and the next batch starts after it: a pass never walks back over what it
+        removed (or over rows planned while they were not yet doomed)."""
+        keys = children(3)
+        for key in keys:
+            svc.open_session(key)
+            svc.record_goal_changed(key, summary="goal created")
+            svc.record_goal_changed(key, summary="goal updated")
+        clock.advance(days=31)
+        read_model = svc.store.read_model
+        cutoff = int(clock.now.timestamp() * 1000) - 30 * 86_400_000
+
+        def plan(after: int) -> list[Any]:
+            return read_model.prune_plan(
+                recorded_before=cutoff, keep_rows=50_000, limit=3, after=after
+            )
+
+        def planned(plans: list[Any]) -> list[tuple[str, int, int]]:
+            return sorted((p.key, p.watermark, p.rows) for p in plans)
+
+        first = plan(0)  # the oldest three rows: both of the first session's, one of the next
+        assert planned(first) == [(keys[0], 2, 2), (keys[1], 1, 1)]
+        second = plan(max(p.last_position for p in first))
+        assert planned(second) == [(keys[1], 2, 1), (keys[2], 2, 2)]
+        assert plan(max(p.last_position for p in second)) == []
+
     def test_a_prune_that_lost_a_race_to_a_record_plans_again(
         self, svc: SessionAwareness, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
     ) -> None:
