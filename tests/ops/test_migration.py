@@ -140,6 +140,30 @@ class TestReadModelsWithoutTheActivityRows:
         assert (rows[CHILD]["channel"], rows[CHILD]["runStatus"]) == ("telegram", "running")
         assert "runStatus" not in rows[MANAGER]
 
+    @pytest.mark.parametrize(
+        "emptied",
+        [
+            "DELETE FROM {s}session_activity",
+            "DELETE FROM {s}session_material",
+            "DELETE FROM {s}session_dedupe_keys WHERE dedupe_key = ''",
+        ],
+    )
+    def test_each_missing_read_model_is_found(
+        self, open_svc: ServiceFactory, database_url: str, emptied: str
+    ) -> None:
+        """ADR 035: the start's check finds a registry row without its activity row, its
+        material row or its key-index row, each asked apart (docs/performance.md), and only
+        then."""
+        svc = open_svc()
+        spawn(svc)
+        assert not svc.read_model.read_models_outdated()
+        recorder: Any = svc.store.recorder
+        with recorder.datastore.transaction(commit=True) as c:
+            c.execute(recorder.sql(emptied))
+        assert svc.read_model.read_models_outdated()
+        assert svc.migrate_read_models()  # what a start does then: rebuilt from the events
+        assert not svc.read_model.read_models_outdated()
+
 
 #: Written by tests/ops/fixtures/make_previous_cursors.py with the version that stored a
 #: `Watch.MaterialAdvanced` per record on a pending cursor (before ADR 023).
