@@ -131,6 +131,11 @@ class AsyncSessionAwareness(_OffLoop):
         return self.sync.strict
 
     @property
+    def maintenance_idle(self) -> bool:
+        """Whether the maintenance has nothing under way or due now (ADR 038)."""
+        return self.sync.maintenance_idle
+
+    @property
     def threads(self) -> int:
         """How many worker threads run the calls."""
         return self._workers.threads
@@ -192,6 +197,7 @@ class AsyncSessionAwareness(_OffLoop):
     prune = awaited(SessionAwareness.prune)
     prune_preview = awaited(SessionAwareness.prune_preview)
     sweep = awaited(SessionAwareness.sweep)
+    maintain = awaited(SessionAwareness.maintain)
     audit = awaited(SessionAwareness.audit)
     history = awaited(SessionAwareness.history)
     health = awaited(SessionAwareness.health)

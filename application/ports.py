@@ -136,6 +136,11 @@ class PrunePlan:
     session_id: UUID
     watermark: int
     rows: int
+    #: The session's agent and key, as the registry has them, and the recording position of
+    #: its last row the plan removes (a batch's plan gives them).
+    agent_id: str | None = None
+    key: str | None = None
+    last_position: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,9 +221,18 @@ class ReadModel(Protocol):
         `before`; None when there is none."""
         ...
 
-    def prune_plan(self, *, recorded_before: int, keep_rows: int) -> list[PrunePlan]:
+    def prune_plan(
+        self, *, recorded_before: int, keep_rows: int, limit: int | None = None, after: int = 0
+    ) -> list[PrunePlan]:
         """Per session, what retention removes: rows older than the cutoff, then all but the
-        newest `keep_rows` rows; always a per-session prefix, so the watermark is exact."""
+        newest `keep_rows` rows; always a per-session prefix, so the watermark is exact.
+        With `limit`, only the oldest `limit` such rows recorded after position `after` are
+        planned: one bounded batch, whose cost grows with the rows it removes, not the
+        store (a pass gives each batch the last position the one before removed)."""
+
+    def aggregate_versions(self, ids: Collection[UUID]) -> dict[UUID, int]:
+        """The latest stored version of each aggregate of `ids` that has events (a bounded
+        batch: one statement, its ids one bound parameter)."""
 
     def upstream_links(self, *, watched_only: bool = False) -> list[UpstreamLinkRow]:
         """Live sessions' upstream links by agent and key; with `watched_only`, only those

@@ -25,7 +25,6 @@ from session_awareness.application.errors import (
     UnknownSessionError,
 )
 from session_awareness.application.lifecycle import lineage_of
-from session_awareness.application.retention import Maintenance
 from session_awareness.application.store import SessionStore, log
 from session_awareness.application.unit_of_work import (
     CLOSED,
@@ -80,14 +79,13 @@ class Intake:
     def __init__(
         self,
         store: SessionStore,
-        maintenance: Maintenance,
         *,
         backlog: SignalBacklog,
         main_key: str = notices.DEFAULT_MAIN_KEY,
         ambient_groups: bool = True,
         strict: bool = False,
     ) -> None:
-        self.store, self.maintenance, self.backlog = store, maintenance, backlog
+        self.store, self.backlog = store, backlog
         #: Strict mode: the caller's mistakes raise from the producers too (R-L9).
         self.strict = strict
         #: Ambient group watches (R-W7): on, for the main sessions `agent:<agentId>:<main_key>`.
@@ -344,14 +342,7 @@ class Intake:
             )
             self._keep(item)
             return None
-        if sequence is not None:
-            self.maybe_prune()
         return sequence
-
-    def maybe_prune(self) -> None:
-        """After a record: prune when one is due (at most hourly, R-R1; `Maintenance` keeps
-        the gate)."""
-        self.maintenance.maybe_prune(self.store.clock())
 
     def _keep(self, item: Delivery) -> None:
         """Keep a signal, and make sure a background flusher records the kept ones as soon as

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
 from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.application.lifecycle import remove_cursors
+from session_awareness.application.ports import CursorRow, PrunePlan
 from session_awareness.application.store import SessionStore
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import notices
 from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import is_subagent
+from session_awareness.domain.session import Session
 from session_awareness.domain.signals import to_ms
-from session_awareness.domain.watch import RemovalReason, Watch
+from session_awareness.domain.watch import RemovalReason
 from session_awareness.logs import get_logger
 
 log = get_logger()
@@ -37,8 +40,168 @@ class Retention:
     rows: int = 50_000
 
 
+#: Retained rows one prune batch removes at most, in one transaction of its own (ADR 038).
+PRUNE_BATCH_ROWS = 2_000
+#: Idle cursors one expiry batch removes at most, in one transaction of its own.
+EXPIRY_BATCH = 200
+#: Watchers one sweep batch re-delivers to and wakes, in one transaction.
+SWEEP_BATCH = 100
+
+
+class PrunePass:
+    """One prune (R-R1, R-W6) in bounded batches (ADR 038): `step()` runs the next batch in
+    a transaction of its own and says whether more remains. A batch plans the oldest
+    doomed rows in the read model and stores one `Session.HistoryPruned` per session it
+    reaches, built at the stream's latest version without loading the session (a save
+    that raced it is a conflict, and the batch is planned again); then idle cursors expire,
+    a bounded batch at a time. The clock is read once, when the pass starts."""
+
+    def __init__(self, maintenance: Maintenance) -> None:
+        self._store = store = maintenance.store
+        self._rows = maintenance.retention.rows
+        self.now = now = store.clock()
+        limit = timedelta(days=maintenance.retention.days)
+        self._cutoff = to_ms(now - limit)
+        self._idle_before = now - limit
+        self.result: dict[str, Any] = {"removedRows": 0, "watermarks": [], "expiredCursors": 0}
+        newest = store.read_model.newest_recorded(before=to_ms(now - RECENT))
+        far = newest is not None and to_ms(now) - newest > to_ms_span(limit + CLOCK_LEAP)
+        #: The newest recorded time when the reading was taken for a wrong one: no removal.
+        self.refused = newest if far else None
+        self._stale: list[CursorRow] | None = None
+        self._after = 0  # the last recording position a batch of this pass removed
+        self.done = far
+        self.batches = 0
+
+    def step(self) -> bool:
+        """Run the next batch; whether more remains."""
+        if self.done:
+            return False
+        self.batches += 1
+        if self._stale is None:
+            if self._prune_batch():
+                return True
+            self._stale = self._store.read_model.cursors_updated_before(self._cutoff)
+        batch, self._stale = self._stale[:EXPIRY_BATCH], self._stale[EXPIRY_BATCH:]
+        if batch:
+            self.result["expiredCursors"] += self._store.run(
+                lambda uow: remove_cursors(
+                    uow, batch, RemovalReason.EXPIRED, self.now, idle_before=self._idle_before
+                )
+            )
+        self.done = not self._stale
+        return not self.done
+
+    def _prune_batch(self) -> bool:
+        """One batch of rows; whether it was full (more may remain)."""
+
+        def attempt(_: UnitOfWork) -> list[PrunePlan]:
+            read_model = self._store.read_model
+            plans = read_model.prune_plan(
+                recorded_before=self._cutoff,
+                keep_rows=self._rows,
+                limit=PRUNE_BATCH_ROWS,
+                after=self._after,
+            )
+            versions = read_model.aggregate_versions([plan.session_id for plan in plans])
+            planned = [plan for plan in plans if plan.session_id in versions]
+            if planned:
+                self._store.save_events(
+                    [
+                        Session.HistoryPruned(  # type: ignore[call-arg]
+                            originator_id=plan.session_id,
+                            originator_version=versions[plan.session_id] + 1,
+                            timestamp=self.now,
+                            watermark=plan.watermark,
+                        )
+                        for plan in planned
+                    ]
+                )
+            return plans
+
+        plans = self._store.run(attempt)
+        # Rows up to here are gone or were not doomed when planned (one that became doomed
+        # since, the row cap moving up, goes in the next pass).
+        self._after = max([self._after, *(plan.last_position for plan in plans)])
+        for plan in plans:
+            self.result["removedRows"] += plan.rows
+            self.result["watermarks"].append(
+                {"sessionKey": plan.key, "agentId": plan.agent_id, "watermark": plan.watermark}
+            )
+        return sum(plan.rows for plan in plans) >= PRUNE_BATCH_ROWS
+
+
+class SweepPass:
+    """The start-up sweep (R-N6) in bounded batches (ADR 038): `step()` re-delivers the next
+    watchers' pending notices in one transaction and wakes the loud ones; whether more
+    remains. Each pending cursor is loaded once, for both its re-delivery and whether it is
+    ambient (R-W7)."""
+
+    def __init__(self, maintenance: Maintenance, *, redeliver: bool) -> None:
+        self._m = maintenance
+        self._store = maintenance.store
+        self._redeliver = redeliver
+        self._watchers = self._store.read_model.watchers_with_pending()
+        self.total = len(self._watchers)
+        self.swept = self.woken = self.redelivered = 0
+        self.done = not self._watchers
+
+    def step(self) -> bool:
+        if self.done:
+            return False
+        batch = [w for w in self._watchers[:SWEEP_BATCH] if not self._m.is_gone(w)]
+        self._watchers = self._watchers[SWEEP_BATCH:]
+        loud: list[str] = []
+        if self._redeliver:
+            try:
+                self.redelivered += self._store.run(lambda uow: self._batch(uow, batch, loud))
+            except StoreUnavailableError as error:
+                log.warning(
+                    "notices_not_redelivered",
+                    watcher=batch[0] if batch else None,
+                    watchers=len(batch),
+                    error=str(error),
+                )
+                self._redeliver = False  # a store that cannot be written: wake only
+                loud.clear()
+        if not self._redeliver:
+            self._batch(UnitOfWork(self._store), batch, loud, store=False)
+        self.woken += self._store.wake(loud, coalesce=False)
+        self.swept += len(batch)
+        self.done = not self._watchers
+        return not self.done
+
+    def _batch(
+        self, uow: UnitOfWork, watchers: list[str], loud: list[str], *, store: bool = True
+    ) -> int:
+        """Each watcher's pending cursors, loaded once: raise N to M on those with material
+        past N, one event on its `Drains` (ADR 034), and note the watcher as loud when one
+        of them is not ambient (R-W7, sub-agents are never woken)."""
+        loud.clear()  # the attempt may run again
+        redelivered = 0
+        for watcher in watchers:
+            pending = []
+            for wid, material in self._store.read_model.pending_to_drain(watcher):
+                watch = uow.cursor_to_read(wid)
+                if watch is not None and watch.pending:
+                    pending.append((watch, material))
+            if not is_subagent(watcher) and any(not watch.ambient for watch, _ in pending):
+                loud.append(watcher)
+            if not store:
+                continue
+            drains, entries = notices.redeliver(
+                uow.drains(watcher), watcher, pending, at=self._store.clock()
+            )
+            if entries:
+                uow.add(cast(Drains, drains))
+            redelivered += len(entries)
+        return redelivered
+
+
 class Maintenance:
-    """Retention's prune, at most hourly from the record path, and the start-up sweep."""
+    """Retention's prune and the start-up sweep, each a pass of bounded batches (ADR 038):
+    `prune()` and `sweep()` run a whole pass; the service's background task
+    (`MaintenanceTask`) runs them a batch at a time."""
 
     def __init__(self, store: SessionStore, retention: Retention) -> None:
         self.store, self.retention = store, retention
@@ -48,6 +211,13 @@ class Maintenance:
     def _pruned(self, at: datetime) -> None:
         self._quiet = (at - CLOCK_SLACK, at + PRUNE_INTERVAL)
 
+    def prune_due(self, now: datetime) -> bool:
+        """Whether a prune is due (at most hourly, R-R1). A reading behind the last prune's
+        (the clock stepped back, or that reading was wrong) makes one due at once: a single
+        wrong reading never postpones pruning."""
+        quiet = self._quiet
+        return quiet is None or not quiet[0] <= now < quiet[1]
+
     def prune(self) -> dict[str, Any]:
         """Retention (R-R1): drop rows older than the age limit, then all but the newest rows
         across sessions, raising each session's watermark first; expire idle cursors (R-W6).
@@ -56,48 +226,24 @@ class Maintenance:
         limit plus `CLOCK_LEAP` past its newest row) is taken for a wrong reading: nothing is
         removed or expired, the refusal is logged (`history_prune_refused`), and the next
         prune decides again."""
+        passing = self.start_prune()
+        while passing.step():
+            pass
+        return self.finish_prune(passing)
 
-        def attempt(uow: UnitOfWork) -> dict[str, Any]:
-            now = self.store.clock()
-            limit = timedelta(days=self.retention.days)
-            newest = self.store.read_model.newest_recorded(before=to_ms(now - RECENT))
-            if newest is not None and to_ms(now) - newest > to_ms_span(limit + CLOCK_LEAP):
-                return {"removedRows": 0, "watermarks": [], "expiredCursors": 0,
-                        "refused": newest}  # fmt: skip
-            cutoff = to_ms(now - limit)
-            plans = self.store.read_model.prune_plan(
-                recorded_before=cutoff, keep_rows=self.retention.rows
-            )
-            raised, removed = [], 0
-            for plan in plans:
-                session = uow.session(plan.session_id)
-                if session is None or session.deleted or plan.watermark <= session.pruned_watermark:
-                    continue
-                session.prune_history(plan.watermark, at=now)
-                removed += plan.rows
-                raised.append(
-                    {
-                        "sessionKey": session.key,
-                        "agentId": session.agent_id,
-                        "watermark": plan.watermark,
-                    }
-                )
-            stale = self.store.read_model.cursors_updated_before(cutoff)
-            expired = remove_cursors(
-                uow, stale, RemovalReason.EXPIRED, now, idle_before=now - limit
-            )
-            return {"removedRows": removed, "watermarks": raised, "expiredCursors": expired}
+    def start_prune(self) -> PrunePass:
+        return PrunePass(self)
 
-        result = self.store.run(attempt)
-        pruned_at = self.store.clock()
-        self._pruned(pruned_at)
-        refused = result.pop("refused", None)
-        if refused is not None:
+    def finish_prune(self, passing: PrunePass) -> dict[str, Any]:
+        """Close the hourly gate and log the pass's outcome; its result."""
+        self._pruned(self.store.clock())
+        result = passing.result
+        if passing.refused is not None:
             log.warning(
                 "history_prune_refused",
                 reason="the clock reads far ahead of the newest recorded time",
-                now=to_ms(pruned_at),
-                newest_recorded=refused,
+                now=to_ms(passing.now),
+                newest_recorded=passing.refused,
             )
             return result
         log.info(
@@ -105,21 +251,15 @@ class Maintenance:
             removed_rows=result["removedRows"],
             sessions=len(result["watermarks"]),
             expired_cursors=result["expiredCursors"],
+            batches=passing.batches,
         )
         return result
 
-    def maybe_prune(self, now: datetime) -> None:
-        """At most hourly on the record path (R-R1); a failure here never reaches a producer.
-        A reading behind the last prune's (the clock stepped back, or that reading was
-        wrong) makes a prune due at once: a single wrong reading never postpones pruning."""
-        quiet = self._quiet
-        if quiet is not None and quiet[0] <= now < quiet[1]:
-            return
-        try:
-            self.prune()
-        except Exception as error:  # noqa: BLE001 -- pruning is maintenance, never the caller's problem
-            self._pruned(now)
-            log.error("history_prune_failed", error=repr(error))
+    def prune_failed(self, now: datetime, error: Exception) -> None:
+        """A prune that failed is maintenance's problem, never a caller's: logged, and not
+        tried again before the next hour."""
+        self._pruned(now)
+        log.error("history_prune_failed", error=repr(error))
 
     def sweep(self, *, redeliver: bool = True) -> int:
         """Startup sweep (R-N6): re-deliver every pending notice, raising its N to its M as
@@ -129,61 +269,24 @@ class Maintenance:
         number of wakes issued. It re-delivers wakes that may have been lost, so it is not
         coalesced (R-N5). Without `redeliver` (the wake feed reconnected, the process kept
         its notices) it only wakes."""
-        watchers = [
-            w for w in self.store.read_model.watchers_with_pending() if not self._is_gone(w)
-        ]
-        redelivered = self._redeliver_all(watchers) if redeliver else 0
-        # A watcher whose pending notices are all ambient is not woken (R-W7).
-        loud = [w for w in watchers if not is_subagent(w) and self._has_loud_notice(w)]
-        woken = self.store.wake(loud, coalesce=False)
-        log.info("notices_swept", watchers=len(watchers), woken=woken, redelivered=redelivered)
-        return woken
+        passing = self.start_sweep(redeliver=redeliver)
+        while passing.step():
+            pass
+        return self.finish_sweep(passing)
 
-    def _redeliver_all(self, watchers: list[str]) -> int:
-        """Re-deliver each watcher's notices; a store that cannot be written (a read-only
-        file) keeps them as they are, logged once."""
-        redelivered = 0
-        for watcher in watchers:
-            try:
-                redelivered += self._redeliver(watcher)
-            except StoreUnavailableError as error:
-                log.warning("notices_not_redelivered", watcher=watcher, error=str(error))
-                break
-        return redelivered
+    def start_sweep(self, *, redeliver: bool = True) -> SweepPass:
+        return SweepPass(self, redeliver=redeliver)
 
-    def _redeliver(self, watcher: str) -> int:
-        """Raise N to M on each of the watcher's pending notices with material past N, in one
-        event on its `Drains` (ADR 034); the number re-delivered so."""
-        rows = self.store.read_model.cursors_of_watcher(watcher, pending_only=True)
-        if all(row.material <= row.notified for row in rows):  # M derived (ADR 023)
-            return 0
+    def finish_sweep(self, passing: SweepPass) -> int:
+        log.info(
+            "notices_swept",
+            watchers=passing.swept,
+            woken=passing.woken,
+            redelivered=passing.redelivered,
+        )
+        return passing.woken
 
-        def attempt(uow: UnitOfWork) -> int:
-            pending = []
-            for wid, material in self.store.read_model.pending_to_drain(watcher):
-                watch = uow.cursor_to_read(wid)
-                if watch is not None and watch.pending:
-                    pending.append((watch, material))
-            drains, entries = notices.redeliver(
-                uow.drains(watcher), watcher, pending, at=self.store.clock()
-            )
-            if entries:
-                uow.add(cast(Drains, drains))
-            return len(entries)
-
-        return self.store.run(attempt)
-
-    def _has_loud_notice(self, watcher: str) -> bool:
-        """Whether one of the watcher's pending notices is on a cursor that is not ambient
-        (R-W7): the first one loaded usually is."""
-        uow = UnitOfWork(self.store)
-        for row in self.store.read_model.cursors_of_watcher(watcher, pending_only=True):
-            watch = cast(Watch | None, uow.get(row.watch_id))
-            if watch is not None and watch.pending and not watch.ambient:
-                return True
-        return False
-
-    def _is_gone(self, watcher: str) -> bool:
+    def is_gone(self, watcher: str) -> bool:
         rows = self.store.read_model.sessions_with_key(watcher, include_deleted=True)
         return bool(rows) and all(row.deleted for row in rows)
 
@@ -209,3 +312,145 @@ class Maintenance:
 
 def to_ms_span(span: timedelta) -> int:
     return int(span.total_seconds() * 1000)
+
+
+#: How often (real seconds) the background task looks whether a prune is due by the clock.
+POLL_SECONDS = 30.0
+
+
+class MaintenanceTask:
+    """The service's background maintenance (ADR 038): a daemon thread that runs the sweep
+    (R-N6) and the prune (R-R1) a bounded batch at a time, outside every producer and query
+    call; a restart answers its first call at once while it works. The prune goes first,
+    as it did at start-up (a cursor idle past the age limit expires rather than wakes, R-W6),
+    then the sweep, then, each `poll` seconds, a prune when the service clock says one is
+    due (hourly). Progress and outcome are logged
+    (`maintenance_progress`, `maintenance_done`); errors are logged, never raised. `step()`
+    runs one batch in the caller's thread (tests and hosts drive it deterministically)."""
+
+    def __init__(self, maintenance: Maintenance, *, poll: float = POLL_SECONDS) -> None:
+        self._m = maintenance
+        self._poll = poll
+        self._lock = threading.Lock()  # one batch at a time, whichever thread runs it
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._prune: PrunePass | None = None
+        self._sweep: SweepPass | None = None
+        #: A sweep asked for and not started: whether it re-delivers (None: none asked).
+        self._sweep_asked: bool | None = True  # the start-up sweep
+
+    def start(self) -> None:
+        """Start the thread (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="session-awareness-maintenance", daemon=True
+            )
+            self._thread.start()
+
+    def ask_sweep(self, *, redeliver: bool) -> None:
+        """Sweep again soon (the wake feed reconnected: `redeliver=False`)."""
+        with self._lock:
+            self._sweep_asked = redeliver or bool(self._sweep_asked)
+        self._wake.set()
+
+    @property
+    def idle(self) -> bool:
+        """Whether no work is under way or due now."""
+        with self._lock:
+            return (
+                self._prune is None
+                and self._sweep is None
+                and self._sweep_asked is None
+                and not self._m.prune_due(self._m.store.clock())
+            )
+
+    def step(self) -> bool:
+        """Run one batch of the work under way or due; whether there was any."""
+        with self._lock:
+            if self._prune is not None or self._m.prune_due(self._m.store.clock()):
+                self._prune_step()
+                return True
+            if self._sweep is not None or self._sweep_asked is not None:
+                self._sweep_step()
+                return True
+            return False
+
+    def run_due(self) -> None:
+        """Run every batch of the work under way or due, in the caller's thread."""
+        while self.step():
+            pass
+
+    def _sweep_step(self) -> None:
+        try:
+            if self._sweep is None:
+                redeliver, self._sweep_asked = bool(self._sweep_asked), None
+                self._sweep = self._m.start_sweep(redeliver=redeliver)
+            passing = self._sweep
+            more = passing.step()
+        except Exception as error:  # noqa: BLE001 -- maintenance, never a caller's problem
+            self._sweep = None
+            log.error("maintenance_failed", task="sweep", error=repr(error))
+            return
+        log.info("maintenance_progress", task="sweep", done=passing.swept, of=passing.total)
+        if not more:
+            self._sweep = None
+            woken = self._m.finish_sweep(passing)
+            log.info("maintenance_done", task="sweep", watchers=passing.swept, woken=woken)
+
+    def _prune_step(self) -> None:
+        now = self._m.store.clock()
+        try:
+            if self._prune is None:
+                self._prune = self._m.start_prune()
+            passing = self._prune
+            more = passing.step()
+        except Exception as error:  # noqa: BLE001 -- maintenance, never a caller's problem
+            self._prune = None
+            self._m.prune_failed(now, error)
+            log.error("maintenance_failed", task="prune", error=repr(error))
+            return
+        result = passing.result
+        log.info(
+            "maintenance_progress",
+            task="prune",
+            batches=passing.batches,
+            removed_rows=result["removedRows"],
+            sessions=len(result["watermarks"]),
+            expired_cursors=result["expiredCursors"],
+        )
+        if not more:
+            self._prune = None
+            self._m.finish_prune(passing)
+            log.info(
+                "maintenance_done",
+                task="prune",
+                batches=passing.batches,
+                removed_rows=result["removedRows"],
+                sessions=len(result["watermarks"]),
+            )
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                worked = self.step()
+            except Exception as error:  # noqa: BLE001 -- the thread must outlive a bad batch
+                log.error("maintenance_failed", task="step", error=repr(error))
+                worked = False
+            if not worked:
+                self._wake.wait(self._poll)
+                self._wake.clear()
+
+    def close(self, deadline: float = 5.0) -> bool:
+        """Stop the thread after its current batch; whether it stopped within `deadline`
+        seconds (else logged: it is a daemon, and the store's close ends its batch)."""
+        self._stopping.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return True
+        thread.join(deadline)
+        if thread.is_alive():
+            log.warning("maintenance_not_stopped", waited=deadline)
+            return False
+        return True

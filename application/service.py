@@ -39,7 +39,7 @@ from session_awareness.application.ports import (
 from session_awareness.application.process_metrics import Metrics, watch_gauges
 from session_awareness.application.queries import Queries
 from session_awareness.application.recording import CLOSE_MARGIN, Intake
-from session_awareness.application.retention import Maintenance, Retention
+from session_awareness.application.retention import Maintenance, MaintenanceTask, Retention
 from session_awareness.application.spool import (
     SignalSpool,
     default_spool_dir,
@@ -73,6 +73,8 @@ _PREFIX = "SESSIONAWARENESS_"
 
 
 VISIBILITIES = ("self", "tree", "agent", "all")
+#: How the sweep and the prune run (ADR 038): on a thread of the service's, or by `maintain()`.
+MAINTENANCE_MODES = ("background", "manual")
 #: What every producer's docstring ends with: what it returns, and raises (R-L8, R-L9).
 PRODUCER_RETURNS = """
 
@@ -129,6 +131,7 @@ class SessionAwareness:
         transcript_sources: tuple[TranscriptSource, ...] | None = None,
         strict: bool = False,
         spool: Spool | None = None,
+        maintenance: str = "background",
     ) -> None:
         #: The write application: the event store, its recorder and the one retry loop.
         self.store = store
@@ -137,9 +140,11 @@ class SessionAwareness:
         self._lifecycle = Lifecycle(store)
         self._watching = Watching(store)
         self._maintenance = Maintenance(store, retention or Retention())
+        #: The sweep and prune, a batch at a time (ADR 038); on a thread unless "manual".
+        self._task = MaintenanceTask(self._maintenance)
+        self._threaded = maintenance == "background"
         self._intake = Intake(
             store,
-            self._maintenance,
             backlog=SignalBacklog(signal_backlog, spool=spool),
             main_key=main_key,
             ambient_groups=ambient_groups,
@@ -196,12 +201,12 @@ class SessionAwareness:
         return self._intake.strict
 
     def start(self, *, listener_timeout: float = 5.0) -> None:
-        """Startup duties: prune (R-R1), re-deliver wakes for pending notices (R-N6), and on
-        a store that publishes wakes, listen for other processes' notices (R-N7). Read
-        models an earlier version wrote are rebuilt first (`migrate_read_models`)."""
+        """Startup duties: on a store that publishes wakes, listen for other processes'
+        notices (R-N7), then start the background maintenance (ADR 038), which re-delivers
+        wakes for pending notices (R-N6) and prunes (R-R1, then hourly) while the service
+        already answers. Read models an earlier version wrote are rebuilt first
+        (`migrate_read_models`)."""
         self.migrate_read_models()
-        self._maintenance.maybe_prune(self.clock())
-        self.sweep()
         if self._intake.adopt():  # what services of this store that closed or died left
             self._intake.flush_signals(wait=False)  # before this one records anything (R-L10)
             self._intake.ensure_flushing()
@@ -213,6 +218,8 @@ class SessionAwareness:
             self._listener.start()
             if not self._listener.wait_connected(listener_timeout):
                 log.warning("wake_listener_not_connected", waited=listener_timeout)
+        if self._threaded:
+            self._task.start()
 
     def _remote_wake(self, watcher: str) -> None:
         """Another process opened a notice for `watcher`: wake it here too (R-N7)."""
@@ -222,7 +229,7 @@ class SessionAwareness:
         """The store is back: record what was kept, then re-deliver every pending wake,
         since wakes published meanwhile were lost (R-N6, R-N7)."""
         self.flush_signals()
-        self._maintenance.sweep(redeliver=False)  # the process kept its notices (ADR 034)
+        self._task.ask_sweep(redeliver=False)  # the process kept its notices (ADR 034)
 
     def health(self) -> dict[str, Any]:
         """What an operator checks: the backend, the store (`ok`, why it cannot be reached,
@@ -270,6 +277,7 @@ class SessionAwareness:
         at most about the store's `connect_timeout` and a half second more) stay in the
         spool for the next service of the store, a WARNING `signal_spool_left` says how
         many (R-L10)."""
+        self._task.close()  # after its batch under way, within its deadline (ADR 038)
         backlog = self._intake.backlog
         if not self.closed and backlog.items and not backlog.resting():
             self._intake.flush_signals(wait=False)  # the store may be back: a last try
@@ -529,6 +537,17 @@ class SessionAwareness:
         prune decides again."""
         return self._maintenance.prune()
 
+    def maintain(self) -> None:
+        """Run the maintenance work under way or due (the start-up sweep, a prune once an
+        hour by the service clock) now, in the caller's thread, to its end (ADR 038): what
+        the background thread does, for a host that opened with `maintenance="manual"`."""
+        self._task.run_due()
+
+    @property
+    def maintenance_idle(self) -> bool:
+        """Whether the maintenance has nothing under way or due now (ADR 038)."""
+        return self._task.idle
+
     def sweep(self) -> int:
         """Startup sweep (R-N6): re-deliver every pending notice, its N raised to its M so its
         drain acknowledges up to M (ADR 034), and wake every non-sub-agent watcher with a
@@ -735,6 +754,7 @@ def open_service(
     ambient_groups: bool = True,
     strict: bool = False,
     spool: str | os.PathLike[str] | bool = True,
+    maintenance: str = "background",
 ) -> SessionAwareness:
     """Open the service on a database URL (default: `$SESSION_AWARENESS_DATABASE_URL`, else
     `sqlite:///session-awareness.db`), run the startup prune and sweep, and return it.
@@ -757,12 +777,22 @@ def open_service(
     memory only. Each store has its own file there, named by a digest of the store (never
     its password); an in-memory SQLite store has none.
 
+    `maintenance="background"` (the default) runs the start-up sweep (R-N6) and the prune
+    (R-R1: at start-up, then hourly by `clock`) on a thread of the service's, in bounded
+    batches, never inside a call (ADR 038); `"manual"` starts no thread: the host runs that
+    same due work with `maintain()` when it chooses (tests, to be deterministic), or calls
+    `sweep()` and `prune()` itself.
+
     Raises `ConfigurationError` for a malformed URL or option (or credentials, a database
     the server refuses), `StoreUnavailableError` when the server cannot be reached at open
     (connection refused, unknown host, a server starting up or shutting down: worth trying
     again), both with the server's words and the password redacted."""
     if not isinstance(strict, bool):
         raise ConfigurationError(f"strict must be a boolean, got {strict!r}")
+    if maintenance not in MAINTENANCE_MODES:
+        raise ConfigurationError(
+            f"maintenance must be one of {', '.join(MAINTENANCE_MODES)}, got {maintenance!r}"
+        )
     _check_arguments(
         database_url=database_url,
         visibility=visibility,
@@ -804,6 +834,7 @@ def open_service(
         transcript_sources=sources,
         strict=strict,  # R-L9
         spool=spool_for(spool, url, to_stored=store.mapper.to_stored_event),
+        maintenance=maintenance,
     )
     service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
     service.canceller = canceller

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
 from typing import Any, TypeVar, cast
 from uuid import UUID
@@ -202,6 +202,18 @@ class SessionStore(Application[UUID]):
         processing_event.saved_kwargs.update(kwargs)
         recordings = self._record(processing_event)
         self._take_snapshots(processing_event)
+        self._notify(recordings)
+        return recordings
+
+    def save_events(self, events: Sequence[Any]) -> Any:
+        """Store domain events built without loading their aggregates (retention's batch,
+        ADR 038), with the inline projection, atomically; a stream that moved past an
+        event's version makes it a `RecordConflictError`, as a lost race of `save` does. No
+        snapshot is taken (there is no aggregate to take it from); the cache's next look
+        at the log marks older copies of the streams stale."""
+        processing_event: ProcessingEvent[UUID] = ProcessingEvent()
+        processing_event.events.extend(events)
+        recordings = self._record(processing_event)
         self._notify(recordings)
         return recordings
 

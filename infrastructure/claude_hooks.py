@@ -511,8 +511,10 @@ def _record(
     from session_awareness.application import open_service  # noqa: PLC0415 -- the heavy part
 
     # The hook keeps what the store refused in its own spool (below, ClaudeState): the
-    # service's would hold it a second time (R-L10).
-    with open_service(database_url, spool=False) as svc:
+    # service's would hold it a second time (R-L10). A hook's process lives for one event:
+    # the host's long-lived service (the MCP server) runs the sweep and the prune, never a
+    # prompt's hook, whose own sweep would race its record (ADR 038).
+    with open_service(database_url, spool=False, maintenance="manual") as svc:
         for kept in state.take_spooled():
             try:
                 apply(svc, Signal.from_json(kept), agent=agent, drain=False)

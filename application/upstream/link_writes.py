@@ -61,12 +61,9 @@ class UpstreamWrites:
                 ))  # fmt: skip
             return Written("recorded" if sequence is not None else "skipped", sequence)
 
-        written = self._best_effort(
+        return self._best_effort(
             ref, "human_direct_message", attempt, failed=FAILED, changed=CHANGED
         )
-        if written.sequence is not None:
-            self.intake.maybe_prune()
-        return written
 
     def record_upstream_missing(self, row: UpstreamLinkRow) -> Written:
         """One `upstream_missing` for the watchers, and the link removed, in one save."""

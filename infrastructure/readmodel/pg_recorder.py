@@ -124,6 +124,16 @@ class PostgresReadModels(StackedSessionState, ReadModelStore):
                     rows = c.fetchall()
             return rows
 
+    def aggregate_versions(self, ids: Collection[UUID]) -> dict[UUID, int]:
+        """The latest stored version of each of `ids` (retention's batch, ADR 038)."""
+        rows = self.fetch_tuples(
+            "SELECT originator_id, MAX(originator_version) FROM {s}"  # noqa: S608 -- the library's table name
+            + self.events_table_name
+            + " WHERE originator_id = ANY(CAST(? AS uuid[])) GROUP BY originator_id",
+            (list(ids),),
+        )
+        return {row[0]: row[1] for row in rows}
+
     def long_running(self) -> contextlib.AbstractContextManager[None]:
         """Statements that may run for long (an audit, a rebuild) run without a deadline."""
         return bounded(None)

@@ -34,12 +34,18 @@ _SESSION = (
 #: A registry row without its activity row, its material row or its key index: the store
 #: was written by an
 #: earlier version.
+#: Asked as three separate anti-joins: with the three NOT EXISTS OR-ed in one filter, the
+#: planner probes each table once per registry row (11 s at 1,000,000 sessions, past the
+#: call deadline, so the store could not be opened); apart, each is one hash or merge
+#: anti-join (1.9 s there, on a loaded machine; docs/performance.md).
 _OUTDATED = (
-    "SELECT 1 FROM {s}session_registry r WHERE NOT EXISTS "
-    "(SELECT 1 FROM {s}session_activity a WHERE a.session_id = r.session_id) OR NOT EXISTS "
-    "(SELECT 1 FROM {s}session_material m WHERE m.session_id = r.session_id) OR NOT EXISTS "
+    "SELECT 1 WHERE EXISTS (SELECT 1 FROM {s}session_registry r WHERE NOT EXISTS "
+    "(SELECT 1 FROM {s}session_activity a WHERE a.session_id = r.session_id)) "
+    "OR EXISTS (SELECT 1 FROM {s}session_registry r WHERE NOT EXISTS "
+    "(SELECT 1 FROM {s}session_material m WHERE m.session_id = r.session_id)) "
+    "OR EXISTS (SELECT 1 FROM {s}session_registry r WHERE NOT EXISTS "
     "(SELECT 1 FROM {s}session_dedupe_keys k WHERE k.session_id = r.session_id "
-    "AND k.dedupe_key = ?) LIMIT 1"
+    "AND k.dedupe_key = ?))"
 )
 _MARK = "SELECT value FROM {s}session_awareness_marks WHERE name = ?"
 #: A mark only goes up: an older process never lowers what a newer one wrote.
@@ -79,6 +85,24 @@ _PRUNE_PLAN = """
            (SELECT COUNT(*) FROM {s}session_state_events e
             WHERE e.session_id = d.session_id AND e.sequence <= d.watermark) AS row_count
     FROM doomed d ORDER BY d.session_id"""
+#: One batch of the plan: the oldest doomed rows by recording position after `after` (the
+#: last position an earlier batch removed, so the scan never walks the entries it left
+#: behind), at most `limit` of them, read through the position index and grouped by
+#: session. A session's rows are recorded in sequence order, so a batch holds a prefix of
+#: each session it reaches: its highest sequence there is an exact watermark, and the batch's
+#: rows are the rows it removes.
+_PRUNE_BATCH = """
+    WITH cutoff AS (
+        SELECT position FROM {s}session_state_events ORDER BY position DESC LIMIT 1 OFFSET ?),
+    batch AS (
+        SELECT session_id, sequence, position FROM {s}session_state_events
+        WHERE position > ?
+          AND (recorded_at < ? OR position <= COALESCE((SELECT position FROM cutoff), -1))
+        ORDER BY position LIMIT ?)
+    SELECT b.session_id, MAX(b.sequence) AS watermark, COUNT(*) AS row_count,
+           MAX(b.position) AS last_position, r.agent_id, r.session_key
+    FROM batch b JOIN {s}session_registry r ON r.session_id = b.session_id
+    GROUP BY b.session_id, r.agent_id, r.session_key ORDER BY b.session_id"""
 
 
 class ReadModelQueries(Rendered):
@@ -233,9 +257,20 @@ class ReadModelQueries(Rendered):
         )
         return None if not rows or rows[0][0] is None else int(rows[0][0])
 
-    def prune_plan(self, *, recorded_before: int, keep_rows: int) -> list[PrunePlan]:
-        rows = self.fetch(_PRUNE_PLAN, (keep_rows, recorded_before))
-        return [PrunePlan(_uuid(r["session_id"]), r["watermark"], r["row_count"]) for r in rows]
+    def prune_plan(
+        self, *, recorded_before: int, keep_rows: int, limit: int | None = None, after: int = 0
+    ) -> list[PrunePlan]:
+        if limit is None:
+            rows = self.fetch(_PRUNE_PLAN, (keep_rows, recorded_before))
+            return [PrunePlan(_uuid(r["session_id"]), r["watermark"], r["row_count"]) for r in rows]
+        rows = self.fetch(_PRUNE_BATCH, (keep_rows, after, recorded_before, limit))
+        return [
+            PrunePlan(
+                _uuid(r["session_id"]), r["watermark"], r["row_count"], r["agent_id"],
+                r["session_key"], r["last_position"],
+            )
+            for r in rows
+        ]  # fmt: skip
 
 
 def _uuid(value: Any) -> UUID:

@@ -89,6 +89,15 @@ class SQLiteReadModels(JoinedSessionState, ReadModelStore):
         self._readers_lock = threading.Lock()
         self._readers_closed = False
 
+    def aggregate_versions(self, ids: Collection[UUID]) -> dict[UUID, int]:
+        """The latest stored version of each of `ids` (retention's batch, ADR 038)."""
+        rows = self.fetch_tuples(
+            f"SELECT originator_id, MAX(originator_version) FROM {self.events_table_name} "  # noqa: S608 -- the library's table name
+            "WHERE originator_id IN (SELECT value FROM json_each(?)) GROUP BY originator_id",
+            (json.dumps([i.hex for i in ids]),),
+        )
+        return {UUID(hex=row[0]): row[1] for row in rows}
+
     def fail_if_any(self, c: Any, template: str, params: Sequence[Any], message: str) -> None:
         c.execute(self.sql(template), params)
         if c.fetchone() is not None:

@@ -96,8 +96,8 @@ def sqlite_environment(url: str) -> dict[str, str]:
     """`sqlite:///relative.db`, `sqlite:////abs.db`, `sqlite:///:memory:`; `?mode=ro` opens
     the file read-only (it must exist), `rw` read-write (it must exist), `rwc` (the default)
     creates it when missing."""
-    import uuid
-    from urllib.parse import parse_qsl, quote, unquote, urlsplit
+    import uuid  # noqa: PLC0415 -- the hook's relay path never parses a URL
+    from urllib.parse import parse_qsl, quote, unquote, urlsplit  # noqa: PLC0415 -- the hook's relay path never parses a URL
 
     try:
         parts = urlsplit(url)
@@ -141,7 +141,7 @@ def store_identity(url: str) -> str | None:
     file's real path; a PostgreSQL server's user, host, port, database and `schema`, as the
     URL writes them (the password and the options that do not change the store aside). None
     for an in-memory SQLite store."""
-    from urllib.parse import parse_qsl, unquote
+    from urllib.parse import parse_qsl, unquote  # noqa: PLC0415 -- the hook's relay path never parses a URL
 
     name = environment_for(url).get("SQLITE_DBNAME")
     if name is not None:
@@ -194,7 +194,7 @@ def secret_of(url: str) -> str | None:
 def redact(url: str) -> str:
     """The URL without its password, for messages and logs: the credentials' password (however
     it is written) and any `password=` query value become `***`."""
-    import re
+    import re  # noqa: PLC0415 -- the hook's relay path never parses a URL
 
     at = credentials_end(url)
     if at is not None and secret_of(url) is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from session_awareness.application import SessionAwareness
 
 MANAGER = "agent:main:main"
@@ -39,3 +41,12 @@ def cursor(svc: SessionAwareness, watcher: str, target: str) -> tuple[int, int, 
 def sequences(svc: SessionAwareness, key: str, since: int = 0, **kwargs: object) -> list[int]:
     status = svc.session_status(key, changes_since=since, **kwargs)  # type: ignore[arg-type]
     return [event["sequence"] for event in status["stateChanges"]["events"]]
+
+
+def restart(open_svc: Callable[..., SessionAwareness], **options: object) -> SessionAwareness:
+    """A restart: the service opened again on the same store, and its start-up maintenance
+    (the sweep, R-N6; the prune, R-R1) run to its end. A host's service runs it on a thread
+    of its own (ADR 038); a test runs it itself, so it never races the test."""
+    svc = open_svc(**options)
+    svc.maintain()
+    return svc

@@ -21,6 +21,7 @@ from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import notices
 from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.signals import to_ms
+from session_awareness.testing.read_models import read_model_rows
 from tests.conftest import FakeClock, ServiceFactory
 
 SEED = 35
@@ -51,7 +52,7 @@ def check(svc: SessionAwareness, target: str, log: list[tuple[int, str | None]])
     for watcher in WATCHERS:
         assert session.material_for(watcher) == newest_not_caused_by(log, watcher)
     (sequence, actor, at), (other, other_at) = session.material, session.material_other
-    rows = svc.store.recorder.read_model_rows()["session_material"]  # type: ignore[attr-defined]
+    rows = read_model_rows(svc.store.recorder)["session_material"]
     marks = {row[0]: row[1:] for row in rows}
     assert marks[session.id.hex] == (sequence, actor, ms(at), other, ms(other_at))
     shown = {row.watcher_key: row for row in svc.read_model.cursors_on_target(session.id)}

@@ -6,7 +6,7 @@ import pytest
 
 from session_awareness.application import ConfigurationError, SessionAwareness, open_service
 from tests.conftest import FakeClock, RecordingWaker, ServiceFactory
-from tests.contract.helpers import CHILD, MANAGER, OTHER, PEER, cursor, notice, spawn
+from tests.contract.helpers import CHILD, MANAGER, OTHER, PEER, cursor, notice, restart, spawn
 
 
 class TestWorkedExample:
@@ -191,7 +191,7 @@ class TestRestart:
         svc.close()
         waker.woken.clear()
 
-        again = open_svc()
+        again = restart(open_svc)
         assert again.pending_notices(MANAGER) == [notice(CHILD, 1)]
         assert waker.woken == [MANAGER]
         assert again.drain_notices(MANAGER) == [notice(CHILD, 1)]
@@ -211,7 +211,7 @@ class TestRestart:
         assert cursor(svc, MANAGER, CHILD) == (1, 2, 4)
         svc.close()
 
-        again = open_svc()
+        again = restart(open_svc)
         assert cursor(again, MANAGER, CHILD) == (1, 4, 4)
         assert again.pending_notices(MANAGER) == [notice(CHILD, 1)]
         assert again.drain_notices(MANAGER) == [notice(CHILD, 1)]
@@ -231,7 +231,7 @@ class TestRestart:
         svc.record_human_direct_message(CHILD, channel="telegram")  # 2: opens
         svc.record_human_direct_message(CHILD, channel="telegram")  # 3
         svc.close()
-        again = open_svc()
+        again = restart(open_svc)
         again.record_goal_changed(CHILD, summary="goal updated", actor_type="human")  # 4
         assert again.drain_notices(MANAGER) == [notice(CHILD, 1)]
         assert cursor(again, MANAGER, CHILD) == (3, 4, 4)
@@ -251,7 +251,7 @@ class TestRestart:
         svc.drain_notices(MANAGER)  # L = 2, reopened at 3
         svc.record_human_direct_message(CHILD, channel="telegram")  # 4
         svc.close()
-        again = open_svc()
+        again = restart(open_svc)
         assert cursor(again, MANAGER, CHILD) == (2, 4, 4)
         assert again.drain_notices(MANAGER) == [notice(CHILD, 2)]
         assert again.pending_notices(MANAGER) == []
@@ -266,10 +266,10 @@ class TestRestart:
         for target in (CHILD, OTHER, CHILD, OTHER):
             svc.record_human_direct_message(target, channel="telegram")
         svc.close()
-        again = open_svc()
+        again = restart(open_svc)
         stored = again.store.recorder.max_notification_id()
         again.close()
-        third = open_svc()
+        third = restart(open_svc)
         assert third.store.recorder.max_notification_id() == stored
         assert third.pending_notices(MANAGER) == [notice(CHILD, 1), notice(OTHER, 1)]
         assert [cursor(third, MANAGER, t) for t in (CHILD, OTHER)] == [(1, 3, 3), (1, 3, 3)]

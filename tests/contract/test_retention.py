@@ -7,7 +7,7 @@ import pytest
 from session_awareness.application import SessionAwareness
 from session_awareness.testing.read_models import replace_read_models, replayed_changes
 from tests.conftest import FakeClock, ServiceFactory, assert_rebuild_matches
-from tests.contract.helpers import CHILD, MANAGER, OTHER, sequences, spawn
+from tests.contract.helpers import CHILD, MANAGER, OTHER, restart, sequences, spawn
 
 
 def gap(svc: SessionAwareness, key: str, since: int) -> bool:
@@ -102,18 +102,25 @@ class TestPruneByRowCap:
 
 
 class TestPruneSchedule:
-    def test_the_record_path_prunes_at_most_hourly(
+    def test_the_record_path_never_prunes_and_maintenance_prunes_at_most_hourly(
         self, open_svc: ServiceFactory, clock: FakeClock
     ) -> None:
-        """R-R1: pruning runs on the record path at most hourly (and at startup)."""
+        """R-R1 (ADR 038): a producer call never prunes, however long since the last prune;
+        the maintenance prunes at start-up and then at most hourly by the service clock."""
         svc = open_svc(retention_rows=2)
+        svc.maintain()  # the start-up prune: nothing to remove yet
         spawn(svc)
         for _ in range(3):
             svc.record_goal_changed(CHILD, summary="goal updated")
-        assert sequences(svc, CHILD) == [1, 2, 3, 4]  # pruned at startup, not again yet
+        svc.maintain()
+        assert sequences(svc, CHILD) == [1, 2, 3, 4]  # pruned at start-up, not again yet
         clock.advance(minutes=61)
         svc.record_goal_changed(CHILD, summary="goal updated")
+        assert sequences(svc, CHILD) == [1, 2, 3, 4, 5]  # not inside the producer's call
+        assert svc.maintenance_idle is False  # a prune is due
+        svc.maintain()
         assert sequences(svc, CHILD) == [4, 5]
+        assert svc.maintenance_idle is True
 
     def test_startup_prunes(self, open_svc: ServiceFactory, clock: FakeClock) -> None:
         """R-R1: pruning runs at startup."""
@@ -121,7 +128,7 @@ class TestPruneSchedule:
         spawn(svc)
         svc.close()
         clock.advance(days=31)
-        again = open_svc()
+        again = restart(open_svc)
         assert sequences(again, CHILD) == []
         assert gap(again, CHILD, 0) is True
 

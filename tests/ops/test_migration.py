@@ -28,6 +28,12 @@ from tests.ops.helpers import copied_store
 PREVIOUS_STORE = Path(__file__).parent / "fixtures" / "previous-store.db"
 
 
+def opened(url: str, clock: FakeClock) -> SessionAwareness:
+    """The service on a copied store, its maintenance run by the test (`maintain()`), never
+    by a thread racing it (ADR 038)."""
+    return open_service(url, clock=clock, maintenance="manual")
+
+
 def rows_by_key(svc: SessionAwareness) -> dict[str, dict[str, Any]]:
     return {row["sessionKey"]: row for row in svc.sessions_list()}
 
@@ -47,7 +53,7 @@ class TestAStoreOfThePreviousVersion:
         """The rows know what the old events say: the latest human channel, each child's run
         status, and no marks."""
         with capture_logs() as logs:
-            svc = open_service(previous, clock=clock)
+            svc = opened(previous, clock)
         try:
             rows = rows_by_key(svc)
             assert len(migrations(logs)) == 1
@@ -73,9 +79,9 @@ class TestAStoreOfThePreviousVersion:
         self, previous: str, clock: FakeClock
     ) -> None:
         """A second start finds nothing to migrate; new marks and runs go on as usual."""
-        open_service(previous, clock=clock).close()
+        opened(previous, clock).close()
         with capture_logs() as logs:
-            svc = open_service(previous, clock=clock)
+            svc = opened(previous, clock)
         try:
             assert migrations(logs) == []
             svc.pin_session("agent:main:subagent:done")
@@ -92,7 +98,7 @@ class TestAStoreOfThePreviousVersion:
     ) -> None:
         """R-N4, R-N6, R-S2: the notices the previous version left pending are still pending,
         byte for byte, reconcile to the same delta, and drain as R-N3 says."""
-        with open_service(previous, clock=clock) as svc:
+        with opened(previous, clock) as svc:
             running = "agent:main:subagent:running"
             assert svc.pending_notices(MANAGER) == [
                 f'Session "{running}" changed (other actor). Reconcile before acting: '
@@ -133,6 +139,30 @@ class TestReadModelsWithoutTheActivityRows:
         rows = rows_by_key(again)
         assert (rows[CHILD]["channel"], rows[CHILD]["runStatus"]) == ("telegram", "running")
         assert "runStatus" not in rows[MANAGER]
+
+    @pytest.mark.parametrize(
+        "emptied",
+        [
+            "DELETE FROM {s}session_activity",
+            "DELETE FROM {s}session_material",
+            "DELETE FROM {s}session_dedupe_keys WHERE dedupe_key = ''",
+        ],
+    )
+    def test_each_missing_read_model_is_found(
+        self, open_svc: ServiceFactory, database_url: str, emptied: str
+    ) -> None:
+        """ADR 035: the start's check finds a registry row without its activity row, its
+        material row or its key-index row, each asked apart (docs/performance.md), and only
+        then."""
+        svc = open_svc()
+        spawn(svc)
+        assert not svc.read_model.read_models_outdated()
+        recorder: Any = svc.store.recorder
+        with recorder.datastore.transaction(commit=True) as c:
+            c.execute(recorder.sql(emptied))
+        assert svc.read_model.read_models_outdated()
+        assert svc.migrate_read_models()  # what a start does then: rebuilt from the events
+        assert not svc.read_model.read_models_outdated()
 
 
 #: Written by tests/ops/fixtures/make_previous_cursors.py with the version that stored a
@@ -179,7 +209,8 @@ class TestAStoreWithStoredMaterialAdvances:
         re-delivered at N = M by the start-up sweep, the same notices are pending, and an
         audit finds the rows equal to a replay."""
         with capture_logs() as logs:
-            svc = open_service(previous, clock=clock)
+            svc = opened(previous, clock)
+            svc.maintain()  # the start-up sweep (ADR 038)
         try:
             assert len(migrations(logs)) == 1
             assert {w: cursor_rows(svc, w) for w in PREVIOUS_CURSOR_ROWS} == {
@@ -200,7 +231,8 @@ class TestAStoreWithStoredMaterialAdvances:
         """R-N3, R-N6: re-delivered at start at the M the old events recorded, a drain
         acknowledges up to it; later records advance M without a stored cursor event,
         self-suppressed as before (R-W5)."""
-        with open_service(previous, clock=clock) as svc:
+        with opened(previous, clock) as svc:
+            svc.maintain()  # the start-up sweep (ADR 038)
             assert svc.drain_notices(MANAGER) == [since(WORKER, 2), since(GROUP, 0)]
             assert cursor_rows(svc, MANAGER) == [(WORKER, 7, 7, 7), (GROUP, 2, 2, 2)]
             svc.drain_notices(PEER)
@@ -224,7 +256,8 @@ class TestAStoreWithStoredMaterialAdvances:
     ) -> None:
         """R-N2, R-N6: the previous version's `MaterialAdvanced` events and the steps derived
         from later signals read alike, each once; the start-up sweep's re-delivery is a step."""
-        with open_service(previous, clock=clock) as svc:
+        with opened(previous, clock) as svc:
+            svc.maintain()  # the start-up sweep (ADR 038)
             svc.record_goal_changed(WORKER, summary="goal updated", actor_type="human")  # 8
             steps = [
                 (e["event"], *e["cursor"].values())
@@ -266,7 +299,8 @@ class TestAStoreWithOneAcknowledgementPerPair:
     ) -> None:
         """R-N3, R-W7, R-N6: the stored acknowledgements replay as before; a drain now stores
         one event for all of a watcher's pairs, and a restarted service reads both shapes."""
-        with open_service(before, clock=clock) as svc:
+        with opened(before, clock) as svc:
+            svc.maintain()  # the start-up sweep (ADR 038)
             assert {w: cursor_rows(svc, w) for w in BEFORE_DRAINS_ROWS} == {
                 w: redelivered(rows) for w, rows in BEFORE_DRAINS_ROWS.items()
             }
@@ -276,7 +310,7 @@ class TestAStoreWithOneAcknowledgementPerPair:
             assert svc.drain_notices(MANAGER) == [since(GROUP, 1), since(WORKER, 5)]
             assert svc.store.recorder.max_notification_id() == stored + 1
             assert cursor_rows(svc, MANAGER) == [(GROUP, 2, 2, 2), (WORKER, 6, 6, 6)]
-        with open_service(before, clock=clock) as svc:
+        with opened(before, clock) as svc:
             svc.record_human_direct_message(WORKER, channel="telegram")  # 7: opens
             svc.record_human_direct_message(GROUP, channel="slack")  # 3: opens, never woken
             assert cursor_rows(svc, MANAGER) == [(WORKER, 6, 7, 7), (GROUP, 2, 3, 3)]
@@ -290,7 +324,7 @@ class TestAStoreWithOneAcknowledgementPerPair:
     ) -> None:
         """R-N3: each stored `Acknowledged` and each pair of a one-event drain read as the
         same `acknowledged` step."""
-        with open_service(before, clock=clock) as svc:
+        with opened(before, clock) as svc:
             svc.record_human_direct_message(WORKER, channel="telegram")  # 7
             svc.drain_notices(MANAGER)
             steps = [
@@ -345,11 +379,11 @@ class TestTheStoreVersionMark:
         """ADR 035: a store written before the mark has none; its first open migrates it and
         marks it, the next open finds it marked and writes nothing."""
         previous = copied_store(PREVIOUS_STORE, tmp_path)
-        with capture_logs() as logs, open_service(previous, clock=clock) as svc:
+        with capture_logs() as logs, opened(previous, clock) as svc:
             assert svc.read_model.store_version() == STORE_VERSION
         marked = [e for e in logs if e["event"] == "store_version_marked"]
         assert [(e["version"], e["was"]) for e in marked] == [(STORE_VERSION, None)]
-        with capture_logs() as logs, open_service(previous, clock=clock):
+        with capture_logs() as logs, opened(previous, clock):
             pass
         assert [e for e in logs if e["event"] == "store_version_marked"] == []
 
@@ -360,14 +394,15 @@ class TestTheStoreVersionMark:
         notice to re-deliver opens read-only (`?mode=ro` creates and writes nothing): it is
         taken as unmarked, and its notice stays as it was, logged `notices_not_redelivered`."""
         path = tmp_path / "sessions.db"
-        with open_service(f"sqlite:///{path}", clock=clock) as svc:
+        with opened(f"sqlite:///{path}", clock) as svc:
             spawn(svc)
             svc.record_human_direct_message(CHILD, channel="telegram")  # 2: opens
             svc.record_human_direct_message(CHILD, channel="telegram")  # 3
         with sqlite3.connect(path) as conn:
             conn.execute("DROP TABLE session_awareness_marks")
         before = path.read_bytes()
-        with capture_logs() as logs, open_service(f"sqlite:///{path}?mode=ro", clock=clock) as svc:
+        with capture_logs() as logs, opened(f"sqlite:///{path}?mode=ro", clock) as svc:
+            svc.maintain()  # the start-up sweep (ADR 038)
             assert svc.read_model.store_version() is None
             assert cursor_rows(svc, MANAGER) == [(CHILD, 1, 2, 3)]
             assert svc.pending_notices(MANAGER) == [since(CHILD, 1)]
@@ -380,7 +415,7 @@ class TestTheStoreVersionMark:
         """ADR 035: the CLI's commands that only look (no start-up) refuse a store a newer
         version marked as the service's open does: exit 2, one line."""
         path = tmp_path / "sessions.db"
-        with open_service(f"sqlite:///{path}", clock=clock) as svc:
+        with opened(f"sqlite:///{path}", clock) as svc:
             spawn(svc)
         with sqlite3.connect(path) as conn:
             conn.execute("UPDATE session_awareness_marks SET value = 99")

@@ -41,12 +41,12 @@ class TestAStoreWrittenBeforeSnapshots:
         """Its read models lack the key index: the first start rebuilds them from the
         events (which replay as they are), the second finds nothing to do."""
         assert TURNS > RECENT_KEYS  # the fixture's keys are more than a session keeps
-        with capture_logs() as logs, open_service(store, clock=clock) as svc:
+        with capture_logs() as logs, open_service(store, clock=clock, maintenance="manual") as svc:
             report = svc.audit()
             assert report.clean, report.as_dict()
             assert report.events > HEAD
         assert [e["event"] for e in logs].count("read_models_migrated") == 1
-        with capture_logs() as logs, open_service(store, clock=clock) as svc:
+        with capture_logs() as logs, open_service(store, clock=clock, maintenance="manual") as svc:
             assert not svc.read_model.read_models_outdated()
         assert [e["event"] for e in logs].count("read_models_migrated") == 0
 
@@ -55,7 +55,7 @@ class TestAStoreWrittenBeforeSnapshots:
     ) -> None:
         """R-N4, R-S2: the pending notice is byte for byte the one left; the delta since a
         turn is the later turns and the last two signals; the deleted session stays gone."""
-        with open_service(store, clock=clock) as svc:
+        with open_service(store, clock=clock, maintenance="manual") as svc:
             assert svc.pending_notices(MANAGER) == [notice(CHILD, 1)]
             status = svc.session_status(CHILD, changes_since=HEAD - 3)
             assert status["stateVersion"] == HEAD
@@ -73,7 +73,8 @@ class TestAStoreWrittenBeforeSnapshots:
         """R-L5: the oldest turn key, the compaction and the run end are duplicates; new
         records land after them, the notice drains as R-N3 and R-N6 say, and snapshots are taken
         from then on, so a restart loads the session from one."""
-        with open_service(store, clock=clock) as svc:
+        with open_service(store, clock=clock, maintenance="manual") as svc:
+            svc.maintain()  # the start-up sweep and prune (ADR 038)
             assert svc.record_human_direct_message(
                 CHILD, channel="telegram", idempotency_key="turn-0"
             ) is None  # fmt: skip
@@ -92,7 +93,7 @@ class TestAStoreWrittenBeforeSnapshots:
                 ) == HEAD + 1 + turn  # fmt: skip
             assert snapshots_of(svc, child)
             assert svc.pending_notices(MANAGER) == [notice(CHILD, HEAD - 2)]  # the last turn
-        with open_service(store, clock=clock) as svc:
+        with open_service(store, clock=clock, maintenance="manual") as svc:
             session = svc.store.repository.get(child)
             assert session.version - snapshots_of(svc, child)[-1] < SNAPSHOT_INTERVAL
             assert svc.record_human_direct_message(

@@ -66,7 +66,15 @@ class ServiceMachine(RuleBasedStateMachine):
         STATS[f"{self.backend}:examples"] += 1
 
     def _open(self) -> SessionAwareness:
-        return open_service(self.db.url, clock=self.clock, retention_days=DAYS, retention_rows=ROWS)
+        svc = open_service(
+            self.db.url,
+            clock=self.clock,
+            retention_days=DAYS,
+            retention_rows=ROWS,
+            maintenance="manual",
+        )
+        svc.maintain()  # the start-up maintenance, run here so it never races a step
+        return svc
 
     def both(self, service: Callable[[], Any], model: Callable[[], Any]) -> Any:
         STATS[f"{self.backend}:steps"] += 1
@@ -109,6 +117,12 @@ class ServiceMachine(RuleBasedStateMachine):
         self.svc.close()
         self.svc = self._open()
         self.model.start()
+
+    @rule()
+    def maintain(self) -> None:
+        """R-R1 (ADR 038): the background maintenance's turn: a prune when one is due."""
+        self.svc.maintain()
+        self.model.maintain()
 
     # -- producers ------------------------------------------------------------------------------
 

@@ -190,10 +190,13 @@ class Model:
         return session
 
     def _recorded(self, sequence: int) -> int:
-        """R-R1: at most hourly on the record path."""
+        """R-R1 (ADR 038): a record never prunes; the maintenance does, at most hourly."""
+        return sequence
+
+    def maintain(self) -> None:
+        """R-R1 (ADR 038): the maintenance prunes when an hour has passed since the last."""
         if self.next_prune is None or self._ms() >= self.next_prune:
             self.prune()
-        return sequence
 
     def spawn(self, child: str, parent: str, run: str) -> int | None:
         if self.refuses(child, parent):

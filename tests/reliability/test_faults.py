@@ -138,10 +138,11 @@ class TestClockSteps:
         clock.advance(days=365)
         with capture_logs() as logs:
             assert svc.record_goal_changed(CHILD, summary="goal updated") == 3
+            svc.maintain()  # the maintenance's prune (ADR 038)
             result = svc.prune()
         assert result == {"removedRows": 0, "watermarks": [], "expiredCursors": 0}
         refusals = [e for e in logs if e["event"] == "history_prune_refused"]
-        assert len(refusals) == 2  # the record path's and the one asked for
+        assert len(refusals) == 2  # the maintenance's and the one asked for
         assert [e["sequence"] for e in all_events(svc, CHILD)] == [1, 2, 3]
         assert svc.pending_notices(MANAGER) == [notice(CHILD, 1)]
         assert svc.pending_notices(PEER) == [notice(CHILD, 1)]
@@ -154,10 +155,12 @@ class TestClockSteps:
         spawn(svc)
         start = clock.now
         clock.advance(days=365)
-        svc.record_goal_changed(CHILD, summary="goal created")  # prunes (refused) a year ahead
+        svc.record_goal_changed(CHILD, summary="goal created")
+        svc.maintain()  # prunes (refused) a year ahead
         clock.now = start + timedelta(days=31)
         with capture_logs() as logs:
             svc.record_goal_changed(CHILD, summary="goal updated")
+            svc.maintain()
         pruned = [e for e in logs if e["event"] == "history_pruned"]
         assert pruned and pruned[0]["removed_rows"] == 1  # the spawn, 31 days old
         assert svc.session_status(CHILD, changes_since=0)["stateChanges"]["historyGap"] is True

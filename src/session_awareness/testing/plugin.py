@@ -9,7 +9,9 @@
 
 Every service fixture runs on `awareness_clock` and `awareness_waker`, opens strict (a typo in
 a key or a value raises, R-L9; override the `awareness_strict` fixture to return False for a
-lenient service) and is closed afterwards.
+lenient service) and is closed afterwards. Its maintenance (the start-up sweep, the hourly
+prune, ADR 038) starts no thread (`maintenance="manual"`): a test runs it with
+`svc.maintain()`, so it never races the test.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def awareness_service(
         waker=awareness_waker,
         strict=awareness_strict,
         spool=tmp_path / "spool",
+        maintenance="manual",
     ) as svc:
         yield svc
 
@@ -108,5 +111,6 @@ def awareness_postgres_service(
         waker=awareness_waker,
         strict=awareness_strict,
         spool=tmp_path / "spool",
+        maintenance="manual",
     ) as svc:
         yield svc

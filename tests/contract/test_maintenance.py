@@ -1,0 +1,210 @@
+"""The maintenance: the prune and the start-up sweep in bounded batches, on a thread of the
+service's, never inside a call (R-R1, R-N6, ADR 038)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from session_awareness.application import SessionAwareness, open_service
+from session_awareness.application import retention as retention_module
+from session_awareness.application.errors import ConfigurationError
+from tests.conftest import FakeClock, RecordingWaker, ServiceFactory, wait_until
+from tests.contract.helpers import CHILD, MANAGER, notice, restart, sequences, spawn
+
+#: How long a test waits for the maintenance thread (a deadline, not a pause).
+DEADLINE = 30.0
+
+
+def children(count: int) -> list[str]:
+    return [f"agent:main:subagent:c{n}" for n in range(count)]
+
+
+def session_loads(svc: SessionAwareness) -> list[Any]:
+    """Spy on the event store's stream reads (an aggregate load reads its stream)."""
+    calls: list[Any] = []
+    recorder: Any = svc.store.recorder
+    inner = recorder.select_events
+
+    def select_events(originator_id: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(originator_id)
+        return inner(originator_id, *args, **kwargs)
+
+    recorder.select_events = select_events
+    return calls
+
+
+class TestPruneInBatches:
+    def test_a_prune_loads_no_session_and_stores_each_raise_in_bounded_batches(
+        self, open_svc: ServiceFactory, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-R1, R-R2 (ADR 038): a prune of many sessions reads no session's stream: each
+        batch plans its rows in the read model and stores one `HistoryPruned` per session,
+        in a transaction per batch; the audit trail shows every raise, and a replay of the
+        event store reproduces the pruned read models."""
+        monkeypatch.setattr(retention_module, "PRUNE_BATCH_ROWS", 3)
+        svc = open_svc()
+        keys = children(7)
+        for key in keys:  # no cursors: their expiry loads each one it removes, as it must
+            svc.open_session(key)
+            svc.record_goal_changed(key, summary="goal created")
+        svc.close()
+        clock.advance(days=31)
+        again = open_svc()  # a cold cache: the old prune loaded each session from the store
+        loads = session_loads(again)
+        with capture_logs() as logs:
+            result = again.prune()
+        assert loads == []
+        assert result["removedRows"] == 7
+        assert sorted(w["sessionKey"] for w in result["watermarks"]) == sorted(keys)
+        [pruned] = [e for e in logs if e["event"] == "history_pruned"]
+        assert pruned["batches"] >= 3  # 7 rows, at most 3 a batch
+        for key in keys:
+            assert sequences(again, key) == []
+            assert [e["event"] for e in again.history(key)][-1] == "history_pruned"
+        report = again.audit()
+        assert report.clean, report.as_dict()
+
+    def test_a_batch_is_planned_after_the_last_position_the_one_before_removed(
+        self, svc: SessionAwareness, clock: FakeClock
+    ) -> None:
+        """R-R1 (ADR 038): a batch plan names each session's agent, key and last position
+        removed, and the next batch starts after it: a pass never walks back over what it
+        removed (or over rows planned while they were not yet doomed)."""
+        keys = children(3)
+        for key in keys:
+            svc.open_session(key)
+            svc.record_goal_changed(key, summary="goal created")
+            svc.record_goal_changed(key, summary="goal updated")
+        clock.advance(days=31)
+        read_model = svc.store.read_model
+        cutoff = int(clock.now.timestamp() * 1000) - 30 * 86_400_000
+
+        def plan(after: int) -> list[Any]:
+            return read_model.prune_plan(
+                recorded_before=cutoff, keep_rows=50_000, limit=3, after=after
+            )
+
+        def planned(plans: list[Any]) -> list[tuple[str, int, int]]:
+            return sorted((p.key, p.watermark, p.rows) for p in plans)
+
+        first = plan(0)  # the oldest three rows: both of the first session's, one of the next
+        assert planned(first) == [(keys[0], 2, 2), (keys[1], 1, 1)]
+        second = plan(max(p.last_position for p in first))
+        assert planned(second) == [(keys[1], 2, 1), (keys[2], 2, 2)]
+        assert plan(max(p.last_position for p in second)) == []
+
+    def test_a_prune_that_lost_a_race_to_a_record_plans_again(
+        self, svc: SessionAwareness, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-R1 (ADR 038): a session recorded between a batch's plan and its save makes the
+        batch's events conflict; the batch is planned again, and nothing is lost."""
+        spawn(svc)
+        clock.advance(days=31)
+        read_model: Any = svc.store.read_model
+        plan = read_model.prune_plan
+        raced: list[bool] = []
+
+        def racing_plan(**kwargs: Any) -> Any:
+            plans = plan(**kwargs)
+            if not raced:
+                raced.append(True)
+                svc.record_goal_changed(CHILD, summary="goal updated")  # 2, its version moves
+            return plans
+
+        monkeypatch.setattr(read_model, "prune_plan", racing_plan)
+        result = svc.prune()
+        assert result["removedRows"] == 1
+        assert sequences(svc, CHILD) == [2]
+        assert svc.session_status(CHILD, changes_since=0)["stateChanges"]["historyGap"] is True
+        assert svc.audit().clean
+
+
+class TestSweepInBatches:
+    def test_a_restart_re_delivers_and_wakes_every_watcher_across_batches(
+        self, open_svc: ServiceFactory, waker: RecordingWaker, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-N6 (ADR 038): the start-up sweep runs a bounded batch of watchers at a time and
+        still re-delivers every pending notice and wakes every watcher once."""
+        monkeypatch.setattr(retention_module, "SWEEP_BATCH", 2)
+        svc = open_svc()
+        watchers = [f"agent:w{n}:main" for n in range(5)]
+        svc.open_session(CHILD)
+        for watcher in watchers:
+            svc.open_session(watcher)
+            assert svc.watch(watcher, CHILD)
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 1: opens five notices
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 2
+        svc.close()
+        waker.woken.clear()
+        again = restart(open_svc)
+        assert sorted(waker.woken) == sorted(watchers)
+        for watcher in watchers:
+            assert again.pending_notices(watcher) == [notice(CHILD, 0)]
+            assert again.drain_notices(watcher) == [notice(CHILD, 0)]
+            assert again.pending_notices(watcher) == []  # acknowledged up to M (ADR 034)
+
+
+class TestTheBackgroundTask:
+    def test_a_restart_answers_at_once_while_its_maintenance_runs_on_a_thread(
+        self, open_svc: ServiceFactory, waker: RecordingWaker, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-N6, R-R1 (ADR 038): open_service returns before the start-up maintenance has
+        run; the service answers calls while the maintenance thread works; the thread then
+        re-delivers and wakes, logging its progress, and leaves the task idle."""
+        svc = open_svc()
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 2: opens
+        svc.close()
+        waker.woken.clear()
+        release = threading.Event()
+        started = threading.Event()
+        plan = retention_module.PrunePass.step
+
+        def held_step(self: Any) -> bool:
+            started.set()
+            assert release.wait(DEADLINE)
+            return plan(self)
+
+        monkeypatch.setattr(retention_module.PrunePass, "step", held_step)
+        with capture_logs() as logs:
+            again = open_svc(maintenance="background")
+            assert started.wait(DEADLINE)  # the maintenance is under way, on its thread
+            assert again.pending_notices(MANAGER) == [notice(CHILD, 1)]  # answered meanwhile
+            assert waker.woken == []
+            release.set()
+            assert wait_until(lambda: waker.woken == [MANAGER], DEADLINE)
+            assert wait_until(lambda: again.maintenance_idle, DEADLINE)
+        done = [e["task"] for e in logs if e["event"] == "maintenance_done"]
+        assert done == ["prune", "sweep"]
+        assert any(e["event"] == "maintenance_progress" for e in logs)
+        threads = [t for t in threading.enumerate() if t.name == "session-awareness-maintenance"]
+        again.close()
+        assert all(not t.is_alive() for t in threads)
+
+    def test_a_failing_prune_is_logged_never_raised_and_waits_an_hour(
+        self, svc: SessionAwareness, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-R1 (ADR 038): a prune that fails is the maintenance's problem: logged, not
+        raised to anyone, and not tried again before the next hour."""
+
+        def broken(**_: Any) -> Any:
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(svc.store.read_model, "prune_plan", broken)
+        with capture_logs() as logs:
+            svc.maintain()
+        failed = [e for e in logs if e["event"] == "maintenance_failed"]
+        assert [e["task"] for e in failed] == ["prune"]
+        assert any(e["event"] == "history_prune_failed" for e in logs)
+        assert svc.maintenance_idle  # the sweep ran; the next prune waits for its hour
+        clock.advance(minutes=61)
+        assert not svc.maintenance_idle
+
+    def test_an_unknown_mode_is_refused(self, database_url: str) -> None:
+        """R-L9: a mistyped maintenance mode is the caller's mistake, said at open."""
+        with pytest.raises(ConfigurationError, match="maintenance must be one of"):
+            open_service(database_url, maintenance="later")
