@@ -179,10 +179,12 @@ class ReadModel(Protocol):
         search: str | None = None,
         keys: Collection[str] | None = None,
         archived: bool | None = None,
+        offset: int = 0,
     ) -> list[SessionRow]:
         """Live sessions, most recently updated first; `search` is a case-insensitive
         substring of the key or label; `keys` restricts the rows to those keys; `archived`
-        to the archived (True) or the active (False) ones."""
+        to the archived (True) or the active (False) ones; `offset` skips that many of the
+        matching rows first (a page further down, read in the registry's index order)."""
 
     def read_models_outdated(self) -> bool:
         """Whether the read models were written by an earlier version (a rebuild migrates)."""

@@ -88,10 +88,12 @@ class Queries:
         limit: int | None = None,
         keys: Collection[str] | None = None,
         archived: bool | None = None,
+        offset: int = 0,
     ) -> list[SessionRow]:
         """The registry rows behind `sessions_list`, for hosts and the session tools; `keys`
         restricts them (e.g. to what a caller may see), `archived` to the archived (True) or
-        the active (False) ones; by default both."""
+        the active (False) ones; by default both. `offset` skips that many matching rows
+        first (a page further down)."""
         check_kinds(kinds)
         if archived is not None and not isinstance(archived, bool):
             raise InvalidArgumentError("archived", "must be a boolean")
@@ -105,6 +107,14 @@ class Queries:
         ):
             raise InvalidArgumentError(
                 "limit", f"must be a positive integer, at most {MAX_SAFE_INTEGER}"
+            )
+        if (
+            isinstance(offset, bool)
+            or not isinstance(offset, int)
+            or not 0 <= offset <= MAX_SAFE_INTEGER
+        ):
+            raise InvalidArgumentError(
+                "offset", f"must be a non-negative integer, at most {MAX_SAFE_INTEGER}"
             )
         if kinds is not None:
             if isinstance(kinds, str | bytes) or not isinstance(kinds, Sequence | set | frozenset):
@@ -137,6 +147,7 @@ class Queries:
             search=search,
             keys=keys,
             archived=archived,
+            offset=offset,
         )
 
     def children(

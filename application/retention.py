@@ -185,7 +185,7 @@ class SweepPass:
                 watch = uow.cursor_to_read(wid)
                 if watch is not None and watch.pending:
                     pending.append((watch, material))
-            if not is_subagent(watcher) and any(not watch.ambient for watch, _ in pending):
+            if not is_subagent(watcher) and any(notices.wakes(watch) for watch, _ in pending):
                 loud.append(watcher)
             if not store:
                 continue
@@ -411,24 +411,17 @@ class MaintenanceTask:
             log.error("maintenance_failed", task="prune", error=repr(error))
             return
         result = passing.result
-        log.info(
-            "maintenance_progress",
-            task="prune",
-            batches=passing.batches,
-            removed_rows=result["removedRows"],
-            sessions=len(result["watermarks"]),
-            expired_cursors=result["expiredCursors"],
-        )
+        figures = {
+            "task": "prune",
+            "batches": passing.batches,
+            "removed_rows": result["removedRows"],
+            "sessions": len(result["watermarks"]),
+        }
+        log.info("maintenance_progress", **figures, expired_cursors=result["expiredCursors"])
         if not more:
             self._prune = None
             self._m.finish_prune(passing)
-            log.info(
-                "maintenance_done",
-                task="prune",
-                batches=passing.batches,
-                removed_rows=result["removedRows"],
-                sessions=len(result["watermarks"]),
-            )
+            log.info("maintenance_done", **figures)
 
     def _run(self) -> None:
         while not self._stopping.is_set():

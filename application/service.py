@@ -414,10 +414,12 @@ class SessionAwareness:
         limit: int | None = None,
         keys: Collection[str] | None = None,
         archived: bool | None = None,
+        offset: int = 0,
     ) -> list[SessionRow]:
         """The registry rows behind `sessions_list`, for hosts and the session tools; `keys`
         restricts them (e.g. to what a caller may see), `archived` to the archived (True) or
-        the active (False) ones; by default both."""
+        the active (False) ones; by default both. `offset` skips that many matching rows
+        first (a page further down)."""
         return self._queries.session_rows(
             agent_id=agent_id,
             kinds=kinds,
@@ -427,6 +429,7 @@ class SessionAwareness:
             limit=limit,
             keys=keys,
             archived=archived,
+            offset=offset,
         )
 
     def children(

@@ -85,11 +85,12 @@ def overview(
         kinds=kinds,
         label=label,
         active_minutes=active_minutes,
-        limit=(page + 1) * page_size + 1,
+        limit=page_size + 1,
         archived=None,
+        offset=page * page_size,
     )
-    more = len(rows) > (page + 1) * page_size
-    rows = rows[page * page_size : (page + 1) * page_size]
+    more = len(rows) > page_size
+    rows = rows[:page_size]
     waiting = set(svc.read_model.watchers_with_pending())
     pending = {
         row.key: len(svc.read_model.cursors_of_watcher(row.key, pending_only=True))

@@ -104,6 +104,9 @@ _PRUNE_BATCH = """
     FROM batch b JOIN {s}session_registry r ON r.session_id = b.session_id
     GROUP BY b.session_id, r.agent_id, r.session_key ORDER BY b.session_id"""
 
+#: A LIMIT both backends read as "every row" (SQLite takes an OFFSET only after one).
+NO_LIMIT = 2**63 - 1
+
 
 class ReadModelQueries(Rendered):
     datastore: Any  # the backend's, for the one write here (`mark_store_version`)
@@ -135,6 +138,7 @@ class ReadModelQueries(Rendered):
         search: str | None = None,
         keys: Collection[str] | None = None,
         archived: bool | None = None,
+        offset: int = 0,
     ) -> list[SessionRow]:
         where, params = ["r.deleted = 0"], []
         if archived is not None:
@@ -155,9 +159,13 @@ class ReadModelQueries(Rendered):
             where.append("r.updated_at >= ?")
             params.append(updated_since)
         sql = _SESSION + " AND ".join(where) + " ORDER BY r.updated_at DESC, r.session_key"
-        if limit is not None and not search:
-            sql += " LIMIT ?"
-            params.append(limit)
+        if not search:
+            if limit is not None or offset:  # SQLite takes an OFFSET after a LIMIT only
+                sql += " LIMIT ?"
+                params.append(NO_LIMIT if limit is None else limit)
+            if offset:
+                sql += " OFFSET ?"
+                params.append(offset)
         rows = [_session(r) for r in self.fetch(sql, params)]
         if search:
             # Case folded in Python, the same on both backends and beyond ASCII (SQLite's
@@ -166,7 +174,7 @@ class ReadModelQueries(Rendered):
             rows = [
                 row for row in rows
                 if term in row.key.casefold() or term in (row.label or "").casefold()
-            ][:limit]  # fmt: skip
+            ][offset : None if limit is None else offset + limit]  # fmt: skip
         return rows
 
     def children_of(self, parent_keys: Collection[str]) -> dict[str, list[tuple[str, str]]]:

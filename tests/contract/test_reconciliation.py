@@ -199,6 +199,27 @@ class TestList:
         assert [r["sessionKey"] for r in svc.sessions_list(label="Manager")] == [MANAGER]
         assert len(svc.sessions_list(limit=2)) == 2
 
+    def test_an_offset_reads_a_page_further_down_in_the_same_order(
+        self, svc: SessionAwareness, clock: FakeClock
+    ) -> None:
+        """R-O1: the registry rows behind a console page further down skip `offset` rows in
+        the order of the first page (newest first), with a search too; an offset that is
+        not a non-negative integer is refused, naming the field."""
+        for n in range(6):
+            svc.open_session(f"agent:main:s{n}", label="even" if n % 2 == 0 else "odd")
+            clock.advance(seconds=1)
+        everything = [row.key for row in svc.session_rows()]
+        assert everything == [f"agent:main:s{n}" for n in range(5, -1, -1)]
+        assert [row.key for row in svc.session_rows(limit=2, offset=3)] == everything[3:5]
+        assert [row.key for row in svc.session_rows(offset=4)] == everything[4:]
+        assert svc.session_rows(limit=3, offset=6) == []
+        found = [row.key for row in svc.session_rows(search="S", limit=2, offset=1)]
+        assert found == everything[1:3]
+        for bad in (-1, True, 1.5, "2"):
+            with pytest.raises(InvalidArgumentError) as refused:
+                svc.session_rows(offset=bad)  # type: ignore[arg-type]
+            assert refused.value.field == "offset"
+
     def test_active_minutes_keeps_recently_updated_sessions_newest_first(
         self, svc: SessionAwareness, clock: FakeClock
     ) -> None:

@@ -157,7 +157,7 @@ class TestReadModelsWithoutTheActivityRows:
         svc = open_svc()
         spawn(svc)
         assert not svc.read_model.read_models_outdated()
-        recorder: Any = svc.store.recorder
+        recorder: Any = svc.store.recorder.read_models
         with recorder.datastore.transaction(commit=True) as c:
             c.execute(recorder.sql(emptied))
         assert svc.read_model.read_models_outdated()
