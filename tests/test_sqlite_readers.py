@@ -25,3 +25,19 @@ def test_the_reading_connections_of_ended_threads_are_closed(tmp_path: Path) -> 
         ended = [conn for ref, conn in readers if (t := ref()) is None or not t.is_alive()]
         assert len(ended) <= 1
         assert len(readers) - len(ended) <= 2
+
+
+def test_a_thread_gets_back_the_connection_it_returned_last(tmp_path: Path) -> None:
+    """The store's SQLite pool hands out the connection returned last, so one thread's commands keep
+    one warm connection even after another thread (the maintenance, a host's worker) has
+    made the pool hold two; first in, first out alternated them."""
+    with open_service(f"sqlite:///{tmp_path / 'sessions.db'}", clock=FakeClock()) as svc:
+        pool = svc.store.recorder.datastore.pool  # type: ignore[attr-defined]
+        first = pool.get_connection()
+        second = pool.get_connection()  # a second thread's, at the same time
+        pool.put_connection(second)
+        pool.put_connection(first)
+        for _ in range(3):  # this thread's commands, one after another
+            again = pool.get_connection()
+            assert again is first
+            pool.put_connection(again)
