@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from session_awareness.domain.drains import Drains, acknowledgements
+from session_awareness.domain.drains import Drains, acknowledgements, notice_open
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import to_ms
 from session_awareness.domain.watch import Via, Watch, notice_text
@@ -199,7 +199,7 @@ def _cursor_entry(event: Any, target_key: str) -> dict[str, Any]:
             "cursor": _positions(event.acknowledged, event.notified, event.material),
         }
         if isinstance(event, Watch.Acknowledged):
-            entry["reopened"] = event.notified > event.acknowledged
+            entry["reopened"] = notice_open(event.acknowledged, event.notified)
         if isinstance(event, Watch.NoticeOpened) or entry.get("reopened"):
             entry["notice"] = notice_text(target_key, event.acknowledged)
         return entry

@@ -11,6 +11,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
+from session_awareness.domain.drains import notice_open
 from session_awareness.domain.upstream import UpstreamLink
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ class CursorRow:
 
     @property
     def pending(self) -> bool:
-        return self.notified > self.acknowledged
+        return notice_open(self.acknowledged, self.notified)
 
 
 @dataclass(frozen=True, slots=True)

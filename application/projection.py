@@ -12,7 +12,7 @@ from functools import singledispatch
 from typing import Any, NamedTuple, TypeVar
 from uuid import UUID
 
-from session_awareness.domain.drains import Drains, acknowledgements
+from session_awareness.domain.drains import Drains, acknowledgements, notice_open
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import RUN_STATUSES, RunOutcome, to_ms
 from session_awareness.domain.watch import Watch
@@ -467,7 +467,7 @@ def _cursor_started(event: Watch.Started | Watch.Restarted) -> list[RowChange]:
 @_rows.register
 def _(event: Watch.Moved, position: int) -> list[RowChange]:
     opens = isinstance(event, Watch.NoticeOpened) or (
-        isinstance(event, Watch.Acknowledged) and event.notified > event.acknowledged
+        isinstance(event, Watch.Acknowledged) and notice_open(event.acknowledged, event.notified)
     )
     return [
         CursorMoved(

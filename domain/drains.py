@@ -30,6 +30,13 @@ from session_awareness.domain.snapshots import StateSnapshot, snapshot_attribute
 T = "session_awareness:Drains"
 
 
+def notice_open(acknowledged: int, notified: int) -> bool:
+    """Whether a cursor at these positions has a notice open: N > L (pending, R-N1; after an
+    acknowledgement, a fresh notice reopened, R-N3). The one Python spelling; the SQL's is
+    `tables.PENDING`."""
+    return notified > acknowledged
+
+
 @dataclass(frozen=True, slots=True)
 class Acknowledgement:
     """One drained pair: the cursor, the `Watch` version the drain read, and the positions
@@ -45,7 +52,7 @@ class Acknowledgement:
     @property
     def reopened(self) -> bool:
         """Whether a fresh notice opened for material newer than the drained notice."""
-        return self.notified > self.acknowledged
+        return notice_open(self.acknowledged, self.notified)
 
     def stored(self) -> list[Any]:
         """The entry as a `Drained` event stores it (JSON's types; the time is the event's)."""

@@ -28,7 +28,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from session_awareness.domain.copying import copy_state
-from session_awareness.domain.drains import Acknowledgement
+from session_awareness.domain.drains import Acknowledgement, notice_open
 from session_awareness.domain.keys import SessionRef, watch_id
 from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
 
@@ -230,7 +230,7 @@ class Watch(Aggregate):
 
     @property
     def pending(self) -> bool:
-        return self.active and self.notified > self.acknowledged
+        return self.active and notice_open(self.acknowledged, self.notified)
 
     @property
     def synced(self) -> bool:

@@ -35,7 +35,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from session_awareness.application import SessionAwareness
-from session_awareness.domain.drains import Drains, acknowledgements
+from session_awareness.domain.drains import Drains, acknowledgements, notice_open
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Watch
 from session_awareness.infrastructure.console.host_metrics import (
@@ -105,7 +105,7 @@ class EventTally:
             else:  # the topics asked for are only these
                 return
             self.drained += len(drained)
-            self.opened += sum(notified > acknowledged for acknowledged, notified in drained)
+            self.opened += sum(notice_open(*positions) for positions in drained)
 
 
 class StoreCollector(Collector):
