@@ -108,11 +108,11 @@ class PrunePass:
             if planned:
                 self._store.save_events(
                     [
-                        Session.HistoryPruned(  # type: ignore[call-arg]
-                            originator_id=plan.session_id,
-                            originator_version=versions[plan.session_id] + 1,
-                            timestamp=self.now,
+                        Session.history_pruned(
+                            plan.session_id,
+                            version=versions[plan.session_id],
                             watermark=plan.watermark,
+                            at=self.now,
                         )
                         for plan in planned
                     ]

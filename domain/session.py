@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 from typing import Any, ClassVar
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
@@ -532,6 +533,22 @@ class Session(Aggregate):
             dedupe_key=dedupe_key,
         )
         return sequence
+
+    @classmethod
+    def history_pruned(
+        cls, session_id: UUID, *, version: int, watermark: int, at: datetime
+    ) -> Session.HistoryPruned:
+        """The `HistoryPruned` that follows `version` of the session `session_id`, built
+        without loading it (retention's batches, ADR 038). `watermark` is the highest
+        sequence of retained rows being removed, so it is at most the head and above the
+        pruned watermark: what `prune_history` checks on a loaded session (R-R1). A stream
+        that moved past `version` meanwhile makes the save a conflict."""
+        return cls.HistoryPruned(  # type: ignore[call-arg]
+            originator_id=session_id,
+            originator_version=version + 1,
+            timestamp=at,
+            watermark=watermark,
+        )
 
     def prune_history(self, watermark: int, *, at: datetime) -> None:
         """Raise the pruned watermark; it never goes down nor past the head (R-R1)."""
