@@ -6,11 +6,14 @@ and without psycopg's pipeline handling of ~11 statements.
 
 A save of a few events sends two simple-protocol queries with values bound client-side
 (psycopg's `mogrify`): `BEGIN; SET LOCAL lock_timeout; LOCK; INSERT … RETURNING`, then the
-rows and `COMMIT`. Saves other threads make meanwhile join it (group commit, ADR 025), each
-in a savepoint: two round trips more each, one lock, one commit. A large save
-(`BULK_INLINE` events or more: a drain, a wide fan-out) keeps a transaction of its own and
-binds its values server-side as arrays, in two pipelined round trips (client-side binding
-costs ~20 us per row of a drain), a cursor move for many keys as one `UPDATE … FROM unnest`.
+rows and `COMMIT`. The rows are projected and bound before the lock is asked for; only the
+statements that carry a notification id are bound once the insert has returned them, so
+little Python runs while the lock is held. Saves other threads make meanwhile join it
+(group commit, ADR 025), each in a savepoint: two round trips more each, one lock, one
+commit. A large save (`BULK_INLINE` events or more: a drain, a wide fan-out) keeps a
+transaction of its own and binds its values server-side as arrays, in two pipelined round
+trips (client-side binding costs ~20 us per row of a drain), a cursor move for many keys as
+one `UPDATE … FROM unnest`.
 
 The application names this recorder by its topic; removing this module and naming
 `PostgresReadModelRecorder` instead leaves the library's write steps.
@@ -106,20 +109,24 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         save's followed by `COMMIT`: two round trips per save. A refused save is rolled back
         to its savepoint; a store error (a lock timeout, the connection lost) ends the
         batch, which rolls back. A save alone is its transaction, without a savepoint: ADR
-        013's two round trips, statement for statement."""
+        013's two round trips, statement for statement. Every save's rows are projected and
+        bound before the lock (`_rows_of`)."""
         many = len(saves) > 1
         with self.datastore.get_connection() as conn:
             try:
                 bind = self.read_models.prepared.binder(
                     conn, writes=True
                 )  # prepares before the lock
+                rows = [self._rows_of(conn, bind, save) for save in saves]
                 with conn.cursor(row_factory=tuple_row) as curs:
-                    begin = self._begin()
+                    begin: str | None = self._begin()
                     committed = False
-                    for save in saves:
+                    for save, its_rows in zip(saves, rows, strict=True):
                         last = save is saves[-1]
                         try:
-                            self._write_save(curs, bind, begin, save, savepoint=many, last=last)
+                            self._write_save(
+                                curs, bind, begin, save, its_rows, savepoint=many, last=last
+                            )
                             committed = last
                         except Exception as error:
                             if not many or not _refused(conn, error):
@@ -137,12 +144,34 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                 _roll_back(conn)
                 raise
 
+    def _rows_of(
+        self, conn: psycopg.Connection[Any], bind: Callable[..., str], save: Save
+    ) -> _Statements | Exception:
+        """The statements of `save`'s rows, bound before its events are stored: each event's
+        notification id stands as an `_Unassigned` in the few that carry one, bound once
+        the insert returns it (`_Statements.resolved`). What the projection raises is the
+        save's error, raised where writing its rows would have raised it."""
+        rows = _Statements(conn, bind)
+        projected = save.kwargs.get("projected_events")
+        if not projected:
+            return rows
+        try:
+            ids = [_Unassigned(index) for index in range(len(save.events))]
+            changes = p.project(list(zip(ids, projected, strict=True)))
+            holds = save.kwargs.get("held_sessions")
+            held = held_before(holds, ids) if holds else ()
+            self.read_models.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()), held)
+        except Exception as error:  # noqa: BLE001 -- raised again in the save's turn
+            return error
+        return rows
+
     def _write_save(
         self, curs: psycopg.Cursor[Any], bind: Callable[..., str], begin: str | None,
-        save: Save, *, savepoint: bool, last: bool,
+        save: Save, rows: _Statements | Exception, *, savepoint: bool, last: bool,
     ) -> None:  # fmt: skip
         """One save of a batch (after `begin`, the first), inside its `savepoint` unless it
-        is alone, and the commit when it is the `last`."""
+        is alone, and the commit when it is the `last`; `rows`: its rows' statements, or
+        the error projecting them raised."""
         head = [begin] if begin is not None else []
         if savepoint:
             head.append("SAVEPOINT save")
@@ -152,18 +181,14 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         ids = [row[0] for row in curs.fetchall()]
         if len(ids) != len(save.events):
             raise RuntimeError("the event store returned no notification ids")
-        rows = _Statements(curs.connection, bind)
-        projected = save.kwargs.get("projected_events")
-        if projected:
-            changes = p.project(list(zip(ids, projected, strict=True)))
-            holds = save.kwargs.get("held_sessions")
-            held = held_before(holds, ids) if holds else ()
-            self.read_models.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()), held)
+        if isinstance(rows, Exception):
+            raise rows
+        sql = rows.resolved(ids)
         if savepoint:
-            rows.sql.append("RELEASE SAVEPOINT save")
+            sql.append("RELEASE SAVEPOINT save")
         if last:
-            rows.sql.append("COMMIT")
-        curs.execute("; ".join(rows.sql))
+            sql.append("COMMIT")
+        curs.execute("; ".join(sql))
         save.ids = ids
 
     def _insert_many(
@@ -238,21 +263,55 @@ class _Pipelined:
         self.cursor.executemany(query, params_seq)
 
 
+class _Unassigned(int):
+    """The notification id of a save's `index`-th event (its value) before the insert
+    assigns it: a statement whose values hold one is bound once the ids are known."""
+
+    __slots__ = ()
+
+
+def _unassigned(value: Any) -> bool:
+    """Whether `value` is, or holds (an array's values), an `_Unassigned` id."""
+    if type(value) is _Unassigned:
+        return True
+    return isinstance(value, list | tuple) and any(_unassigned(v) for v in value)
+
+
+def _assigned(value: Any, ids: Sequence[int]) -> Any:
+    """`value` with each `_Unassigned` id replaced by the id the insert returned."""
+    if type(value) is _Unassigned:
+        return ids[value]
+    if isinstance(value, list | tuple):
+        return type(value)(_assigned(v, ids) for v in value)
+    return value
+
+
 class _Statements:
     """Collects the projection's statements, bound client-side, to send in one query; it
-    stands in for the cursor `apply_changes` and `notice_opened` write through."""
+    stands in for the cursor `apply_changes` and `notice_opened` write through. A statement
+    whose values hold an `_Unassigned` id waits, in its place, for `resolved`."""
 
     def __init__(self, connection: psycopg.Connection[Any], bind: Callable[..., str]) -> None:
         self.connection = connection
         self._bind = bind
-        self.sql: list[str] = []
+        self.sql: list[str | tuple[str, Sequence[Any]]] = []
 
     def execute(self, query: str, params: Sequence[Any] = ()) -> None:
-        self.sql.append(self._bind(query, params))
+        if any(_unassigned(v) for v in params):
+            self.sql.append((query, params))
+        else:
+            self.sql.append(self._bind(query, params))
 
     def executemany(self, query: str, params_seq: Iterable[Sequence[Any]]) -> None:
         for params in params_seq:
             self.execute(query, params)
+
+    def resolved(self, ids: Sequence[int]) -> list[str]:
+        """The statements in order, those that waited bound with the notification `ids`."""
+        return [
+            sql if isinstance(sql, str) else self._bind(sql[0], _assigned(sql[1], ids))
+            for sql in self.sql
+        ]
 
 
 def _refused(conn: psycopg.Connection[Any], error: Exception) -> bool:
