@@ -27,28 +27,50 @@ OVERTAKE_WINDOW = 0.5
 
 
 class HeldAppend:
-    """Makes the next append of one service stop inside its transaction, after its events
-    and read-model rows are written, until released to commit or to roll back."""
+    """Makes the next append of one service stop inside its transaction, holding the
+    store's write lock, until released to commit or to roll back: on SQLite after its
+    events and read-model rows are written; on PostgreSQL after its events are inserted,
+    its rows bound (before the lock, ADR 013 "Amended") and not yet sent with the commit."""
 
     def __init__(self, svc: SessionAwareness, backend: str) -> None:
-        self.recorder: Any = svc.store.recorder.read_models
         self.backend = backend
-        self.original = self.recorder.apply_changes
         self.held, self.released = threading.Event(), threading.Event()
         self.roll_back = False
-        self.recorder.apply_changes = self._apply
+        if backend == "postgresql":
+            self.recorder: Any = svc.store.recorder
+            self.original = self.recorder._write_save
+            self.recorder._write_save = self._write_save
+        else:
+            self.recorder = svc.store.recorder.read_models
+            self.original = self.recorder.apply_changes
+            self.recorder.apply_changes = self._apply
 
     def _apply(self, c: Any, changes: Any, *rest: Any) -> None:
         self.original(c, changes, *rest)
+        if self._hold():
+            raise RuntimeError("rolled back on purpose")
+
+    def _write_save(self, curs: Any, bind: Any, begin: Any, save: Any, rows: Any,
+                    **options: Any) -> None:  # fmt: skip
+        if not self.held.is_set() and not isinstance(rows, Exception):
+            resolved = rows.resolved
+
+            def holding(ids: Any) -> list[str]:
+                sql: list[str] = resolved(ids)
+                if self._hold():
+                    sql.append("SELECT 1 / 0")  # the server aborts the transaction
+                return sql
+
+            rows.resolved = holding
+        self.original(curs, bind, begin, save, rows, **options)
+
+    def _hold(self) -> bool:
+        """Stop the first append until released; whether it is to roll back."""
         if self.held.is_set():
-            return
+            return False
         self.held.set()
         assert self.released.wait(DEADLINE)
-        if self.roll_back:
-            if self.backend == "postgresql":
-                c.execute("SELECT 1 / 0")  # the server aborts the transaction
-            else:
-                raise RuntimeError("rolled back on purpose")
+        return self.roll_back
 
     def release(self, *, roll_back: bool) -> None:
         self.roll_back = roll_back
