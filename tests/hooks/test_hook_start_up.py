@@ -141,12 +141,14 @@ class TestARelayedPrompt:
 #: upstream monitoring, the spool's file, a transcript's view, the session tools, the MCP
 #: server, the console and the operator CLI are not its business, nor is any third-party
 #: package beside `eventsourcing` (no `pydantic`, `structlog`, `mcp`, `psycopg`), nor the
-#: relay's `socket` once no server's socket is found.
+#: relay's `socket` once no server's socket is found, nor `logging`, which nothing in the
+#: process configured (`session_awareness.logs`).
 EVENTSOURCING = {"eventsourcing", "typing_extensions"}  # the library, and what it imports
 NOT_IN_PROCESS = {
     "argparse",
     "asyncio",
     "concurrent.futures",
+    "logging",
     "pathlib",
     "shutil",
     "socket",
