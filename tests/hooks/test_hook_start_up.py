@@ -169,6 +169,8 @@ NOT_IN_PROCESS = {
     "session_awareness.infrastructure.cli",
     "session_awareness.infrastructure.console",
     "session_awareness.infrastructure.mcp_server",
+    "session_awareness.infrastructure.readmodel.audit_tables",
+    "session_awareness.infrastructure.readmodel.sqlite_audit",
 }
 
 
