@@ -13,10 +13,9 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from session_awareness.application.audit_report import AuditReport, Difference, TableSummary
 from session_awareness.application.errors import (
     AmbiguousSessionError,
     InvalidArgumentError,
@@ -24,11 +23,8 @@ from session_awareness.application.errors import (
     StoreVersionError,
     UnknownSessionError,
 )
-from session_awareness.application.history import history_entries, watchers_named
-from session_awareness.application.invariants import Invariants
 from session_awareness.application.ports import AuditView, ReadModel, ReplayTarget
 from session_awareness.application.projection import RowChange, project
-from session_awareness.application.replay import EventDecoder
 from session_awareness.application.store import SessionStore, log
 from session_awareness.application.unit_of_work import STORE_ERRORS
 from session_awareness.domain.keys import (
@@ -38,6 +34,12 @@ from session_awareness.domain.keys import (
     drains_id,
     watch_id,
 )
+
+#: The audit's replay, report and history are imported by the methods that use them: every
+#: service start runs `migrate_read_models`, a hook run's among them, and needs none of them
+#: unless a rebuild is due (issue 39, ADR 039).
+if TYPE_CHECKING:
+    from session_awareness.application.audit_report import AuditReport, Difference, TableSummary
 
 #: The store format this version reads and writes (ADR 035), marked in every store it opens.
 #: Raise it with any change an older version would misread: a new stored event class, or a
@@ -72,6 +74,9 @@ class _Replay:
     """Streams stored events through the invariants and the projection into a target."""
 
     def __init__(self, app: SessionStore, page_size: int, progress: Progress | None) -> None:
+        from session_awareness.application.invariants import Invariants  # noqa: PLC0415
+        from session_awareness.application.replay import EventDecoder  # noqa: PLC0415
+
         self.app, self.page_size, self.progress = app, page_size, progress
         self.invariants = Invariants()
         self.decode = EventDecoder(app.mapper)
@@ -108,6 +113,8 @@ class Audit:
     ) -> AuditReport:
         """Replay the event store into scratch read models and compare them with the live
         ones; with `rebuild`, swap the rebuilt ones in atomically when they differ."""
+        from session_awareness.application.audit_report import AuditReport  # noqa: PLC0415
+
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
             raise InvalidArgumentError("pageSize", "must be a positive integer")
         started = time.monotonic()
@@ -175,6 +182,11 @@ class Audit:
     def _compare(
         self, view: AuditView, keep: int
     ) -> tuple[dict[str, TableSummary], list[Difference]]:
+        from session_awareness.application.audit_report import (  # noqa: PLC0415
+            Difference,
+            TableSummary,
+        )
+
         tables: dict[str, TableSummary] = {}
         kept: list[Difference] = []
         for table, keys in view.tables().items():
@@ -189,6 +201,8 @@ class Audit:
 
     def _named(self, difference: Difference, names: dict[str, str | None]) -> Difference:
         """Name the session of a row that only carries its id, for the operator."""
+        from session_awareness.application.audit_report import Difference  # noqa: PLC0415
+
         session_id = difference.key.get("session_id")
         if difference.subject is not None or not isinstance(session_id, str):
             return difference
@@ -203,6 +217,11 @@ class Audit:
     def history(self, key: str, *, agent_id: str | None = None) -> list[dict[str, Any]]:
         """A session's whole audit trail from the event store, in recording order: its
         signals (pruned ones too), lifecycle events and every cursor transition on it."""
+        from session_awareness.application.history import (  # noqa: PLC0415
+            history_entries,
+            watchers_named,
+        )
+
         ref = self._history_ref(key, agent_id)
         try:
             own = self._stored_events([ref.session_id])

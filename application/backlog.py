@@ -12,12 +12,14 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import SessionRef
 from session_awareness.logs import get_logger
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 log = get_logger()
 

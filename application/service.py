@@ -11,10 +11,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
-
 from session_awareness.application.audit import AUDIT_PAGE_SIZE, KEEP_DIFFERENCES, Audit, Progress
-from session_awareness.application.audit_report import AuditReport
 from session_awareness.application.backlog import SignalBacklog, Spool, SpoolError
 from session_awareness.application.errors import (
     ConfigurationError,
@@ -40,25 +37,9 @@ from session_awareness.application.process_metrics import Metrics, watch_gauges
 from session_awareness.application.queries import Queries
 from session_awareness.application.recording import CLOSE_MARGIN, Intake
 from session_awareness.application.retention import Maintenance, MaintenanceTask, Retention
-from session_awareness.application.spool import (
-    SignalSpool,
-    default_spool_dir,
-    spool_supported,
-)
 from session_awareness.application.store import SessionStore, log
-from session_awareness.application.transcript_port import TranscriptSession, TranscriptSource
 from session_awareness.application.transcripts import Transcripts
 from session_awareness.application.unit_of_work import STORE_ERRORS
-from session_awareness.application.upstream import Upstream
-from session_awareness.application.upstream.monitor import PROVIDER_TIMEOUT, UpstreamMonitor
-from session_awareness.application.upstream.outcomes import LinkOutcome, Written
-from session_awareness.application.upstream.provider_ports import (
-    OwnUserTexts,
-    RunActivity,
-    Scheduler,
-    UpstreamActivity,
-    UpstreamProvider,
-)
 from session_awareness.application.wakes import DEFAULT_WAKE_COALESCE_SECONDS, WakeCoalescer
 from session_awareness.application.watching import Watching
 from session_awareness.configuration import environment_for, redact, store_identity, url_in_force
@@ -67,7 +48,32 @@ from session_awareness.domain.notices import DEFAULT_MAIN_KEY, check_main_key
 from session_awareness.domain.signals import ActorTypeWord, RunOutcomeWord
 
 if TYPE_CHECKING:
+    from eventsourcing.persistence import StoredEvent
+
+    from session_awareness.application.audit_report import AuditReport
+    from session_awareness.application.spool import SignalSpool
     from session_awareness.application.tools import SessionTools
+    from session_awareness.application.transcript_port import (
+        TranscriptSession,
+        TranscriptSource,
+    )
+    from session_awareness.application.upstream import Upstream
+    from session_awareness.application.upstream.monitor import UpstreamMonitor
+    from session_awareness.application.upstream.outcomes import LinkOutcome, Written
+    from session_awareness.application.upstream.provider_ports import (
+        OwnUserTexts,
+        RunActivity,
+        Scheduler,
+        UpstreamActivity,
+        UpstreamProvider,
+    )
+
+#: What a process that only records (a hook run: a process start per event) never uses, the
+#: service imports and builds when first asked (issue 39, ADR 039): upstream monitoring, the
+#: spool's file, the audit's replay and report. This is `UpstreamMonitor`'s default timeout,
+#: kept here so that importing the service does not import the monitor (a test holds the two
+#: equal).
+PROVIDER_TIMEOUT = 45.0
 
 _PREFIX = "SESSIONAWARENESS_"
 
@@ -151,9 +157,16 @@ class SessionAwareness:
             strict=strict,
         )
         watch_gauges(store.metrics, self._intake.backlog, store.read_model)
-        self._upstream = Upstream(store, self._intake)
         self._transcripts = Transcripts(store, transcript_sources)
         self._audit = Audit(store)
+
+    @cached_property
+    def _upstream(self) -> Upstream:
+        """Adoption and upstream monitoring, built on first use: a process that only records
+        (a hook run) never imports them (ADR 039)."""
+        from session_awareness.application.upstream import Upstream  # noqa: PLC0415
+
+        return Upstream(self.store, self._intake)
 
     def __enter__(self) -> Self:
         return self
@@ -598,7 +611,8 @@ class SessionAwareness:
 
     def stop_upstream_monitor(self) -> None:
         """Stop the monitor's scans (a scan in flight finishes); `close()` does it too."""
-        self._upstream.stop_upstream_monitor()
+        if "_upstream" in self.__dict__:  # never built: no monitor to stop
+            self._upstream.stop_upstream_monitor()
 
     def scan_upstream_once(self) -> list[LinkOutcome] | None:
         """One scan now (tests, the CLI); None when a scan is already in flight."""
@@ -750,7 +764,7 @@ def open_service(
     is_run_active: RunActivity | None = None,
     own_user_texts: OwnUserTexts | None = None,
     upstream_scheduler: Scheduler | None = None,
-    upstream_timeout: float = 45.0,
+    upstream_timeout: float = PROVIDER_TIMEOUT,
     wake_coalesce_seconds: float = DEFAULT_WAKE_COALESCE_SECONDS,
     transcripts: Sequence[TranscriptSource] | None = None,
     main_key: str = DEFAULT_MAIN_KEY,
@@ -842,13 +856,18 @@ def open_service(
     service.visibility, service.dispatcher, service.spawner = visibility, dispatcher, spawner
     service.canceller = canceller
     try:
-        service.configure_upstream(
-            providers=upstream_providers,
-            is_run_active=is_run_active,
-            own_user_texts=own_user_texts,
-            scheduler=upstream_scheduler,
-            timeout=upstream_timeout,
-        )
+        # Without any of these, the monitor is the default one, built when first asked for.
+        if upstream_timeout != PROVIDER_TIMEOUT or any(
+            port is not None
+            for port in (upstream_providers, is_run_active, own_user_texts, upstream_scheduler)
+        ):
+            service.configure_upstream(
+                providers=upstream_providers,
+                is_run_active=is_run_active,
+                own_user_texts=own_user_texts,
+                scheduler=upstream_scheduler,
+                timeout=upstream_timeout,
+            )
         service.start()
     except Exception:
         service.close()
@@ -920,6 +939,12 @@ def spool_for(
     identity = store_identity(url)
     if given is False or identity is None:
         return None
+    from session_awareness.application.spool import (  # noqa: PLC0415 -- a file, when kept
+        SignalSpool,
+        default_spool_dir,
+        spool_supported,
+    )
+
     if not spool_supported():  # pragma: no cover -- not POSIX
         log.warning("signal_spool_unsupported", reason="no file locking on this platform")
         return None
@@ -932,6 +957,8 @@ def spool_for(
 
 
 def _transcript_sources(given: object) -> tuple[TranscriptSource, ...]:
+    from session_awareness.application.transcript_port import TranscriptSource  # noqa: PLC0415
+
     if isinstance(given, str | bytes) or not isinstance(given, Sequence):
         raise ConfigurationError("transcripts must be a sequence of transcript sources")
     for source in given:

@@ -8,7 +8,7 @@ first that answers reads it (ADR 018). Nothing of the content is stored or logge
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventsourcing.utils import resolve_topic
 
@@ -18,15 +18,12 @@ from session_awareness.application.errors import (
     UnknownSessionError,
 )
 from session_awareness.application.store import SessionStore, log
-from session_awareness.application.transcript_port import (
-    TranscriptRef,
-    TranscriptSession,
-    TranscriptSource,
-)
-from session_awareness.application.transcript_view import MAX_POSITION_CHARS, history_json
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain.signals import MAX_SAFE_INTEGER
 from session_awareness.domain.upstream import MAX_ID_LENGTH, MAX_REF_LENGTH, check_text
+
+if TYPE_CHECKING:
+    from session_awareness.application.transcript_port import TranscriptSession, TranscriptSource
 
 #: The upstream kind whose reference is a transcript a source can read.
 LOCAL_TRANSCRIPT = "local-transcript"
@@ -100,6 +97,13 @@ class Transcripts:
     def transcript_session(self, key: str, agent_id: str | None = None) -> TranscriptSession:
         """The live session and where its transcript is known to be (`UnknownSessionError`
         for an unknown or deleted session)."""
+        # Reading a transcript's view is the service's only use of its port and view: noting
+        # where a transcript is (a hook run's part) never imports them (ADR 039).
+        from session_awareness.application.transcript_port import (  # noqa: PLC0415
+            TranscriptRef,
+            TranscriptSession,
+        )
+
         ref = self.store.resolve(key, agent_id)
         session = UnitOfWork(self.store).live(ref)
         if session is None:
@@ -131,6 +135,11 @@ class Transcripts:
         `nextBefore`) starts the page at the message older than it, so pages neither repeat
         nor skip a message while the transcript grows. `TranscriptNotAvailableError` when no
         source reads a transcript for it."""
+        from session_awareness.application.transcript_view import (  # noqa: PLC0415
+            MAX_POSITION_CHARS,
+            history_json,
+        )
+
         limit = _count("limit", limit, least=1)
         offset = _count("offset", offset, least=0)
         if not isinstance(include_tools, bool):

@@ -552,7 +552,8 @@ def quiet_logs(*, verbose: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m session_awareness.infrastructure.claude_hooks claude-code|gemini-cli
-    [--agent A] [--database-url URL] [--verbose]`: the command the installed hooks run. The
+    [--agent A] [--database-url URL] [--verbose]`: what the installed hooks run (they call
+    `main` with `python -P -c`, which spares the start-up `runpy`: `install_claude`). The
     same as `session-awareness hook …`, without the operator CLI's imports (a hook run is a
     process start, so its import chain is the user's wait). The arguments the installed hooks
     pass are read directly; anything else goes to `argparse` (with `gettext`, `locale` and

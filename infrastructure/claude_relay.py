@@ -13,14 +13,14 @@ can enter.
 
 The hook's side imports the standard library's `json`, `os`, `socket` and `zlib` and
 nothing else (no third-party package, no `pathlib`, `tempfile` or `typing`): on this path the
-hook's imports are most of the prompt's wait.
+hook's imports are most of the prompt's wait. `socket` is imported only once a server's socket
+is found: a hook that then records in-process (no server up) never loads it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import zlib
 
 from session_awareness.configuration import url_in_force
@@ -82,7 +82,7 @@ def forward(
     signal: dict[str, Any], *, agent: str, database_url: str | None, state: ClaudeState
 ) -> list[str] | None:
     """The notices, when the session's MCP server recorded the signal; else None."""
-    if not hasattr(socket, "AF_UNIX") or state.has_spooled():
+    if state.has_spooled():
         return None
     request = json.dumps(
         {"signal": signal, "agent": agent, "databaseUrl": effective_url(database_url)}
@@ -104,6 +104,10 @@ def forward(
 
 
 def _ask(path: str, request: bytes) -> list[str] | None:
+    import socket  # noqa: PLC0415 -- only once a server's socket is there (module docstring)
+
+    if not hasattr(socket, "AF_UNIX"):
+        return None
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(RELAY_TIMEOUT)
         conn.connect(path)

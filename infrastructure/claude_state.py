@@ -152,12 +152,12 @@ class ClaudeState:
             before = self.session_of_host(host)
             if previous is None and before is not None and before != (cli, session_id):
                 previous = before[1] if before[0] == cli else None
-            self._write(self.root / "hosts" / f"{host}.json", record)
+            self._write(self._file("hosts", f"{host}.json"), record)
         return previous
 
     def session_of_host(self, host: str) -> tuple[str, str] | None:
         """(the CLI, its session id) a host process runs, as its record says."""
-        found = self._read(self.root / "hosts" / f"{host}.json")
+        found = self._read(self._file("hosts", f"{host}.json"))
         session_id, cli = found.get("sessionId"), found.get("cli", DEFAULT_CLI)
         return (cli, session_id) if valid_id(session_id) and valid_id(cli) else None
 
@@ -202,6 +202,8 @@ class ClaudeState:
     def take_spooled(self) -> list[dict[str, Any]]:
         """Claim every kept signal, oldest first; a concurrent hook claims each at most once."""
         claimed: list[dict[str, Any]] = []
+        if not self.has_spooled():
+            return claimed
         folder = self.root / "spool"
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
             mine = path.with_suffix(f".{os.getpid()}.claimed")
@@ -217,15 +219,24 @@ class ClaudeState:
 
     # -- files -------------------------------------------------------------------------------
 
-    def _write(self, path: Path, data: dict[str, Any]) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_suffix(f".{os.getpid()}.tmp")
-        scratch.write_text(json.dumps(data))
-        scratch.replace(path)  # atomic: a reader sees the old record or the new one
+    # Plain `os` calls on path strings: a hook run that records in-process (`SessionStart`
+    # writes its host records) builds no `Path` (ADR 039).
 
-    def _read(self, path: Path) -> dict[str, Any]:
+    def _file(self, *parts: str) -> str:
+        return os.path.join(self.root_text, *parts)
+
+    def _write(self, path: Path | str, data: dict[str, Any]) -> None:
+        path = os.fspath(path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        scratch = f"{os.path.splitext(path)[0]}.{os.getpid()}.tmp"
+        with open(scratch, "w", encoding="utf-8") as file:
+            file.write(json.dumps(data))
+        os.replace(scratch, path)  # atomic: a reader sees the old record or the new one
+
+    def _read(self, path: Path | str) -> dict[str, Any]:
         try:
-            data = json.loads(path.read_text())
+            with open(path, encoding="utf-8") as file:
+                data = json.loads(file.read())
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}

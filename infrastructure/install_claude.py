@@ -40,6 +40,11 @@ from session_awareness.infrastructure.claude_state import STATE_DIR_ENV, state_d
 
 SERVER_NAME = "session-awareness"
 HOOK_MODULE = "session_awareness.infrastructure.claude_hooks"
+#: What the hook command runs: the hook module's `main`, imported by `-c` rather than run by
+#: `-m`, whose `runpy` (with `importlib.util` and `contextlib`) is about 2 ms of every hook
+#: run's start-up (issue 39); `-P` keeps the working directory, the user's project, off
+#: `sys.path`, so none of its files can stand in for a module the hook imports.
+HOOK_ENTRY = f"from {HOOK_MODULE} import main; raise SystemExit(main())"
 CLI_MODULE = "session_awareness.infrastructure.cli"
 #: How to get what the MCP server entry runs (`session-awareness mcp` needs the `mcp` package).
 MCP_EXTRA = "pip install 'session-awareness[mcp]'"
@@ -124,7 +129,7 @@ def mcp_extra_installed() -> bool:
 
 
 def hook_command(database_url: str, agent: str, cli: AgentCli = CLAUDE_CODE) -> str:
-    words = [sys.executable, "-m", HOOK_MODULE, cli.name, "--database-url", database_url]
+    words = [sys.executable, "-P", "-c", HOOK_ENTRY, cli.name, "--database-url", database_url]
     if agent != cli.default_agent:
         words += ["--agent", agent]
     prefix = ""

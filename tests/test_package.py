@@ -73,6 +73,17 @@ class TestSilentUnlessAsked:
         assert result.stdout == "host output\n"
         assert result.stderr == ""
 
+    def test_a_host_that_imports_logging_without_configuring_it_sees_nothing(
+        self, tmp_path: Path
+    ) -> None:
+        """The library imports `logging` only when an event goes to it; a host that imported
+        it but configured nothing still sees no warning on stderr (the `NullHandler` is in
+        place before the first record, so logging's last-resort handler never runs)."""
+        result = run_host(tmp_path, "import logging", EMBEDDING, "print('host output')")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "host output\n"
+        assert result.stderr == ""
+
     def test_logging_basic_config_shows_the_events_with_their_fields(self, tmp_path: Path) -> None:
         """With stdlib logging configured, each event is a record of the `session_awareness`
         logger at its level: the stable name, then key=value fields."""

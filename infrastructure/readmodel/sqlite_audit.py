@@ -5,18 +5,19 @@ comparison it is ATTACHed to a live connection inside `BEGIN` (a WAL snapshot) o
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eventsourcing.persistence import Notification
 
 from session_awareness.application import projection as p
 from session_awareness.infrastructure.readmodel.audit_tables import Audit, ScratchStore, View, q
 from session_awareness.infrastructure.readmodel.tables import READ_MODEL_TABLES
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _ATTACHED = "session_awareness_audit"
 #: At most this many events per page on SQLite, where a page costs no round trip: a
@@ -28,6 +29,10 @@ SQLITE_PAGE = 200
 class SQLiteAudit(Audit):
     @contextmanager
     def scratch(self) -> Iterator[SQLiteScratch]:
+        import shutil  # noqa: PLC0415 -- only an audit makes a scratch; a hook run never does
+        import tempfile  # noqa: PLC0415
+        from pathlib import Path  # noqa: PLC0415
+
         folder = Path(tempfile.mkdtemp(prefix="session-awareness-audit-"))
         scratch = SQLiteScratch(self, folder / "scratch.db")
         try:

@@ -12,7 +12,7 @@ import threading
 import weakref
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, InterfaceError, StoredEvent
@@ -34,8 +34,10 @@ from session_awareness.infrastructure.readmodel.group_commit import (
 )
 from session_awareness.infrastructure.readmodel.recorder import ReadModelStore
 from session_awareness.infrastructure.readmodel.session_state import JoinedSessionState
-from session_awareness.infrastructure.readmodel.sqlite_audit import SQLiteAudit
 from session_awareness.infrastructure.sqlite_store import library_error
+
+if TYPE_CHECKING:
+    from session_awareness.infrastructure.readmodel.sqlite_audit import SQLiteAudit
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,11 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
         return [(row[0], UUID(row[1]), row[2]) for row in rows]
 
     def audit_store(self) -> SQLiteAudit:
+        # Imported here: a process that only records (a hook run) never audits (ADR 039).
+        from session_awareness.infrastructure.readmodel.sqlite_audit import (  # noqa: PLC0415
+            SQLiteAudit,
+        )
+
         return SQLiteAudit(self.read_models, self)
 
     def close_readers(self) -> None:

@@ -11,11 +11,16 @@ when it is logged:
   handler is a `NullHandler`, so nothing reaches stdout or stderr, warnings included, until the
   host configures logging (`logging.basicConfig(level=logging.INFO)`, a handler of its own, or
   structlog's `ProcessorFormatter`).
+
+`logging` itself is imported when an event first goes to it: in a process where nothing has
+imported `logging`, nothing can have configured it, so every event would end at the
+`NullHandler` and is dropped at once. A hook run is such a process, and importing `logging`
+is about 5 ms of its start-up (issue 39, ADR 039). The `NullHandler` is added when `logging`
+is first used here, before any record is made.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import MutableMapping
 from functools import partial
@@ -23,19 +28,32 @@ from typing import Any
 
 from session_awareness import LOGGER_NAME
 
-# The library's logger writes nothing until the host configures logging (the convention for
-# libraries); this module is where every event of the library starts.
-logging.getLogger(LOGGER_NAME).addHandler(logging.NullHandler())
-
-#: The level of each logging method the library calls.
+#: The level of each logging method the library calls (`logging.DEBUG` … `CRITICAL`).
 _LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "exception": logging.ERROR,
-    "critical": logging.CRITICAL,
+    "debug": 10,
+    "info": 20,
+    "warning": 30,
+    "error": 40,
+    "exception": 40,
+    "critical": 50,
 }
+
+
+_STDLIB: list[Any] = []
+
+
+def _stdlib_logger() -> Any:
+    """The standard library's `session_awareness` logger, given its `NullHandler` the first
+    time: the library writes nothing until the host configures logging (the convention for
+    libraries)."""
+    if not _STDLIB:
+        import logging  # noqa: PLC0415 -- see the module's docstring
+
+        logger = logging.getLogger(LOGGER_NAME)
+        if not any(type(handler) is logging.NullHandler for handler in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+        _STDLIB.append(logger)
+    return _STDLIB[0]
 
 
 def _discard(*_args: Any, **_kwargs: Any) -> None:
@@ -74,7 +92,9 @@ class LibraryLogger:
             structlog: Any = sys.modules["structlog"]
             return getattr(structlog.get_logger(LOGGER_NAME), name)
         level = _LEVELS.get(name)
-        if level is not None and not logging.getLogger(LOGGER_NAME).isEnabledFor(level):
+        if level is not None and "logging" not in sys.modules:
+            return _discard  # nothing imported `logging`, so nothing configured it to show this
+        if level is not None and not _stdlib_logger().isEnabledFor(level):
             return _discard
         return getattr(self._stdlib_route(), name)
 
@@ -84,7 +104,7 @@ class LibraryLogger:
 
             render = structlog.processors.LogfmtRenderer(sort_keys=True)
             self._stdlib = structlog.wrap_logger(
-                logging.getLogger(LOGGER_NAME),
+                _stdlib_logger(),
                 processors=[structlog.stdlib.filter_by_level, partial(_to_record, render)],
                 wrapper_class=structlog.stdlib.BoundLogger,
             )

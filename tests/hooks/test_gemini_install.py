@@ -58,7 +58,8 @@ class TestProjectInstall:
             "command",
             10_000,
         )
-        assert "claude_hooks gemini-cli --database-url" in hook["command"]
+        assert "claude_hooks import main" in hook["command"]
+        assert "gemini-cli --database-url" in hook["command"]
         assert merged["mcpServers"]["docs"] == THEIRS["mcpServers"]["docs"]
         server = merged["mcpServers"]["session-awareness"]
         assert set(server) == {"command", "args", "env"}

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from session_awareness.application import open_service
+from session_awareness.application import ConfigurationError, open_service, service
+from session_awareness.application.upstream import monitor
 from session_awareness.infrastructure.claude_relay import socket_path
 from session_awareness.infrastructure.claude_state import ClaudeState, process_identity
 from tests.hooks.helpers import TIMEOUT, fixture, hook_env, lead_key
@@ -135,7 +136,66 @@ class TestARelayedPrompt:
         assert sorted(modules & HEAVY_STDLIB) == []
 
 
+#: What a hook that records in-process (no server up) leaves alone (issue 39, ADR 039): it
+#: opens the store, records the event and drains notices, so the audit's replay and report,
+#: upstream monitoring, the spool's file, a transcript's view, the session tools, the MCP
+#: server, the console and the operator CLI are not its business, nor is any third-party
+#: package beside `eventsourcing` (no `pydantic`, `structlog`, `mcp`, `psycopg`), nor the
+#: relay's `socket` once no server's socket is found, nor `logging`, which nothing in the
+#: process configured (`session_awareness.logs`).
+EVENTSOURCING = {"eventsourcing", "typing_extensions"}  # the library, and what it imports
+NOT_IN_PROCESS = {
+    "argparse",
+    "asyncio",
+    "concurrent.futures",
+    "logging",
+    "pathlib",
+    "shutil",
+    "socket",
+    "subprocess",
+    "tempfile",
+    "session_awareness.application.async_service",
+    "session_awareness.application.audit_report",
+    "session_awareness.application.history",
+    "session_awareness.application.invariants",
+    "session_awareness.application.redaction",
+    "session_awareness.application.replay",
+    "session_awareness.application.spool",
+    "session_awareness.application.tools",
+    "session_awareness.application.transcript_port",
+    "session_awareness.application.transcript_view",
+    "session_awareness.application.upstream",
+    "session_awareness.infrastructure.claude_transcripts",
+    "session_awareness.infrastructure.cli",
+    "session_awareness.infrastructure.console",
+    "session_awareness.infrastructure.mcp_server",
+    "session_awareness.infrastructure.readmodel.audit_tables",
+    "session_awareness.infrastructure.readmodel.sqlite_audit",
+}
+
+
 class TestInProcess:
+    @pytest.mark.parametrize("name", ["session_start", "user_prompt_submit"])
+    def test_recording_in_process_loads_only_what_recording_uses(
+        self, name: str, tmp_path: Path
+    ) -> None:
+        """With no server up, a session start and a prompt (each naming its transcript) are
+        recorded by a hook that imports the service's recording path and nothing it does not
+        use: no third-party package but `eventsourcing`, none of the modules above (R-A1: the
+        hook's start-up is the user's wait)."""
+        state = tmp_path / "state"
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        event = fixture(name, session_id="lead-1", transcript_path=str(tmp_path / "t.jsonl"))
+        stdout, modules = hook_modules(event, url, state, tmp_path / "modules.txt")
+        assert stdout == ""
+        assert "session_awareness.application.recording" in modules
+        assert {m.split(".")[0] for m in third_party(modules)} <= EVENTSOURCING
+        assert sorted(modules & NOT_IN_PROCESS) == []
+        with open_service(url) as svc:
+            row = svc.session_rows()[0]
+            assert row.key == lead_key("lead-1")
+            assert svc.transcript_session(row.key).transcript is not None
+
     def test_a_prompt_without_a_server_records_in_process(self, tmp_path: Path) -> None:
         """With no server up, the hook loads the service itself and records the turn
         (R-A1); the relay's lean imports change nothing of what is opened."""
@@ -166,3 +226,19 @@ class TestInProcess:
         modules = set(out.read_text().split())
         assert third_party(modules) == []
         assert not [m for m in modules if m.startswith("session_awareness.application")]
+
+
+class TestTheServiceBuildsOnFirstUse:
+    def test_upstream_monitoring_is_built_when_first_asked_for_with_its_defaults(
+        self, tmp_path: Path
+    ) -> None:
+        """A service opened without upstream arguments imports no upstream module until its
+        monitor is asked for, which then has the defaults `configure_upstream` gives; a
+        malformed `upstream_timeout` is still refused at open (R-U2)."""
+        assert service.PROVIDER_TIMEOUT == monitor.PROVIDER_TIMEOUT
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        with open_service(url, spool=False, maintenance="manual") as svc:
+            assert svc.upstream_monitor.timeout == monitor.PROVIDER_TIMEOUT
+            assert svc.upstream_monitor.providers == {}
+        with pytest.raises(ConfigurationError, match="upstream_timeout"):
+            open_service(url, upstream_timeout=0)

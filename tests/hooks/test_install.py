@@ -232,3 +232,35 @@ class TestUserInstall:
         assert done.returncode == 0, done.stderr
         assert read(home / ".claude.json") == {"numStartups": 3, "projects": {}}
         assert not (home / ".claude" / "settings.json").exists()
+
+
+class TestTheInstalledHookCommand:
+    def test_a_project_file_named_like_a_module_the_hook_imports_changes_nothing(
+        self, tmp_path: Path
+    ) -> None:
+        """The hook runs in the user's project, whose files are not the hook's code: a
+        `json.py` in the working directory does not stand in for the module (the command
+        keeps the working directory off `sys.path`), and the event is recorded (R-A1)."""
+        home, state, url = tmp_path / "home", tmp_path / "state", f"sqlite:///{tmp_path / 'x.db'}"
+        done = cli(
+            "install", "claude-code", "--user", "--database-url", url, home=home, state=state
+        )
+        assert done.returncode == 0, done.stderr
+        [group] = read(home / ".claude" / "settings.json")["hooks"]["SessionStart"]
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "json.py").write_text("raise SystemExit('the project json.py was imported')\n")
+
+        ran = subprocess.run(
+            ["/bin/sh", "-c", group["hooks"][0]["command"]],
+            input=json.dumps(fixture("session_start", session_id="p1")),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+            env=hook_env(state),
+            cwd=project,
+        )
+        assert (ran.returncode, ran.stdout, ran.stderr) == (0, "", "")
+        with open_service(url) as svc:
+            assert [row.key for row in svc.session_rows()] == [lead_key("p1")]
