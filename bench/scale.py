@@ -2,13 +2,12 @@
 item 6; ADR 038). Not part of `make bench`: `make bench-scale` (or `python -m bench.scale
 --sessions N`).
 
-Both stores are seeded by the same bulk path, `seed.Batch`: the service's own producer logic
-(the same domain decisions, fan-out and idempotency as `record_*`), many calls per unit of
-work, every event of a unit stored with the inline projection in one save (multi-row inserts,
-the read-model appends by COPY). The rows are exactly the ones the producers would write one
-call at a time; only the transactions are fewer. The small store's whole event store is
-audited (`svc.audit()`), and the large store's own reads are checked on a sample of sessions
-(heads, children, pending notices).
+Both stores are seeded by the same path: by default `bench.bulk_seed` (seven template
+families through the service's producer logic, replicated by COPY with their ids, keys and
+notification ids substituted; about 30,000 events/s here), or `--seed producers`: `seed.Batch`,
+the producers' logic for every family, many calls per save (about 1,460 events/s). The small
+store's whole event store is audited (`svc.audit()`), and both stores' own reads are checked
+on a sample of families (heads, children, pending notices).
 
 The shape is the issue's: a fifth of the sessions are main sessions of their own agent, each
 spawning four sub-agents; a sub-agent gets its spawn and eleven human turns and goal changes,
@@ -24,6 +23,12 @@ Measured, medians over rounds with their spread (p10–p90):
   `changes_since` five events back, a drain of one pending pair, and
   `sessions_list(kinds=["main"], limit=20)`, each as a ratio of the large store to the small.
 - Seeding time and the database's size on disk.
+- The audit of the whole large store, in a process of its own: its rate, its progress on
+  stderr and its peak RSS (`--no-audit` skips it).
+
+The first start's maintenance (the prune of everything past the row cap) is waited for at
+most `--wait-maintenance` seconds; past that the calls are measured on a service opened with
+`maintenance="manual"`, on a store the prune has not finished.
 """
 
 from __future__ import annotations
@@ -308,6 +313,8 @@ def run(
             print(f"measuring {name}", file=sys.stderr, flush=True)
             stores[name]["calls"] = measure(svc, rounds, families)
             svc.close()
+            shown = {k: v for k, v in stores[name].items() if k != "url"}
+            print(json.dumps({name: shown}), file=sys.stderr, flush=True)  # before the audit
         if audit:
             print("auditing large", file=sys.stderr, flush=True)
             stores["large"]["audit"] = audited(stores["large"]["url"])
