@@ -59,10 +59,11 @@ bench: install
 	$(PY) -m bench
 
 # A PostgreSQL store of SESSIONS sessions (about ten events each) against one of 1,000 in the
-# same run (issue 39, item 6): not part of `bench`, it takes long. SESSIONS=100000 to try.
+# same run (issue 39, item 6): not part of `bench`, it takes long. SESSIONS=100000 to try;
+# SCALE_ARGS="--wait-maintenance 60" measures without waiting for the first prune to finish.
 SESSIONS ?= 1000000
 bench-scale: install
-	$(PY) -m bench.scale --sessions $(SESSIONS)
+	$(PY) -m bench.scale --sessions $(SESSIONS) $(SCALE_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache demo.db demo.db-wal demo.db-shm

@@ -46,6 +46,11 @@ if TYPE_CHECKING:
 #: read model whose rows older code would take for something else. 1 was never marked (the
 #: versions before the mark); 2 adds `Drains.Redelivered` (ADR 034).
 STORE_VERSION = 2
+#: The read models' format this version keeps (ADR 044): what `read_models_outdated` checks
+#: for. A start on a store marked complete for it (`read_models_complete`) skips that scan and
+#: leaves it to the background maintenance's first batch (`verify_read_models`). Raise it
+#: whenever this version keeps rows beside the registry that an earlier one did not write.
+READ_MODELS_FORMAT = 1
 
 
 def check_store_version(read_model: ReadModel) -> int | None:
@@ -158,18 +163,21 @@ class Audit:
         )
         return report
 
-    def migrate_read_models(self) -> bool:
+    def migrate_read_models(self, *, trust_mark: bool = False) -> bool:
         """Rebuild the read models from the event store when an earlier version wrote them
         (a read model this version keeps is missing rows): True when it did. Checked on
         every start, so a rebuild that did not finish is done again. A store a newer version
         marked is refused (`StoreVersionError`) before anything reads it; an unmarked or
-        older one is marked with `STORE_VERSION` once migrated (ADR 035)."""
+        older one is marked with `STORE_VERSION` once migrated (ADR 035).
+
+        With `trust_mark` (the start), a store marked complete for `READ_MODELS_FORMAT` is not
+        scanned (ADR 044): the check is owed (`verify_owed`) and the background maintenance
+        runs it first (`verify_read_models`). Any other store, and every store when called
+        without it, is checked, rebuilt when rows are missing, then marked complete."""
         read_model = self.store.read_model
         marked = check_store_version(read_model)
-        migrated = read_model.read_models_outdated()
-        if migrated:
-            report = self.audit(rebuild=True)
-            log.info("read_models_migrated", events=report.events, rebuilt=report.rebuilt)
+        self.verify_owed = trust_mark and read_model.read_models_complete() == READ_MODELS_FORMAT
+        migrated = False if self.verify_owed else self._complete(warn=False)
         if marked is None or marked < STORE_VERSION:
             try:
                 read_model.mark_store_version(STORE_VERSION)
@@ -178,6 +186,39 @@ class Audit:
             else:
                 log.info("store_version_marked", version=STORE_VERSION, was=marked)
         return migrated
+
+    #: Whether the last start skipped the read models' check on the strength of the mark.
+    verify_owed = False
+
+    def verify_read_models(self) -> bool:
+        """The full check the start skipped on a store marked complete (ADR 044): run as the
+        background maintenance's first batch. Missing rows (the store was damaged, or a
+        process that keeps fewer read models wrote it, after it was marked) are never
+        repaired silently: `read_models_incomplete` is logged as a warning, then the read
+        models are rebuilt from the event store. True when they were."""
+        self.verify_owed = False
+        return self._complete(warn=True)
+
+    def _complete(self, *, warn: bool) -> bool:
+        """Check the read models, rebuild them when rows are missing, and mark the store
+        complete for `READ_MODELS_FORMAT`; whether they were rebuilt."""
+        read_model = self.store.read_model
+        outdated = read_model.read_models_outdated()
+        if outdated:
+            if warn:
+                log.warning(
+                    "read_models_incomplete",
+                    format=READ_MODELS_FORMAT,
+                    action="rebuilding the read models from the event store",
+                )
+            report = self.audit(rebuild=True)
+            log.info("read_models_migrated", events=report.events, rebuilt=report.rebuilt)
+        if outdated or read_model.read_models_complete() != READ_MODELS_FORMAT:
+            try:
+                read_model.mark_read_models_complete(READ_MODELS_FORMAT)
+            except StoreUnavailableError as error:  # a role or a file that may not write
+                log.warning("read_models_not_marked", format=READ_MODELS_FORMAT, error=str(error))
+        return outdated
 
     def _compare(
         self, view: AuditView, keep: int

@@ -38,17 +38,44 @@ class Violation:
         return {"rule": self.rule, "position": self.position, "detail": self.detail}
 
 
+class _Cursor:
+    """What the checks keep of one cursor id, in one small object (an audit of a million
+    sessions keeps about 800,000 of them): its positions while active (L, N, M; `l` None
+    once removed or before it started), its last version, its pair once started, and
+    whether its target's watcher index announced the pair."""
+
+    __slots__ = ("announced", "l", "m", "n", "target", "version", "watcher")
+
+    def __init__(self) -> None:
+        self.l: int | None = None
+        self.n = self.m = 0
+        self.version: int | None = None
+        self.target: int | None = None  # the target session's id (`UUID.int`)
+        self.watcher: str | None = None
+        self.announced = False
+
+    @property
+    def positions(self) -> tuple[int, int, int] | None:
+        return None if self.l is None else (self.l, self.n, self.m)
+
+
 class Invariants:
-    """Feed it every stored event in notification order, then call `finish()`."""
+    """Feed it every stored event in notification order, then call `finish()`.
+
+    Its memory grows with the sessions and cursors the store holds, never with its events:
+    ids are kept as `UUID.int`, a cursor's facts in one `_Cursor`, each watcher key once,
+    and an announcement only until its cursor starts (then as the cursor's flag)."""
 
     def __init__(self, keep: int = KEEP) -> None:
-        self.heads: dict[UUID, int] = {}
-        self.watermarks: dict[UUID, int] = {}
-        self.cursors: dict[UUID, tuple[int, int, int]] = {}  # active cursors: L, N, M
-        self.pairs: dict[UUID, tuple[UUID, str]] = {}  # every cursor: (target, watcher)
-        self.versions: dict[UUID, int] = {}  # every cursor's version
-        self.drainers: dict[UUID, str] = {}  # each Drains' watcher
-        self.announced: set[tuple[UUID, str]] = set()
+        self.heads: dict[int, int] = {}
+        self.watermarks: dict[int, int] = {}
+        self.watches: dict[int, _Cursor] = {}  # every cursor id an event named
+        #: Pairs announced (by their cursor id) whose cursor has not started yet.
+        self.announced: set[int] = set()
+        #: Cursors whose id does not name their pair: their pair's id (R-N4 was violated).
+        self.misnamed: dict[int, int] = {}
+        self.drainers: dict[int, str] = {}  # each Drains' watcher
+        self.names: dict[str, str] = {}  # each watcher key, once
         self.found: list[Violation] = []
         self.count = 0
         self.keep = keep
@@ -82,76 +109,114 @@ class Invariants:
         ]
         return next((rule for kinds, rule in rules if issubclass(cls, kinds)), None)
 
+    def _watch(self, wid: UUID) -> _Cursor:
+        key = wid.int
+        cursor = self.watches.get(key)
+        if cursor is None:
+            cursor = self.watches[key] = _Cursor()
+        return cursor
+
+    def _name(self, watcher: str) -> str:
+        return self.names.setdefault(watcher, watcher)
+
     def _announced(self, position: int, event: Session.WatcherAdded) -> None:
-        self.announced.add((event.originator_id, event.watcher))
+        pair = watch_id(event.watcher, event.originator_id).int
+        cursor = self.watches.get(pair)
+        if cursor is not None and cursor.target is not None and pair not in self.misnamed:
+            cursor.announced = True
+        else:
+            self.announced.add(pair)
+        for wid, named in self.misnamed.items():  # rare: only cursors that broke R-N4
+            if named == pair:
+                self.watches[wid].announced = True
 
     def _removed(self, position: int, event: Watch.Removed) -> None:
-        self.versions[event.originator_id] = event.originator_version
-        if self.cursors.pop(event.originator_id, None) is None:
+        cursor = self._watch(event.originator_id)
+        cursor.version = event.originator_version
+        if cursor.l is None:
             self.violate("R-W6", position, f"cursor {event.originator_id.hex} removed twice")
+        cursor.l = None
 
     def finish(self) -> list[Violation]:
         """The end-of-log checks; returns what was found (at most `keep`)."""
-        for wid, (target, watcher) in self.pairs.items():
-            if (target, watcher) not in self.announced:
+        for wid, cursor in self.watches.items():
+            if cursor.target is not None and not cursor.announced:
                 self.violate(
                     "D2",
                     0,
-                    f"cursor {wid.hex} of {watcher} is missing from the watcher index of "
-                    f"session {target.hex}",
+                    f"cursor {wid:032x} of {cursor.watcher} is missing from the watcher index "
+                    f"of session {cursor.target:032x}",
                 )
         return list(self.found)
 
     def _signal(self, position: int, event: Session.Signal) -> None:
-        sid, sequence = event.originator_id, event.sequence
+        sid, sequence = event.originator_id.int, event.sequence
         head = self.heads.get(sid, 0)
         if sequence != head + 1:
             self.violate(
-                "R-L4", position, f"session {sid.hex} recorded #{sequence} after head {head}"
+                "R-L4",
+                position,
+                f"session {event.originator_id.hex} recorded #{sequence} after head {head}",
             )
         if sequence <= self.watermarks.get(sid, 0):
             self.violate(
                 "R-S3",
                 position,
-                f"session {sid.hex} retains #{sequence} at or below its watermark "
-                f"{self.watermarks[sid]}",
+                f"session {event.originator_id.hex} retains #{sequence} at or below its "
+                f"watermark {self.watermarks[sid]}",
             )
         self.heads[sid] = max(head, sequence)
 
     def _watermark(self, position: int, event: Session.HistoryPruned | Session.Deleted) -> None:
-        sid, head = event.originator_id, self.heads.get(event.originator_id, 0)
+        sid = event.originator_id.int
+        head = self.heads.get(sid, 0)
         if event.watermark > head:
             self.violate(
-                "R-R1", position, f"session {sid.hex} watermark {event.watermark} > head {head}"
+                "R-R1",
+                position,
+                f"session {event.originator_id.hex} watermark {event.watermark} > head {head}",
             )
         self.watermarks[sid] = max(self.watermarks.get(sid, 0), event.watermark)
 
     def _started(self, position: int, event: Watch.Started | Watch.Restarted) -> None:
         wid = event.originator_id
-        if wid != watch_id(event.watcher, event.target_id):
+        pair = watch_id(event.watcher, event.target_id).int
+        if wid.int != pair:
             self.violate("R-N4", position, f"cursor {wid.hex} does not name its pair")
-        if isinstance(event, Watch.Restarted) and wid in self.cursors and event.via != Via.SPAWN:
+            self.misnamed[wid.int] = pair
+        else:
+            self.misnamed.pop(wid.int, None)
+        cursor = self._watch(wid)
+        if isinstance(event, Watch.Restarted) and cursor.l is not None and event.via != Via.SPAWN:
             self.violate("R-W2", position, f"cursor {wid.hex} overwritten by {event.via}")
         at = event.at_sequence
-        self.cursors[wid] = (at, at, at)
-        self.pairs[wid] = (event.target_id, event.watcher)
-        self.versions[wid] = event.originator_version
+        cursor.l = cursor.n = cursor.m = at
+        if cursor.target != event.target_id.int or cursor.watcher != event.watcher:
+            cursor.target, cursor.watcher = event.target_id.int, self._name(event.watcher)
+            cursor.announced = False
+        if pair in self.announced:
+            if wid.int == pair:  # a misnamed cursor leaves the announcement for its own
+                self.announced.discard(pair)
+            cursor.announced = True
+        cursor.version = event.originator_version
 
     def _moved(self, position: int, event: Watch.Moved) -> None:
-        self.versions[event.originator_id] = event.originator_version
+        self._watch(event.originator_id).version = event.originator_version
         moved = (event.acknowledged, event.notified, event.material)
         self._move(position, event.originator_id, type(event), moved)
 
     def _promoted(self, position: int, event: Watch.Promoted) -> None:
-        self.versions[event.originator_id] = event.originator_version
+        self._watch(event.originator_id).version = event.originator_version
 
     def _made_explicit(self, position: int, event: Watch.MadeExplicit) -> None:
         """A promotion that carries the positions a drain left: they must be the cursor's."""
-        wid = event.originator_id
-        self.versions[wid] = event.originator_version
+        cursor = self._watch(event.originator_id)
+        cursor.version = event.originator_version
         carried = (event.acknowledged, event.notified, event.material)
-        if self.cursors.get(wid) != carried:
-            self.violate("R-W7", position, f"cursor {wid.hex} promoted with other positions")
+        if cursor.positions != carried:
+            self.violate(
+                "R-W7", position, f"cursor {event.originator_id.hex} promoted with other positions"
+            )
 
     def _drained(
         self, position: int, event: Drains.Started | Drains.Drained | Drains.Redelivered
@@ -159,19 +224,19 @@ class Invariants:
         if isinstance(event, Drains.Started):
             if event.originator_id != drains_id(event.watcher):
                 self.violate("R-N4", position, f"drains {event.originator_id.hex} misnamed")
-            self.drainers[event.originator_id] = event.watcher
-        watcher = self.drainers.get(event.originator_id)
+            self.drainers[event.originator_id.int] = self._name(event.watcher)
+        watcher = self.drainers.get(event.originator_id.int)
         for drained in acknowledgements(event):
             wid = drained.watch_id
-            pair = self.pairs.get(wid)
-            if pair is None or pair[1] != watcher:
+            cursor = self.watches.get(wid.int)
+            if cursor is None or cursor.target is None or cursor.watcher != watcher:
                 self.violate("R-N3", position, f"cursor {wid.hex} drained by another watcher")
                 continue
-            if self.versions.get(wid) != drained.version:
+            if cursor.version != drained.version:
                 self.violate(
                     "R-N3", position,
                     f"cursor {wid.hex} drained at version {drained.version}, "
-                    f"not its {self.versions.get(wid)}",
+                    f"not its {cursor.version}",
                 )  # fmt: skip
                 continue
             moved = (drained.acknowledged, drained.notified, drained.material)
@@ -182,7 +247,7 @@ class Invariants:
 
     def _redelivered(self, position: int, wid: UUID, moved: tuple[int, int, int]) -> None:
         """A sweep's re-delivery (ADR 034): a pending notice keeps its L, N rises to M (R-N6)."""
-        before = self.cursors.get(wid)
+        before = self._watch(wid).positions
         if before is not None and not (
             before[1] > before[0] and moved[0] == before[0] and moved[1] >= before[1]
         ):
@@ -193,7 +258,8 @@ class Invariants:
         self, position: int, wid: UUID, kind: type[Watch.Moved], moved: tuple[int, int, int]
     ) -> None:
         """A cursor's move to `moved` by an event of `kind` (a drain's: `Acknowledged`)."""
-        before = self.cursors.get(wid)
+        cursor = self._watch(wid)
+        before = cursor.positions
         if before is None:
             self.violate("R-W6", position, f"cursor {wid.hex} moved while removed")
             return
@@ -213,4 +279,4 @@ class Invariants:
             problem = ("R-N3", f"acknowledged to {new_l}, not the notified {old_n}")
         if problem is not None:
             self.violate(problem[0], position, f"cursor {wid.hex}: {problem[1]}")
-        self.cursors[wid] = moved
+        cursor.l, cursor.n, cursor.m = moved

@@ -197,6 +197,14 @@ class ReadModel(Protocol):
     def mark_store_version(self, version: int) -> None:
         """Raise the store's version mark to `version`; a lower one never replaces it."""
 
+    def read_models_complete(self) -> int | None:
+        """The read-model format a start or the maintenance last found complete in this store
+        or rebuilt it to (ADR 044), or None when none did (every store an earlier version
+        wrote)."""
+
+    def mark_read_models_complete(self, read_format: int) -> None:
+        """Set the read-models mark to `read_format` (set, not raised: ADR 044)."""
+
     def dedupe_key_seen(self, session_id: UUID, dedupe_key: str) -> bool:
         """Whether the session ever recorded this idempotency key (R-L5): exact for every
         key, read from the key index its signals wrote."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -321,15 +322,26 @@ POLL_SECONDS = 30.0
 class MaintenanceTask:
     """The service's background maintenance (ADR 038): a daemon thread that runs the sweep
     (R-N6) and the prune (R-R1) a bounded batch at a time, outside every producer and query
-    call; a restart answers its first call at once while it works. The prune goes first,
+    call; a restart answers its first call at once while it works. When the start skipped
+    the read models' check on a store marked complete (ADR 044), that check (`verify`) is
+    the first batch, before anything else reads the read models. The prune goes first,
     as it did at start-up (a cursor idle past the age limit expires rather than wakes, R-W6),
     then the sweep, then, each `poll` seconds, a prune when the service clock says one is
     due (hourly). Progress and outcome are logged
     (`maintenance_progress`, `maintenance_done`); errors are logged, never raised. `step()`
     runs one batch in the caller's thread (tests and hosts drive it deterministically)."""
 
-    def __init__(self, maintenance: Maintenance, *, poll: float = POLL_SECONDS) -> None:
+    def __init__(
+        self,
+        maintenance: Maintenance,
+        *,
+        poll: float = POLL_SECONDS,
+        verify: Callable[[], bool] | None = None,
+    ) -> None:
         self._m = maintenance
+        #: The read models' full check and repair (ADR 044); whether it rebuilt them.
+        self._verify = verify
+        self._verify_asked = False
         self._poll = poll
         self._lock = threading.Lock()  # one batch at a time, whichever thread runs it
         self._wake = threading.Event()
@@ -348,6 +360,12 @@ class MaintenanceTask:
             )
             self._thread.start()
 
+    def ask_verify(self) -> None:
+        """Run the read models' check (`verify`) as the next batch, before any other."""
+        with self._lock:
+            self._verify_asked = self._verify is not None
+        self._wake.set()
+
     def ask_sweep(self, *, redeliver: bool) -> None:
         """Sweep again soon (the wake feed reconnected: `redeliver=False`)."""
         with self._lock:
@@ -359,7 +377,8 @@ class MaintenanceTask:
         """Whether no work is under way or due now."""
         with self._lock:
             return (
-                self._prune is None
+                not self._verify_asked
+                and self._prune is None
                 and self._sweep is None
                 and self._sweep_asked is None
                 and not self._m.prune_due(self._m.store.clock())
@@ -368,6 +387,9 @@ class MaintenanceTask:
     def step(self) -> bool:
         """Run one batch of the work under way or due; whether there was any."""
         with self._lock:
+            if self._verify_asked:
+                self._verify_step()
+                return True
             if self._prune is not None or self._m.prune_due(self._m.store.clock()):
                 self._prune_step()
                 return True
@@ -380,6 +402,17 @@ class MaintenanceTask:
         """Run every batch of the work under way or due, in the caller's thread."""
         while self.step():
             pass
+
+    def _verify_step(self) -> None:
+        self._verify_asked = False
+        if self._verify is None:  # asked only with one (`ask_verify`)
+            return
+        try:
+            rebuilt = self._verify()
+        except Exception as error:  # noqa: BLE001 -- maintenance, never a caller's problem
+            log.error("maintenance_failed", task="verify", error=repr(error))
+            return
+        log.info("maintenance_done", task="verify", rebuilt=rebuilt)
 
     def _sweep_step(self) -> None:
         try:

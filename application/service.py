@@ -147,7 +147,8 @@ class SessionAwareness:
         self._watching = Watching(store)
         self._maintenance = Maintenance(store, retention or Retention())
         #: The sweep and prune, a batch at a time (ADR 038); on a thread unless "manual".
-        self._task = MaintenanceTask(self._maintenance)
+        self._audit = Audit(store)
+        self._task = MaintenanceTask(self._maintenance, verify=self._audit.verify_read_models)
         self._threaded = maintenance == "background"
         self._intake = Intake(
             store,
@@ -158,7 +159,6 @@ class SessionAwareness:
         )
         watch_gauges(store.metrics, self._intake.backlog, store.read_model)
         self._transcripts = Transcripts(store, transcript_sources)
-        self._audit = Audit(store)
 
     @cached_property
     def _upstream(self) -> Upstream:
@@ -218,8 +218,11 @@ class SessionAwareness:
         notices (R-N7), then start the background maintenance (ADR 038), which re-delivers
         wakes for pending notices (R-N6) and prunes (R-R1, then hourly) while the service
         already answers. Read models an earlier version wrote are rebuilt first
-        (`migrate_read_models`)."""
-        self.migrate_read_models()
+        (`migrate_read_models`); on a store marked complete that check is the maintenance's
+        first batch instead (ADR 044)."""
+        self._audit.migrate_read_models(trust_mark=True)
+        if self._audit.verify_owed:
+            self._task.ask_verify()
         if self._intake.adopt():  # what services of this store that closed or died left
             self._intake.flush_signals(wait=False)  # before this one records anything (R-L10)
             self._intake.ensure_flushing()
@@ -336,7 +339,9 @@ class SessionAwareness:
     def migrate_read_models(self) -> bool:
         """Rebuild the read models from the event store when an earlier version wrote them
         (a read model this version keeps is missing rows): True when it did. Checked on
-        every start, so a rebuild that did not finish is done again."""
+        every start, so a rebuild that did not finish is done again; this call always scans,
+        where a start trusts a store marked complete and leaves the scan to the maintenance
+        (ADR 044)."""
         return self._audit.migrate_read_models()
 
     def history(self, key: str, *, agent_id: str | None = None) -> list[dict[str, Any]]:

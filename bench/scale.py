@@ -2,13 +2,12 @@
 item 6; ADR 038). Not part of `make bench`: `make bench-scale` (or `python -m bench.scale
 --sessions N`).
 
-Both stores are seeded by the same bulk path, `seed.Batch`: the service's own producer logic
-(the same domain decisions, fan-out and idempotency as `record_*`), many calls per unit of
-work, every event of a unit stored with the inline projection in one save (multi-row inserts,
-the read-model appends by COPY). The rows are exactly the ones the producers would write one
-call at a time; only the transactions are fewer. The small store's whole event store is
-audited (`svc.audit()`), and the large store's own reads are checked on a sample of sessions
-(heads, children, pending notices).
+Both stores are seeded by the same path: by default `bench.bulk_seed` (seven template
+families through the service's producer logic, replicated by COPY with their ids, keys and
+notification ids substituted; about 30,000 events/s here), or `--seed producers`: `seed.Batch`,
+the producers' logic for every family, many calls per save (about 1,460 events/s). The small
+store's whole event store is audited (`svc.audit()`), and both stores' own reads are checked
+on a sample of families (heads, children, pending notices).
 
 The shape is the issue's: a fifth of the sessions are main sessions of their own agent, each
 spawning four sub-agents; a sub-agent gets its spawn and eleven human turns and goal changes,
@@ -24,13 +23,22 @@ Measured, medians over rounds with their spread (p10–p90):
   `changes_since` five events back, a drain of one pending pair, and
   `sessions_list(kinds=["main"], limit=20)`, each as a ratio of the large store to the small.
 - Seeding time and the database's size on disk.
+- The audit of the whole large store, in a process of its own: its rate, its progress on
+  stderr and its peak RSS (`--no-audit` skips it).
+
+The first start's maintenance (the prune of everything past the row cap) is waited for at
+most `--wait-maintenance` seconds; past that the calls are measured on a service opened with
+`maintenance="manual"`, on a store the prune has not finished.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import random
+import resource
 import statistics
 import sys
 import time
@@ -39,6 +47,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from bench.bulk_seed import bulk_seed
 from bench.context import RESULTS_DIR, run_context
 from bench.harness import quiet_logs
 from bench.seed import Batch
@@ -81,30 +90,37 @@ def family_ids(number: int) -> list[UUID]:
     return ids
 
 
+def seed_family(batch: FreshBatch, number: int, rng: random.Random, *, drained: bool) -> None:
+    """One family: a main session spawning `CHILDREN` sub-agents, each with its spawn and
+    `CHILD_SIGNALS - 1` human turns and goal changes, two goal changes on the parent, and,
+    when `drained`, the parent draining one pair."""
+    main = parent(number)
+    batch.absent(*family_ids(number))
+    batch.open(main)
+    for index in range(CHILDREN):
+        key = child(number, index)
+        batch.spawn(key, parent=main, run_id=f"spawn-{index}")
+        for _ in range(1, CHILD_SIGNALS):
+            if rng.random() < 0.6:
+                batch.human(key)
+            else:
+                batch.goal(key)
+    for _ in range(PARENT_GOALS):
+        batch.goal(main)
+    if drained:  # some parents drained one pair: a Drains stream each
+        batch.acknowledge(main, child(number, 0))
+
+
 def seed(svc: SessionAwareness, sessions: int, *, progress: bool) -> tuple[int, float]:
-    """`sessions` sessions (a fifth main, four sub-agents each); events stored, seconds.
-    No signal carries an idempotency key (turn keys, run ids): each would cost the seed a
-    read of the key index, which is not what this measures."""
+    """`sessions` sessions (a fifth main, four sub-agents each) through the producers' logic;
+    events stored, seconds. No signal carries an idempotency key (turn keys, run ids): each
+    would cost the seed a read of the key index, which is not what this measures."""
     rng = random.Random(sessions)  # noqa: S311 -- a seeded mix, not crypto
     started = time.perf_counter()
     batch = FreshBatch(svc, size=5_000)
     families = sessions // (CHILDREN + 1)
     for number in range(families):
-        main = parent(number)
-        batch.absent(*family_ids(number))
-        batch.open(main)
-        for index in range(CHILDREN):
-            key = child(number, index)
-            batch.spawn(key, parent=main, run_id=f"spawn-{index}")
-            for _ in range(1, CHILD_SIGNALS):
-                if rng.random() < 0.6:
-                    batch.human(key)
-                else:
-                    batch.goal(key)
-        for _ in range(PARENT_GOALS):
-            batch.goal(main)
-        if number % 7 == 0:  # some parents drained one pair: a Drains stream each
-            batch.acknowledge(main, child(number, 0))
+        seed_family(batch, number, rng, drained=number % 7 == 0)
         if progress and number and number % 2_000 == 0:
             rate = batch.events / (time.perf_counter() - started)
             print(f"  seeded {number * (CHILDREN + 1):,} sessions, {rate:,.0f} events/s",
@@ -174,11 +190,15 @@ def measure(svc: SessionAwareness, rounds: int, families: int) -> dict[str, dict
     return {name: spread(values) for name, values in samples.items()}
 
 
-def opened(url: str, rounds: int) -> tuple[SessionAwareness, dict[str, Any]]:
+def opened(url: str, rounds: int, wait: float) -> tuple[SessionAwareness, dict[str, Any]]:
     """Open the store as a restarted host does (background maintenance on), `rounds` times:
-    until `open_service` returns and until its first call answers; the last one is kept
-    open and its start-up maintenance waited for."""
+    until `open_service` returns and until its first call answers. After the first start its
+    maintenance is waited for, `wait` seconds at most: a service still maintaining is
+    closed (after its batch under way) and the calls are measured on one opened with
+    `maintenance="manual"`, so no prune batch runs beside them. The service measured is
+    returned open."""
     returns, first_calls = [], []
+    maintenance: float | None = None
     svc: SessionAwareness | None = None
     for number in range(rounds):
         if svc is not None:
@@ -190,51 +210,120 @@ def opened(url: str, rounds: int) -> tuple[SessionAwareness, dict[str, Any]]:
         first_calls.append(time.perf_counter() - started)
         if number == 0:  # the first start does the big prune: wait for it once
             maintained = time.perf_counter()
-            if not wait_until(lambda: svc.maintenance_idle, MAINTENANCE_DEADLINE, 0.5):  # noqa: B023
-                raise RuntimeError("the start-up maintenance did not finish in time")
-            maintenance = time.perf_counter() - maintained
+            if wait_until(lambda: svc.maintenance_idle, wait, 0.5):  # noqa: B023
+                maintenance = time.perf_counter() - maintained
     if svc is None:
         raise ValueError("opens must be at least 1")
+    if maintenance is None or not svc.maintenance_idle:
+        svc.close()
+        svc = open_service(url, maintenance="manual")
     return svc, {
         "open_service": spread(returns),
         "first_call": spread(first_calls),
         "first_maintenance_s": maintenance,
+        "maintenance_waited_s": wait if maintenance is None else None,
     }
 
 
-def run(sessions: int, rounds: int, opens: int) -> dict[str, Any]:
+def seeded(ctx: Any, name: str, size: int, how: str) -> dict[str, Any]:
+    """A store of `size` sessions seeded by `how` (`bulk`: `bench.bulk_seed`; `producers`:
+    `seed`), its reads checked on a sample, the small one audited."""
+    url, raw = ctx.database("postgresql", f"scale_{name}")
+    print(f"seeding {name}: {size:,} sessions ({how})", file=sys.stderr, flush=True)
+    if how == "bulk":
+        template, _ = ctx.database("postgresql", f"scale_{name}_template")
+        events, seconds = bulk_seed(
+            url, raw, template, size // (CHILDREN + 1), progress=name == "large"
+        )
+        svc = open_service(url, maintenance="manual")
+    else:
+        svc = open_service(url, maintenance="manual")
+        events, seconds = seed(svc, size, progress=name == "large")
+    try:
+        check_reads(svc, size)
+        if name == "small":
+            report = svc.audit()
+            check(report.clean, report.as_dict())
+        return {"url": url, "events": events, "seed_s": seconds,
+                "size_bytes": database_size(svc)}  # fmt: skip
+    finally:
+        svc.close()
+
+
+def _audit_in_child(url: str, results: Any) -> None:
+    """The whole store's audit in a process of its own, so its peak memory is its own:
+    progress on stderr every ten seconds; the report's figures and the peak RSS sent back."""
+    quiet_logs()
+    svc = open_service(url, maintenance="manual")
+    shown = [time.perf_counter()]
+    started = time.perf_counter()
+
+    def progress(position: int, last: int) -> None:
+        now = time.perf_counter()
+        if now - shown[0] >= 10:
+            shown[0] = now
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+            print(f"  audit: {position:,} of {last:,} ({position / (now - started):,.0f} "
+                  f"events/s, peak {rss} MB)", file=sys.stderr, flush=True)  # fmt: skip
+
+    try:
+        report = svc.audit(progress=progress)
+    finally:
+        svc.close()
+    results.put({
+        "clean": report.clean,
+        "events": report.events,
+        "seconds": report.seconds,
+        "events_per_second": report.events_per_second,
+        "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    })  # fmt: skip
+
+
+def audited(url: str) -> dict[str, Any]:
+    """`_audit_in_child` run and waited for."""
+    spawn = multiprocessing.get_context("spawn")
+    results = spawn.Queue()
+    child = spawn.Process(target=_audit_in_child, args=(url, results))
+    child.start()
+    outcome: dict[str, Any] = results.get()
+    child.join()
+    return outcome
+
+
+def run(
+    sessions: int, rounds: int, opens: int, *, how: str = "bulk",
+    wait: float = MAINTENANCE_DEADLINE, audit: bool = True,
+) -> dict[str, Any]:  # fmt: skip
     result: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "sessions": sessions,
         "rounds": rounds,
+        "seed": how,
+        "load_before": os.getloadavg(),
     }
     with run_context(quick=False, backends=("postgresql",)) as ctx:
-        stores = {}
-        for name, size in (("small", SMALL), ("large", sessions)):
-            url, _ = ctx.database("postgresql", f"scale_{name}")
-            svc = open_service(url, maintenance="manual")
-            print(f"seeding {name}: {size:,} sessions", file=sys.stderr, flush=True)
-            events, seconds = seed(svc, size, progress=name == "large")
-            check_reads(svc, size)
-            if name == "small":
-                report = svc.audit()
-                check(report.clean, report.as_dict())
-            stores[name] = {"url": url, "events": events, "seed_s": seconds,
-                            "size_bytes": database_size(svc)}  # fmt: skip
-            svc.close()
+        stores = {name: seeded(ctx, name, size, how)
+                  for name, size in (("small", SMALL), ("large", sessions))}  # fmt: skip
         for name in ("small", "large"):
             print(f"opening {name}", file=sys.stderr, flush=True)
-            svc, starts = opened(stores[name]["url"], opens)
+            svc, starts = opened(stores[name]["url"], opens, wait)
             stores[name].update(starts)
-            stores[name]["size_after_prune_bytes"] = database_size(svc)
+            stores[name]["size_after_start_bytes"] = database_size(svc)
             families = (SMALL if name == "small" else sessions) // (CHILDREN + 1)
             print(f"measuring {name}", file=sys.stderr, flush=True)
             stores[name]["calls"] = measure(svc, rounds, families)
             svc.close()
-            del stores[name]["url"]
+            shown = {k: v for k, v in stores[name].items() if k != "url"}
+            print(json.dumps({name: shown}), file=sys.stderr, flush=True)  # before the audit
+        if audit:
+            print("auditing large", file=sys.stderr, flush=True)
+            stores["large"]["audit"] = audited(stores["large"]["url"])
+        for store in stores.values():
+            del store["url"]
     small, large = stores["small"]["calls"], stores["large"]["calls"]
     result["stores"] = stores
     result["ratios"] = {name: large[name]["median"] / small[name]["median"] for name in small}
+    result["load_after"] = os.getloadavg()
     return result
 
 
@@ -245,9 +334,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--opens", type=int, default=5)
+    parser.add_argument(
+        "--seed",
+        choices=("bulk", "producers"),
+        default="bulk",
+        help="bulk: COPY of replicated template families (bench.bulk_seed)",
+    )
+    parser.add_argument(
+        "--wait-maintenance",
+        type=float,
+        default=MAINTENANCE_DEADLINE,
+        help="seconds to wait for the first start's maintenance (the prune)",
+    )
+    parser.add_argument("--no-audit", action="store_true",
+                        help="skip the audit of the whole large store")  # fmt: skip
     args = parser.parse_args(argv)
     quiet_logs()  # the service's INFO lines are not what is measured; progress goes to stderr
-    result = run(args.sessions, args.rounds, args.opens)
+    result = run(args.sessions, args.rounds, args.opens, how=args.seed,
+                 wait=args.wait_maintenance, audit=not args.no_audit)  # fmt: skip
     text = json.dumps(result, indent=2)
     print(text)
     RESULTS_DIR.mkdir(exist_ok=True)

@@ -110,8 +110,8 @@ class Batch:
             if watch is None or not watch.pending:
                 return False
             held = notices.material(watch, cast(Session, uow.session(watch.target_id)))
-            drains, _ = notices.drain(uow.drains(watcher), watcher, [(watch, held)], at=now)
-            uow.add(cast(Drains, drains))
+            drained = notices.drain(uow.drains(watcher), watcher, [(watch, held)], at=now)
+            uow.add(cast(Drains, drained.drains))
             return True
 
         return bool(self._then(drained))

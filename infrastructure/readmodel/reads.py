@@ -19,6 +19,7 @@ from session_awareness.infrastructure.readmodel.tables import (
     DERIVED_UPDATED,
     INDEXED,
     PENDING,
+    READ_MODELS_MARK,
     STORE_VERSION_MARK,
 )
 
@@ -52,6 +53,12 @@ _MARK = "SELECT value FROM {s}session_awareness_marks WHERE name = ?"
 _MARK_RAISED = (
     "INSERT INTO {s}session_awareness_marks (name, value) VALUES (?, ?) ON CONFLICT (name) "
     "DO UPDATE SET value = excluded.value WHERE {s}session_awareness_marks.value < excluded.value"
+)
+#: The read-models mark is set, not raised: a start of another format that found the store
+#: complete for its own format leaves a mark this version no longer trusts (ADR 044).
+_MARK_SET = (
+    "INSERT INTO {s}session_awareness_marks (name, value) VALUES (?, ?) ON CONFLICT (name) "
+    "DO UPDATE SET value = excluded.value"
 )
 _KEY_SEEN = "SELECT 1 FROM {s}session_dedupe_keys WHERE session_id = ? AND dedupe_key = ?"
 _CURSOR = (
@@ -196,8 +203,18 @@ class ReadModelQueries(Rendered):
         return bool(self.fetch(_OUTDATED, (INDEXED,)))
 
     def store_version(self) -> int | None:
+        return self._mark(STORE_VERSION_MARK)
+
+    def read_models_complete(self) -> int | None:
+        return self._mark(READ_MODELS_MARK)
+
+    def mark_read_models_complete(self, read_format: int) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(self.sql(_MARK_SET), (READ_MODELS_MARK, read_format))
+
+    def _mark(self, name: str) -> int | None:
         try:
-            rows = self.fetch_tuples(_MARK, (STORE_VERSION_MARK,))
+            rows = self.fetch_tuples(_MARK, (name,))
         except Exception as error:
             # Only a store older than the mark lacks its table (one opened read-only, which
             # creates nothing): unmarked.

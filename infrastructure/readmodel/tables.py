@@ -236,6 +236,10 @@ MATERIAL_MOVED = (
 #: audit neither compares nor rebuilds it.
 MARKS = Table("session_awareness_marks", (_text("name"), _int("value", NOT_NULL)), key=("name",))
 STORE_VERSION_MARK = "store_version"
+#: The read-model format (`READ_MODELS_FORMAT`) a start or the maintenance last found complete
+#: in this store, or rebuilt it to (ADR 044): a start on a store marked with its own format
+#: skips `read_models_outdated`.
+READ_MODELS_MARK = "read_models_complete"
 
 #: Every read-model table, in creation order.
 TABLES = (REGISTRY, HEADS, EVENTS, CURSORS, LINKS, ACTIVITY, MATERIAL, KEYS)

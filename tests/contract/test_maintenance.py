@@ -179,7 +179,7 @@ class TestTheBackgroundTask:
             assert wait_until(lambda: waker.woken == [MANAGER], DEADLINE)
             assert wait_until(lambda: again.maintenance_idle, DEADLINE)
         done = [e["task"] for e in logs if e["event"] == "maintenance_done"]
-        assert done == ["prune", "sweep"]
+        assert done == ["verify", "prune", "sweep"]  # the read models checked first (ADR 044)
         assert any(e["event"] == "maintenance_progress" for e in logs)
         threads = [t for t in threading.enumerate() if t.name == "session-awareness-maintenance"]
         again.close()

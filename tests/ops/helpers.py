@@ -67,3 +67,14 @@ def copied_store(fixture: Path, tmp_path: Path) -> str:
     path = tmp_path / fixture.name
     shutil.copy(fixture, path)
     return f"sqlite:///{path}"
+
+
+def unmark_read_models(svc: SessionAwareness) -> None:
+    """Drop the store's read-models mark (ADR 044): the store then looks like one an earlier
+    version wrote, or one whose migration did not finish, which the start checks itself."""
+    recorder: Any = svc.store.recorder.read_models
+    with recorder.datastore.transaction(commit=True) as c:
+        c.execute(
+            recorder.sql("DELETE FROM {s}session_awareness_marks WHERE name = ?"),
+            ("read_models_complete",),
+        )

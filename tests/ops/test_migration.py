@@ -16,11 +16,12 @@ from session_awareness.application import (
     StoreVersionError,
     open_service,
 )
-from session_awareness.application.audit import STORE_VERSION
+from session_awareness.application.audit import READ_MODELS_FORMAT, STORE_VERSION
 from session_awareness.infrastructure.cli import main
+from session_awareness.infrastructure.readmodel.reads import ReadModelQueries
 from tests.conftest import FakeClock, ServiceFactory
 from tests.contract.helpers import CHILD, MANAGER, spawn
-from tests.ops.helpers import copied_store
+from tests.ops.helpers import copied_store, unmark_read_models
 
 #: Written by tests/ops/fixtures/make_previous_store.py with version 0.1.0 as it last landed
 #: (before the registry kept channels, runs and marks, and before the sandbox, described,
@@ -123,13 +124,15 @@ class TestReadModelsWithoutTheActivityRows:
         self, open_svc: ServiceFactory, database_url: str
     ) -> None:
         """On both backends: read models without `session_activity` rows (an earlier version
-        wrote them, or a migration did not finish) are rebuilt when the service starts."""
+        wrote them, or a migration did not finish: the store is not marked complete, ADR 044)
+        are rebuilt when the service starts."""
         svc = open_svc()
         spawn(svc)
         svc.record_human_direct_message(CHILD, channel="telegram")
         recorder: Any = svc.store.recorder.read_models
         with recorder.datastore.transaction(commit=True) as c:
             c.execute(recorder.sql("DELETE FROM {s}session_activity"))
+        unmark_read_models(svc)
         assert svc.read_model.read_models_outdated()
         svc.close()
         with capture_logs() as logs:
@@ -139,6 +142,90 @@ class TestReadModelsWithoutTheActivityRows:
         rows = rows_by_key(again)
         assert (rows[CHILD]["channel"], rows[CHILD]["runStatus"]) == ("telegram", "running")
         assert "runStatus" not in rows[MANAGER]
+
+    def test_a_store_found_complete_is_marked_and_its_next_start_skips_the_scan(
+        self, open_svc: ServiceFactory, database_url: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """ADR 044, on both backends: a start that found the read models complete marks the
+        store with this version's read-model format; the next start does not scan the
+        registry (the check is not called), and the maintenance's first batch runs it."""
+        svc = open_svc()
+        spawn(svc)
+        assert svc.read_model.read_models_complete() == READ_MODELS_FORMAT
+        svc.close()
+        scans: list[object] = []
+        scan = ReadModelQueries.read_models_outdated
+
+        def counted(self: ReadModelQueries) -> bool:
+            scans.append(self)
+            return scan(self)
+
+        monkeypatch.setattr(ReadModelQueries, "read_models_outdated", counted)
+        with capture_logs() as logs:
+            again = open_svc()
+        assert scans == []
+        assert migrations(logs) == []
+        assert not again.maintenance_idle  # the check is owed
+        with capture_logs() as logs:
+            again.maintain()
+        assert len(scans) == 1
+        done = [e for e in logs if e["event"] == "maintenance_done"]
+        assert done[0]["task"] == "verify" and done[0]["rebuilt"] is False
+        assert not [e for e in logs if e["log_level"] == "warning"]
+
+    def test_a_store_marked_with_another_format_is_scanned_on_start(
+        self, open_svc: ServiceFactory, database_url: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """ADR 044: only this version's own format is trusted; an older (or another) mark is
+        checked on start, then set to this version's."""
+        svc = open_svc()
+        spawn(svc)
+        svc.read_model.mark_read_models_complete(READ_MODELS_FORMAT - 1)
+        svc.close()
+        scans: list[object] = []
+        scan = ReadModelQueries.read_models_outdated
+        monkeypatch.setattr(
+            ReadModelQueries, "read_models_outdated", lambda rm: scans.append(rm) or scan(rm)
+        )
+        again = open_svc()
+        assert len(scans) == 1
+        assert again.read_model.read_models_complete() == READ_MODELS_FORMAT
+        with capture_logs() as logs:
+            again.maintain()
+        assert len(scans) == 1  # nothing owed: the start checked itself
+        assert not [e for e in logs if e.get("task") == "verify"]
+
+    def test_a_marked_store_damaged_afterwards_is_repaired_by_the_maintenance_first_batch(
+        self, open_svc: ServiceFactory, database_url: str
+    ) -> None:
+        """ADR 044, on both backends: rows lost after the store was marked complete are not
+        seen by the start, which trusts the mark; the maintenance's first batch finds them
+        missing, logs a warning (`read_models_incomplete`), never silently, and rebuilds the
+        read models from the events before it prunes or sweeps."""
+        svc = open_svc()
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="telegram")
+        recorder: Any = svc.store.recorder.read_models
+        with recorder.datastore.transaction(commit=True) as c:
+            c.execute(recorder.sql("DELETE FROM {s}session_activity"))
+        svc.close()
+        with capture_logs() as logs:
+            again = open_svc()
+        assert migrations(logs) == []
+        assert again.read_model.read_models_outdated()
+        with capture_logs() as logs:
+            again.maintain()
+        events = [e["event"] for e in logs]
+        warning = next(e for e in logs if e["event"] == "read_models_incomplete")
+        assert warning["log_level"] == "warning"
+        assert warning["format"] == READ_MODELS_FORMAT
+        assert events.index("read_models_incomplete") < events.index("read_models_migrated")
+        first_other = [i for i, e in enumerate(logs) if e.get("task") in ("prune", "sweep")]
+        assert events.index("read_models_migrated") < min(first_other)
+        assert not again.read_model.read_models_outdated()
+        rows = rows_by_key(again)
+        assert (rows[CHILD]["channel"], rows[CHILD]["runStatus"]) == ("telegram", "running")
+        assert again.read_model.read_models_complete() == READ_MODELS_FORMAT
 
     @pytest.mark.parametrize(
         "emptied",
