@@ -236,6 +236,40 @@ class UnitOfWork:
         otherwise as `get` loads it."""
         return self._uncopied(wid, pending_only=False) or cast(Watch | None, self.get(wid))
 
+    def cursors_to_read(self, watcher: str, wids: Iterable[UUID]) -> list[Watch | None]:
+        """`cursor_to_read` of each of one watcher's cursors (a drain's), with ONE look at
+        the watcher's `Drains` for them all instead of one per cursor."""
+        cache = self._cache
+        if cache is None:
+            return [self.cursor_to_read(wid) for wid in wids]
+        self._check_open()
+        if self._seen_at is None:
+            self._seen_at = self._look(cache)
+        drains = self._drains_to_read(watcher, cache)
+        loaded, peek, out = self._loaded, cache.peek, []
+        for wid in wids:
+            cached = None if wid in loaded else peek(wid)
+            if isinstance(cached, Watch) and (
+                drains is None
+                or not cached.pending
+                or drains.latest_for(wid, cached.version) is None
+            ):
+                out.append(cached)
+            else:  # not cached, stale, loaded already, or given positions by a drain
+                out.append(cast(Watch | None, self.get(wid)))
+        return out
+
+    def _drains_to_read(self, watcher: str, cache: AggregateCache) -> Drains | None:
+        """The watcher's `Drains` to read cached cursors by: as the cache holds it, else
+        as this attempt loads it; None when it has none."""
+        did = drains_id(watcher)
+        if did in self._loaded:
+            return cast(Drains | None, self._loaded[did])
+        cached = cache.peek(did)
+        if type(cached) is Absent:
+            return None
+        return cast(Drains, cached) if cached is not None else self.drains(watcher)
+
     def _uncopied(self, wid: UUID, *, pending_only: bool) -> Watch | None:
         """The cached cursor itself, for a command that only reads it: when it is cached and
         fresh, not loaded by this attempt already, pending if `pending_only`, and shown as
