@@ -246,7 +246,8 @@ class UnitOfWork:
         if self._seen_at is None:
             self._seen_at = self._look(cache)
         drains = self._drains_to_read(watcher, cache)
-        loaded, peek, out = self._loaded, cache.peek, []
+        loaded, peek = self._loaded, cache.peek
+        out: list[Watch | None] = []
         for wid in wids:
             cached = None if wid in loaded else peek(wid)
             if isinstance(cached, Watch) and (
