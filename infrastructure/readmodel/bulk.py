@@ -41,10 +41,11 @@ class _Keep(dict[str, str]):
 
 
 def behind_query(
-    dialect: Dialect, targets: Collection[UUID], cursors: Collection[UUID]
+    dialect: Dialect, targets: Collection[UUID], cursors: Collection[UUID | str]
 ) -> tuple[str, list[Any]]:
     """The template and parameters of the query for a cursor on one of `targets`, or one of
-    `cursors`, that is synced below its derived M (at least one of the two given)."""
+    `cursors` (ids, or their hex), that is synced below its derived M (at least one of the
+    two given)."""
     clauses, params = [], []
     for column, ids in (("c.target_id", targets), ("c.watch_id", cursors)):
         if ids:
@@ -84,6 +85,10 @@ class BulkWrites(ReadModelWrites):
             for change in changes:
                 if wakes(change, quiet):
                     self.notice_opened(c, change.watch_id)  # type: ignore[union-attr]
+                elif type(change) is p.CursorsAcknowledged:
+                    for watch_id in change.reopened():
+                        if watch_id not in quiet:
+                            self.notice_opened(c, watch_id)
         self.check_no_cursor_behind(c, changes)
         self.check_cursors_held(c, changes)
         if held:  # a spawn's or an open's: the others pay nothing, not even the call
@@ -97,11 +102,13 @@ class BulkWrites(ReadModelWrites):
         conflict; this is where the one that commits second finds out. The save's writes are
         serialized (SQLite's write lock, PostgreSQL's table lock), so the check is exact."""
         targets = {ch.session_id for ch in changes if type(ch) is p.MaterialMoved}
-        cursors = {  # a cursor left pending cannot be synced below anything
-            ch.watch_id
-            for ch in changes
-            if type(ch) is p.CursorMoved and ch.notified == ch.acknowledged
-        }
+        cursors: set[UUID | str] = set()  # a cursor left pending cannot be synced below anything
+        for ch in changes:
+            if type(ch) is p.CursorMoved:
+                if ch.notified == ch.acknowledged:
+                    cursors.add(ch.watch_id)
+            elif type(ch) is p.CursorsAcknowledged:  # the ids as the drain stores them: hex
+                cursors.update(e[0] for e in ch.entries if e[3] == e[2])
         if not targets and not cursors:
             return
         template, params = behind_query(self.dialect, targets, cursors)
@@ -116,11 +123,11 @@ class BulkWrites(ReadModelWrites):
         a removal or a promotion committed after its read. A later event of the same save
         supersedes the entry as any later event does. Exact for the same reason as
         `check_no_cursor_behind`."""
-        held = [
-            (wid, version, ch.position)
+        held: list[tuple[UUID | str, int, int]] = [
+            (e[0], e[1], ch.position)
             for ch in changes
-            if type(ch) is p.CursorsHeld
-            for wid, version in ch.held
+            if type(ch) is p.CursorsAcknowledged
+            for e in ch.entries
         ]
         if not held:
             return
@@ -197,11 +204,6 @@ class BulkWrites(ReadModelWrites):
             self.write_batches(c, batches)
             layer += 1
             keyed = {key: ops for key, ops in keyed.items() if len(ops) > layer}
-
-    def write_batches(self, c: Any, batches: dict[Write, list[Row]]) -> None:
-        """Run each statement once per row given; the statements commute (different keys)."""
-        for write, rows in batches.items():
-            c.executemany(self.sql(write.template), rows)
 
 
 def _joinable(ops: list[tuple[Write, list[Row]]], write: Write) -> list[Row] | None:

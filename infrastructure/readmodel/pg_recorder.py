@@ -72,18 +72,24 @@ class PostgresDialect(Dialect):
     def one_of(self, column: str, values: list[str]) -> tuple[str, Any]:
         return f"{column} = ANY(CAST(? AS text[]))", values
 
-    def one_of_ids(self, column: str, values: Collection[UUID]) -> tuple[str, Any]:
-        return f"{column} = ANY(CAST(? AS uuid[]))", list(values)
+    def one_of_ids(self, column: str, values: Collection[UUID | str]) -> tuple[str, Any]:
+        return f"{column} = ANY(CAST(? AS uuid[]))", [_uuid(value) for value in values]
 
     def ids_with_versions(
-        self, rows: Sequence[tuple[UUID, int, int]]
+        self, rows: Sequence[tuple[UUID | str, int, int]]
     ) -> tuple[str, tuple[Any, ...]]:
         source = (
             "unnest(CAST(? AS uuid[]), CAST(? AS bigint[]), CAST(? AS bigint[])) "
             "AS d(id, version, position)"
         )
         ids, versions, positions = zip(*rows, strict=True)
-        return source, (list(ids), list(versions), list(positions))
+        return source, ([_uuid(wid) for wid in ids], list(versions), list(positions))
+
+
+def _uuid(value: UUID | str) -> UUID:
+    """An id, given as one or as its hex (a drain's entries hold the hex): one array holds
+    one type."""
+    return value if type(value) is UUID else UUID(str(value))
 
 
 def postgres_dialect(schema: str) -> PostgresDialect:
