@@ -107,6 +107,8 @@ class UnitOfWork:
         self._app = app
         self._cache: AggregateCache | None = getattr(app, "aggregates", None)
         self._seen_at: int | None = None  # the cache's log position when this attempt looked
+        #: The look's position when it came before every read of the attempt (`look_first`).
+        self._read_at: int | None = None
         self._loaded: dict[UUID, Aggregate | None] = {}
         self._after_commit: list[Callable[[], object]] = []
         self._quiet: list[UUID] = []
@@ -123,6 +125,17 @@ class UnitOfWork:
                 if drained is not None:
                     loaded.overlay(drained)
         return self._loaded[aggregate_id]
+
+    def look_first(self) -> None:
+        """Look at the log before the attempt's first read of the store, read models
+        included: its save then tells the store the look's position (`read_at`). When the
+        save's event directly follows it, no other save came between the reads and this one,
+        so a drain's checks for such a race (`BulkWrites.check_cursors_held`,
+        `check_no_cursor_behind`) have nothing to find and are skipped."""
+        if self._cache is None or self._seen_at is not None:
+            return
+        self._check_open()
+        self._seen_at = self._read_at = self._look(self._cache)
 
     def drains(self, watcher: str) -> Drains | None:
         """The watcher's drains (ADR 024), None before its first."""
@@ -326,6 +339,8 @@ class UnitOfWork:
                 kwargs["quiet_notices"] = frozenset(self._quiet)
             if self._held:  # checked unchanged in the save's transaction
                 kwargs["held_sessions"] = tuple(self._held.items())
+            if self._read_at is not None:  # every read of the attempt came after it
+                kwargs["read_at"] = self._read_at
             recordings = self._app.save(*changed, **kwargs)
             positions: dict[UUID, int] = {}
             ids: list[int] = []

@@ -130,6 +130,7 @@ class Watching:
 
         def attempt(uow: UnitOfWork) -> list[str]:
             now = self.store.clock()
+            uow.look_first()  # so that a save no other save followed skips the race checks
             pairs = self.store.read_model.pending_to_drain(watcher)
             watches = uow.cursors_to_read(watcher, [wid for wid, _ in pairs])
             # each with the target's M for the watcher (ADR 023)

@@ -73,11 +73,14 @@ class BulkWrites(ReadModelWrites):
         changes: Sequence[p.RowChange],
         quiet: Collection[UUID] = (),
         held: Sequence[tuple[UUID, int, int]] = (),
+        read_at: int | None = None,
     ) -> None:
         """The inline path (in the transaction that stores the events): a save's few changes
         one statement at a time; a large one in bulk, then a wake for every notice it
         opened on a cursor not in `quiet` (R-W7). `held`: the sessions the save read without
-        writing them (`held_before`), checked unchanged (`check_sessions_held`)."""
+        writing them (`held_before`), checked unchanged (`check_sessions_held`). `read_at`:
+        the notification id the command's every read came after (`UnitOfWork.look_first`),
+        if it says so."""
         if len(changes) < BULK_INLINE:
             self.apply_changes(c, changes, quiet)
         else:
@@ -89,6 +92,8 @@ class BulkWrites(ReadModelWrites):
                     for watch_id in change.reopened():
                         if watch_id not in quiet:
                             self.notice_opened(c, watch_id)
+        if read_at is not None:  # a drain no other save came between its reads and it
+            changes = [ch for ch in changes if not _unraced(ch, read_at)]
         self.check_no_cursor_behind(c, changes)
         self.check_cursors_held(c, changes)
         if held:  # a spawn's or an open's: the others pay nothing, not even the call
@@ -204,6 +209,13 @@ class BulkWrites(ReadModelWrites):
             self.write_batches(c, batches)
             layer += 1
             keyed = {key: ops for key, ops in keyed.items() if len(ops) > layer}
+
+
+def _unraced(change: p.RowChange, read_at: int) -> bool:
+    """Whether the change is a drain's stored right after the position every read of its
+    command followed: ids are given in commit order (SQLite's write lock, PostgreSQL's
+    table lock), so no other save came between, and neither check can find a race."""
+    return type(change) is p.CursorsAcknowledged and change.position == read_at + 1
 
 
 def _joinable(ops: list[tuple[Write, list[Row]]], write: Write) -> list[Row] | None:

@@ -214,6 +214,7 @@ class PostgresReadModelRecorder(PostgresApplicationRecorder):
         projected_events: Sequence[Any] = (),
         quiet_notices: Collection[UUID] = (),
         held_sessions: Collection[tuple[UUID, int]] = (),
+        read_at: int | None = None,
         **kwargs: Any,
     ) -> Sequence[int] | None:
         """The library's steps (table lock, NOTIFY on its events channel, insert), then the
@@ -238,7 +239,9 @@ class PostgresReadModelRecorder(PostgresApplicationRecorder):
                                 raise RuntimeError("the event store returned no notification ids")
                             changes = p.project(list(zip(ids, projected_events, strict=True)))
                             held = held_before(held_sessions, ids) if held_sessions else ()
-                            self.read_models.apply_inline(curs, changes, quiet_notices, held)
+                            self.read_models.apply_inline(
+                                curs, changes, quiet_notices, held, read_at
+                            )
                         pipeline.sync()  # surface the rows' errors before COMMIT
                     except Exception as error:  # noqa: BLE001 -- re-raised below
                         failure = error

@@ -78,6 +78,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         projected_events: Sequence[Any] = (),
         quiet_notices: Collection[UUID] = (),
         held_sessions: Collection[tuple[UUID, int]] = (),
+        read_at: int | None = None,
         **kwargs: Any,
     ) -> Sequence[int] | None:
         """Lock the events table, insert the events, apply the projection's rows and commit,
@@ -91,12 +92,13 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         if len(stored_events) >= BULK_INLINE:
             with self.save_deadline(len(stored_events)):
                 return self._insert_many(
-                    stored_events, projected_events, quiet_notices, held_sessions
+                    stored_events, projected_events, quiet_notices, held_sessions, read_at
                 )
         kwargs.update(
             projected_events=projected_events,
             quiet_notices=quiet_notices,
             held_sessions=held_sessions,
+            read_at=read_at,
         )
         return self.group.insert(stored_events, kwargs)
 
@@ -158,7 +160,8 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
             changes = p.project(list(zip(ids, projected, strict=True)))
             holds = save.kwargs.get("held_sessions")
             held = held_before(holds, ids) if holds else ()
-            self.read_models.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()), held)
+            quiet, read_at = save.kwargs.get("quiet_notices", ()), save.kwargs.get("read_at")
+            self.read_models.apply_inline(rows, changes, quiet, held, read_at)
         if savepoint:
             rows.sql.append("RELEASE SAVEPOINT save")
         if last:
@@ -172,6 +175,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         projected_events: Sequence[Any],
         quiet_notices: Collection[UUID] = (),
         held_sessions: Collection[tuple[UUID, int]] = (),
+        read_at: int | None = None,
     ) -> Sequence[int]:
         """A large save: the same transaction in two pipelined round trips of a few
         statements whose values go as arrays, bound server-side in binary."""
@@ -199,7 +203,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                         changes = p.project(list(zip(ids, projected_events, strict=True)))
                         held = held_before(held_sessions, ids) if held_sessions else ()
                         self.read_models.apply_inline(
-                            _Pipelined(curs), changes, quiet_notices, held
+                            _Pipelined(curs), changes, quiet_notices, held, read_at
                         )
                     curs.execute("COMMIT")
                     pipeline.sync()

@@ -207,6 +207,7 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
         projected_events: Sequence[Any] = (),
         quiet_notices: Collection[UUID] = (),
         held_sessions: Collection[tuple[UUID, int]] = (),
+        read_at: int | None = None,
         **kwargs: Any,
     ) -> Sequence[int] | None:
         notification_ids = super()._insert_events(c, stored_events, **kwargs)
@@ -215,7 +216,8 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
                 raise RuntimeError("the event store returned no notification ids")
             positions = list(zip(notification_ids, projected_events, strict=True))
             held = held_before(held_sessions, notification_ids) if held_sessions else ()
-            self.read_models.apply_inline(c, p.project(positions), quiet_notices, held)
+            changes = p.project(positions)
+            self.read_models.apply_inline(c, changes, quiet_notices, held, read_at)
         return notification_ids
 
     def originators_after(self, position: int, limit: int) -> list[tuple[int, UUID, int]]:

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from session_awareness.application import SessionAwareness
+from session_awareness.application import projection as p
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import SessionRef, drains_id, watch_id
+from session_awareness.infrastructure.readmodel.bulk import BulkWrites
 from tests.conftest import RecordingWaker, ServiceFactory
 from tests.contract.helpers import CHILD, MANAGER, OTHER, PEER, cursor, notice, spawn
 
@@ -263,3 +265,54 @@ class TestADrainReadsItsCursorsTogether:
         reopened_first = [children[1], children[3], children[0], children[2]]
         assert first.drain_notices(MANAGER) == [notice(child, 2) for child in reopened_first]
         assert first.audit().clean
+
+
+@contextmanager
+def race_checks() -> Iterator[list[int]]:
+    """The drained pairs the saves' check for a cursor changed after the drain read it is
+    given (`BulkWrites.check_cursors_held`), one count per save."""
+    check = BulkWrites.check_cursors_held
+    counts: list[int] = []
+
+    def counting(self: BulkWrites, c: Any, changes: Any) -> None:
+        drained = [ch for ch in changes if type(ch) is p.CursorsAcknowledged]
+        counts.append(sum(len(ch.entries) for ch in drained))
+        check(self, c, changes)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BulkWrites, "check_cursors_held", counting)
+        yield counts
+
+
+class TestTheRaceChecksOfADrain:
+    def test_a_drain_no_other_save_came_between_checks_nothing(self, svc: SessionAwareness) -> None:
+        """R-N3, ADR 024: the drain looked at the log before its reads and its event is the
+        next one stored, so no save can have changed its cursors or their M: its two race
+        checks are skipped, and what it leaves is what the checked drain left."""
+        for index, child in enumerate(CHILDREN[:3]):
+            spawn(svc, child=child, run=f"run-{index}")
+            svc.record_human_direct_message(child, channel="telegram")  # 2: opens
+        svc.record_human_direct_message(CHILDREN[0], channel="telegram")  # 3
+        with race_checks() as counts:
+            assert svc.drain_notices(MANAGER) == [notice(c, 1) for c in CHILDREN[:3]]
+        assert sum(counts) == 0
+        assert [cursor(svc, MANAGER, c) for c in CHILDREN[:3]] == [
+            (2, 3, 3), (2, 2, 2), (2, 2, 2),
+        ]  # fmt: skip
+        assert svc.audit().clean
+
+    def test_a_drain_another_save_came_before_checks_each_pair(self, svc: SessionAwareness) -> None:
+        """R-N3, ADR 024: a save of another command committed between the drain's reads and
+        its save (here on an unrelated session): the drain's pairs are checked, pass, and
+        the drain lands in its first attempt."""
+        for index, child in enumerate(CHILDREN[:3]):
+            spawn(svc, child=child, run=f"run-{index}")
+            svc.record_human_direct_message(child, channel="telegram")  # 2: opens
+        with (
+            race_checks() as counts,
+            before_the_drain_saves(lambda: svc.open_session(PEER)) as attempts,
+        ):
+            assert svc.drain_notices(MANAGER) == [notice(c, 1) for c in CHILDREN[:3]]
+        assert attempts == [1]
+        assert sum(counts) == 3
+        assert svc.audit().clean
