@@ -12,7 +12,7 @@ from functools import singledispatch
 from typing import Any, NamedTuple, TypeVar
 from uuid import UUID
 
-from session_awareness.domain.drains import Drains, acknowledgements, notice_open
+from session_awareness.domain.drains import Drains, notice_open
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import RUN_STATUSES, RunOutcome, to_ms
 from session_awareness.domain.watch import Watch
@@ -202,13 +202,25 @@ class CursorMoved(NamedTuple):
 
 
 @_row_change
-class CursorsHeld(NamedTuple):
-    """A drain (stored at `position`) read each cursor at a version (`held`: cursor id,
-    version): its save is refused if an event of one of them past that version was stored
-    before it (ADR 024). It writes no row."""
+class CursorsAcknowledged(NamedTuple):
+    """A drain's acknowledgements, or a sweep's re-deliveries, as the watcher's `Drains`
+    event stores them (ADR 024, ADR 034), one change for all of its pairs: each entry is a
+    cursor's id (hex), the `Watch` version the drain read and the positions it left
+    (`Acknowledgement.stored`). Each cursor moves as a stored `Acknowledged` moved it, at
+    `updated_at`; a notice a drain reopened keeps its place and wakes its watcher
+    (`reopens`; a re-delivery never does). The save is refused if an event of one of the
+    cursors past the version read was stored before `position` (the drain's own)."""
 
-    held: tuple[tuple[UUID, int], ...]
+    entries: tuple[tuple[Any, ...], ...]
+    updated_at: int
     position: int
+    reopens: bool = True
+
+    def reopened(self) -> list[UUID]:
+        """The cursors whose notice a drain reopened (N > L after it, R-N3)."""
+        if not self.reopens:
+            return []
+        return [UUID(int=int(e[0], 16)) for e in self.entries if notice_open(e[2], e[3])]
 
 
 @_row_change
@@ -264,7 +276,7 @@ RowChange = (
     | SessionDeleted
     | CursorStarted
     | CursorMoved
-    | CursorsHeld
+    | CursorsAcknowledged
     | CursorRemoved
     | UpstreamLinkSet
     | UpstreamLinkAdvanced
@@ -500,22 +512,14 @@ def _(event: Drains.Drained, position: int) -> list[RowChange]:
 def _(event: Drains.Redelivered, position: int) -> list[RowChange]:
     """Each re-delivered notice keeps its place and its L; N moves to M (R-N6, ADR 034). No
     wake is published: the sweep wakes its watchers itself."""
-    at = to_ms(event.timestamp)
-    entries = acknowledgements(event)
-    rows: list[RowChange] = [
-        CursorMoved(e.watch_id, e.acknowledged, e.notified, e.material, None, at) for e in entries
-    ]
-    rows.append(CursorsHeld(tuple((e.watch_id, e.version) for e in entries), position))
-    return rows
+    return [CursorsAcknowledged(_entries(event), to_ms(event.timestamp), position, False)]
 
 
 def _drained(event: Drains.Started | Drains.Drained, position: int) -> list[RowChange]:
     """Each drained cursor moves as a stored `Acknowledged` moved it (ADR 024)."""
-    at = to_ms(event.timestamp)
-    drains = acknowledgements(event)
-    rows: list[RowChange] = [
-        CursorMoved(d.watch_id, d.acknowledged, d.notified, d.material, None, at, d.reopened)
-        for d in drains
-    ]
-    rows.append(CursorsHeld(tuple((d.watch_id, d.version) for d in drains), position))
-    return rows
+    return [CursorsAcknowledged(_entries(event), to_ms(event.timestamp), position)]
+
+
+def _entries(event: Drains.Started | Drains.Drained | Drains.Redelivered) -> Any:
+    """The event's entries as stored, made immutable (a row change is hashable)."""
+    return tuple(map(tuple, event.entries))

@@ -107,6 +107,8 @@ class UnitOfWork:
         self._app = app
         self._cache: AggregateCache | None = getattr(app, "aggregates", None)
         self._seen_at: int | None = None  # the cache's log position when this attempt looked
+        #: The look's position when it came before every read of the attempt (`look_first`).
+        self._read_at: int | None = None
         self._loaded: dict[UUID, Aggregate | None] = {}
         self._after_commit: list[Callable[[], object]] = []
         self._quiet: list[UUID] = []
@@ -123,6 +125,17 @@ class UnitOfWork:
                 if drained is not None:
                     loaded.overlay(drained)
         return self._loaded[aggregate_id]
+
+    def look_first(self) -> None:
+        """Look at the log before the attempt's first read of the store, read models
+        included: its save then tells the store the look's position (`read_at`). When the
+        save's event directly follows it, no other save came between the reads and this one,
+        so a drain's checks for such a race (`BulkWrites.check_cursors_held`,
+        `check_no_cursor_behind`) have nothing to find and are skipped."""
+        if self._cache is None or self._seen_at is not None:
+            return
+        self._check_open()
+        self._seen_at = self._read_at = self._look(self._cache)
 
     def drains(self, watcher: str) -> Drains | None:
         """The watcher's drains (ADR 024), None before its first."""
@@ -236,6 +249,41 @@ class UnitOfWork:
         otherwise as `get` loads it."""
         return self._uncopied(wid, pending_only=False) or cast(Watch | None, self.get(wid))
 
+    def cursors_to_read(self, watcher: str, wids: Iterable[UUID]) -> list[Watch | None]:
+        """`cursor_to_read` of each of one watcher's cursors (a drain's), with ONE look at
+        the watcher's `Drains` for them all instead of one per cursor."""
+        cache = self._cache
+        if cache is None:
+            return [self.cursor_to_read(wid) for wid in wids]
+        self._check_open()
+        if self._seen_at is None:
+            self._seen_at = self._look(cache)
+        drains = self._drains_to_read(watcher, cache)
+        loaded, peek = self._loaded, cache.peek
+        out: list[Watch | None] = []
+        for wid in wids:
+            cached = None if wid in loaded else peek(wid)
+            if isinstance(cached, Watch) and (
+                drains is None
+                or not cached.pending
+                or drains.latest_for(wid, cached.version) is None
+            ):
+                out.append(cached)
+            else:  # not cached, stale, loaded already, or given positions by a drain
+                out.append(cast(Watch | None, self.get(wid)))
+        return out
+
+    def _drains_to_read(self, watcher: str, cache: AggregateCache) -> Drains | None:
+        """The watcher's `Drains` to read cached cursors by: as the cache holds it, else
+        as this attempt loads it; None when it has none."""
+        did = drains_id(watcher)
+        if did in self._loaded:
+            return cast(Drains | None, self._loaded[did])
+        cached = cache.peek(did)
+        if type(cached) is Absent:
+            return None
+        return cast(Drains, cached) if cached is not None else self.drains(watcher)
+
     def _uncopied(self, wid: UUID, *, pending_only: bool) -> Watch | None:
         """The cached cursor itself, for a command that only reads it: when it is cached and
         fresh, not loaded by this attempt already, pending if `pending_only`, and shown as
@@ -291,6 +339,8 @@ class UnitOfWork:
                 kwargs["quiet_notices"] = frozenset(self._quiet)
             if self._held:  # checked unchanged in the save's transaction
                 kwargs["held_sessions"] = tuple(self._held.items())
+            if self._read_at is not None:  # every read of the attempt came after it
+                kwargs["read_at"] = self._read_at
             recordings = self._app.save(*changed, **kwargs)
             positions: dict[UUID, int] = {}
             ids: list[int] = []

@@ -130,10 +130,11 @@ class Watching:
 
         def attempt(uow: UnitOfWork) -> list[str]:
             now = self.store.clock()
-            cursors = [  # with the target's M for the watcher (ADR 023)
-                (uow.cursor_to_read(wid), material)
-                for wid, material in self.store.read_model.pending_to_drain(watcher)
-            ]
+            uow.look_first()  # so that a save no other save followed skips the race checks
+            pairs = self.store.read_model.pending_to_drain(watcher)
+            watches = uow.cursors_to_read(watcher, [wid for wid, _ in pairs])
+            # each with the target's M for the watcher (ADR 023)
+            cursors = zip(watches, [material for _, material in pairs], strict=True)
             drained = notices.drain(uow.drains(watcher), watcher, cursors, at=now)
             if drained.drains is None:
                 return []

@@ -5,11 +5,14 @@ own class, immutable and hashable, whatever their fields hold."""
 from __future__ import annotations
 
 import typing
+from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
 
 from session_awareness.application import projection as p
+from session_awareness.domain.drains import Acknowledgement, Drains
+from session_awareness.domain.signals import to_ms
 
 SESSION = uuid4()
 CLASSES = list(typing.get_args(p.RowChange))
@@ -55,3 +58,37 @@ def test_a_row_change_is_immutable() -> None:
     with pytest.raises(AttributeError):
         touched.at = 6  # type: ignore[misc]
     assert touched.at == 5
+
+
+class TestADrainsRows:
+    def test_a_drain_is_one_row_change_for_all_of_its_pairs_with_its_entries_as_stored(
+        self,
+    ) -> None:
+        """R-N3, ADR 024: a drain of a thousand pairs projects to ONE change holding the
+        entries as its event stores them (no object per pair); it names the cursors whose
+        notice it reopened, and is hashable like every row change."""
+        at = datetime(2026, 12, 5, tzinfo=UTC)
+        cursors = [uuid4() for _ in range(1_000)]
+        drained = [
+            Acknowledgement(wid, 2, 2, 3 if number % 2 else 2, 3 if number % 2 else 2, at)
+            for number, wid in enumerate(cursors)
+        ]
+        drains = Drains.record(None, "agent:main:main", drained, at=at)
+        [event] = drains.collect_events()
+        [change] = p.project([(7, event)])
+        assert type(change) is p.CursorsAcknowledged
+        assert change.entries == tuple(tuple(a.stored()) for a in drained)
+        assert (change.updated_at, change.position, change.reopens) == (to_ms(at), 7, True)
+        assert change.reopened() == cursors[1::2]
+        assert hash(change) == hash(p.project([(7, event)])[0])
+
+    def test_a_re_delivery_reopens_nothing(self) -> None:
+        """R-N6, ADR 034: a sweep's re-delivery moves N to M and publishes no wake."""
+        at = datetime(2026, 12, 5, tzinfo=UTC)
+        entry = Acknowledgement(uuid4(), 2, 1, 3, 3, at)
+        drains = Drains.redeliver(None, "agent:main:main", [entry], at=at)
+        [_, event] = drains.collect_events()
+        [change] = p.project([(9, event)])
+        assert change.entries == (tuple(entry.stored()),)
+        assert change.reopens is False
+        assert change.reopened() == []

@@ -41,10 +41,11 @@ class _Keep(dict[str, str]):
 
 
 def behind_query(
-    dialect: Dialect, targets: Collection[UUID], cursors: Collection[UUID]
+    dialect: Dialect, targets: Collection[UUID], cursors: Collection[UUID | str]
 ) -> tuple[str, list[Any]]:
     """The template and parameters of the query for a cursor on one of `targets`, or one of
-    `cursors`, that is synced below its derived M (at least one of the two given)."""
+    `cursors` (ids, or their hex), that is synced below its derived M (at least one of the
+    two given)."""
     clauses, params = [], []
     for column, ids in (("c.target_id", targets), ("c.watch_id", cursors)):
         if ids:
@@ -72,11 +73,21 @@ class BulkWrites(ReadModelWrites):
         changes: Sequence[p.RowChange],
         quiet: Collection[UUID] = (),
         held: Sequence[tuple[UUID, int, int]] = (),
+        read_at: int | None = None,
     ) -> None:
         """The inline path (in the transaction that stores the events): a save's few changes
         one statement at a time; a large one in bulk, then a wake for every notice it
         opened on a cursor not in `quiet` (R-W7). `held`: the sessions the save read without
-        writing them (`held_before`), checked unchanged (`check_sessions_held`)."""
+        writing them (`held_before`), checked unchanged (`check_sessions_held`). `read_at`:
+        the notification id the command's every read came after (`UnitOfWork.look_first`),
+        if it says so."""
+        self.write_inline(c, changes, quiet)
+        self.check_inline(c, changes, held, read_at)
+
+    def write_inline(
+        self, c: Any, changes: Sequence[p.RowChange], quiet: Collection[UUID] = ()
+    ) -> None:
+        """`apply_inline`'s writes: the rows and the wakes, without the checks."""
         if len(changes) < BULK_INLINE:
             self.apply_changes(c, changes, quiet)
         else:
@@ -84,6 +95,24 @@ class BulkWrites(ReadModelWrites):
             for change in changes:
                 if wakes(change, quiet):
                     self.notice_opened(c, change.watch_id)  # type: ignore[union-attr]
+                elif type(change) is p.CursorsAcknowledged:
+                    for watch_id in change.reopened():
+                        if watch_id not in quiet:
+                            self.notice_opened(c, watch_id)
+
+    def check_inline(
+        self,
+        c: Any,
+        changes: Sequence[p.RowChange],
+        held: Sequence[tuple[UUID, int, int]] = (),
+        read_at: int | None = None,
+        ids: Sequence[int] | None = None,
+    ) -> None:
+        """`apply_inline`'s checks, after its writes: a drain's two race checks unless it was
+        `_unraced`, and the `held` sessions'. `ids`: the notification ids the insert gave,
+        when the changes name their events by index (a save projected before its insert)."""
+        if read_at is not None:  # a drain no other save came between its reads and it
+            changes = [ch for ch in changes if not _unraced(ch, read_at, ids)]
         self.check_no_cursor_behind(c, changes)
         self.check_cursors_held(c, changes)
         if held:  # a spawn's or an open's: the others pay nothing, not even the call
@@ -97,11 +126,13 @@ class BulkWrites(ReadModelWrites):
         conflict; this is where the one that commits second finds out. The save's writes are
         serialized (SQLite's write lock, PostgreSQL's table lock), so the check is exact."""
         targets = {ch.session_id for ch in changes if type(ch) is p.MaterialMoved}
-        cursors = {  # a cursor left pending cannot be synced below anything
-            ch.watch_id
-            for ch in changes
-            if type(ch) is p.CursorMoved and ch.notified == ch.acknowledged
-        }
+        cursors: set[UUID | str] = set()  # a cursor left pending cannot be synced below anything
+        for ch in changes:
+            if type(ch) is p.CursorMoved:
+                if ch.notified == ch.acknowledged:
+                    cursors.add(ch.watch_id)
+            elif type(ch) is p.CursorsAcknowledged:  # the ids as the drain stores them: hex
+                cursors.update(e[0] for e in ch.entries if e[3] == e[2])
         if not targets and not cursors:
             return
         template, params = behind_query(self.dialect, targets, cursors)
@@ -116,11 +147,11 @@ class BulkWrites(ReadModelWrites):
         a removal or a promotion committed after its read. A later event of the same save
         supersedes the entry as any later event does. Exact for the same reason as
         `check_no_cursor_behind`."""
-        held = [
-            (wid, version, ch.position)
+        held: list[tuple[UUID | str, int, int]] = [
+            (e[0], e[1], ch.position)
             for ch in changes
-            if type(ch) is p.CursorsHeld
-            for wid, version in ch.held
+            if type(ch) is p.CursorsAcknowledged
+            for e in ch.entries
         ]
         if not held:
             return
@@ -198,10 +229,16 @@ class BulkWrites(ReadModelWrites):
             layer += 1
             keyed = {key: ops for key, ops in keyed.items() if len(ops) > layer}
 
-    def write_batches(self, c: Any, batches: dict[Write, list[Row]]) -> None:
-        """Run each statement once per row given; the statements commute (different keys)."""
-        for write, rows in batches.items():
-            c.executemany(self.sql(write.template), rows)
+
+def _unraced(change: p.RowChange, read_at: int, ids: Sequence[int] | None = None) -> bool:
+    """Whether the change is a drain's stored right after the position every read of its
+    command followed: ids are given in commit order (SQLite's write lock, PostgreSQL's
+    table lock), so no other save came between, and neither check can find a race. With
+    `ids`, the change's position is its event's index in them."""
+    if type(change) is not p.CursorsAcknowledged:
+        return False
+    position = change.position if ids is None else ids[change.position]
+    return position == read_at + 1
 
 
 def _joinable(ops: list[tuple[Write, list[Row]]], write: Write) -> list[Row] | None:

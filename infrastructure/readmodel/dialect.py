@@ -46,16 +46,17 @@ class Dialect:
         (PostgreSQL refuses more than 65,535 parameters, SQLite more than 32,766)."""
         raise NotImplementedError
 
-    def one_of_ids(self, column: str, values: Collection[UUID]) -> tuple[str, Any]:
-        """`column` (an id column) is one of `values`, as ONE bound parameter."""
+    def one_of_ids(self, column: str, values: Collection[UUID | str]) -> tuple[str, Any]:
+        """`column` (an id column) is one of `values` (ids, or their hex), as ONE bound
+        parameter."""
         raise NotImplementedError
 
     def ids_with_versions(
-        self, rows: Sequence[tuple[UUID, int, int]]
+        self, rows: Sequence[tuple[UUID | str, int, int]]
     ) -> tuple[str, tuple[Any, ...]]:
-        """A row source `d(id, version, position)` of (aggregate id, version, notification
-        id) rows, whatever their number, with ids as the event table keys them, and its
-        bound parameters."""
+        """A row source `d(id, version, position)` of (aggregate id or its hex, version,
+        notification id) rows, whatever their number, with ids as the event table keys
+        them, and its bound parameters."""
         raise NotImplementedError
 
 

@@ -72,18 +72,24 @@ class PostgresDialect(Dialect):
     def one_of(self, column: str, values: list[str]) -> tuple[str, Any]:
         return f"{column} = ANY(CAST(? AS text[]))", values
 
-    def one_of_ids(self, column: str, values: Collection[UUID]) -> tuple[str, Any]:
-        return f"{column} = ANY(CAST(? AS uuid[]))", list(values)
+    def one_of_ids(self, column: str, values: Collection[UUID | str]) -> tuple[str, Any]:
+        return f"{column} = ANY(CAST(? AS uuid[]))", [_uuid(value) for value in values]
 
     def ids_with_versions(
-        self, rows: Sequence[tuple[UUID, int, int]]
+        self, rows: Sequence[tuple[UUID | str, int, int]]
     ) -> tuple[str, tuple[Any, ...]]:
         source = (
             "unnest(CAST(? AS uuid[]), CAST(? AS bigint[]), CAST(? AS bigint[])) "
             "AS d(id, version, position)"
         )
         ids, versions, positions = zip(*rows, strict=True)
-        return source, (list(ids), list(versions), list(positions))
+        return source, ([_uuid(wid) for wid in ids], list(versions), list(positions))
+
+
+def _uuid(value: UUID | str) -> UUID:
+    """An id, given as one or as its hex (a drain's entries hold the hex): one array holds
+    one type."""
+    return value if type(value) is UUID else UUID(str(value))
 
 
 def postgres_dialect(schema: str) -> PostgresDialect:
@@ -208,6 +214,7 @@ class PostgresReadModelRecorder(PostgresApplicationRecorder):
         projected_events: Sequence[Any] = (),
         quiet_notices: Collection[UUID] = (),
         held_sessions: Collection[tuple[UUID, int]] = (),
+        read_at: int | None = None,
         **kwargs: Any,
     ) -> Sequence[int] | None:
         """The library's steps (table lock, NOTIFY on its events channel, insert), then the
@@ -232,7 +239,9 @@ class PostgresReadModelRecorder(PostgresApplicationRecorder):
                                 raise RuntimeError("the event store returned no notification ids")
                             changes = p.project(list(zip(ids, projected_events, strict=True)))
                             held = held_before(held_sessions, ids) if held_sessions else ()
-                            self.read_models.apply_inline(curs, changes, quiet_notices, held)
+                            self.read_models.apply_inline(
+                                curs, changes, quiet_notices, held, read_at
+                            )
                         pipeline.sync()  # surface the rows' errors before COMMIT
                     except Exception as error:  # noqa: BLE001 -- re-raised below
                         failure = error

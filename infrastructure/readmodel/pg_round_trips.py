@@ -81,6 +81,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         projected_events: Sequence[Any] = (),
         quiet_notices: Collection[UUID] = (),
         held_sessions: Collection[tuple[UUID, int]] = (),
+        read_at: int | None = None,
         **kwargs: Any,
     ) -> Sequence[int] | None:
         """Lock the events table, insert the events, apply the projection's rows and commit,
@@ -94,12 +95,13 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         if len(stored_events) >= BULK_INLINE:
             with self.save_deadline(len(stored_events)):
                 return self._insert_many(
-                    stored_events, projected_events, quiet_notices, held_sessions
+                    stored_events, projected_events, quiet_notices, held_sessions, read_at
                 )
         kwargs.update(
             projected_events=projected_events,
             quiet_notices=quiet_notices,
             held_sessions=held_sessions,
+            read_at=read_at,
         )
         return self.group.insert(stored_events, kwargs)
 
@@ -160,9 +162,10 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
             changes = p.project(list(zip(ids, projected, strict=True)))
             holds = save.kwargs.get("held_sessions")
             held = held_before(holds, ids) if holds else ()
-            self.read_models.apply_inline(rows, changes, save.kwargs.get("quiet_notices", ()), held)
+            self.read_models.write_inline(rows, changes, save.kwargs.get("quiet_notices", ()))
         except Exception as error:  # noqa: BLE001 -- raised again in the save's turn
             return error
+        rows.checks = (changes, held)
         return rows
 
     def _write_save(
@@ -183,6 +186,9 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
             raise RuntimeError("the event store returned no notification ids")
         if isinstance(rows, Exception):
             raise rows
+        if rows.checks is not None:  # after the insert: whether a drain was raced needs its id
+            changes, held = rows.checks
+            self.read_models.check_inline(rows, changes, held, save.kwargs.get("read_at"), ids)
         sql = rows.resolved(ids)
         if savepoint:
             sql.append("RELEASE SAVEPOINT save")
@@ -197,6 +203,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
         projected_events: Sequence[Any],
         quiet_notices: Collection[UUID] = (),
         held_sessions: Collection[tuple[UUID, int]] = (),
+        read_at: int | None = None,
     ) -> Sequence[int]:
         """A large save: the same transaction in two pipelined round trips of a few
         statements whose values go as arrays, bound server-side in binary."""
@@ -224,7 +231,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
                         changes = p.project(list(zip(ids, projected_events, strict=True)))
                         held = held_before(held_sessions, ids) if held_sessions else ()
                         self.read_models.apply_inline(
-                            _Pipelined(curs), changes, quiet_notices, held
+                            _Pipelined(curs), changes, quiet_notices, held, read_at
                         )
                     curs.execute("COMMIT")
                     pipeline.sync()
@@ -295,6 +302,8 @@ class _Statements:
         self.connection = connection
         self._bind = bind
         self.sql: list[str | tuple[str, Sequence[Any]]] = []
+        #: The save's changes and held sessions, checked once the insert gives their ids.
+        self.checks: tuple[Sequence[p.RowChange], Sequence[tuple[UUID, int, int]]] | None = None
 
     def execute(self, query: str, params: Sequence[Any] = ()) -> None:
         if any(_unassigned(v) for v in params):

@@ -50,11 +50,11 @@ class SQLiteDialect(Dialect):
     def one_of(self, column: str, values: list[str]) -> tuple[str, Any]:
         return f"{column} IN (SELECT value FROM json_each(?))", json.dumps(values)  # noqa: S608 -- a fixed column; the values are one bound parameter
 
-    def one_of_ids(self, column: str, values: Collection[UUID]) -> tuple[str, Any]:
-        return self.one_of(column, [value.hex for value in values])
+    def one_of_ids(self, column: str, values: Collection[UUID | str]) -> tuple[str, Any]:
+        return self.one_of(column, [_hex(value) for value in values])
 
     def ids_with_versions(
-        self, rows: Sequence[tuple[UUID, int, int]]
+        self, rows: Sequence[tuple[UUID | str, int, int]]
     ) -> tuple[str, tuple[Any, ...]]:
         """One JSON object of id → version per position, read as `json_each`'s own key and
         value: a fifth of the time of three `json_extract`s per row (a 1,000-pair drain's
@@ -63,7 +63,7 @@ class SQLiteDialect(Dialect):
         by_position: dict[int, dict[str, int]] = {}
         for wid, version, at in rows:
             versions = by_position.setdefault(at, {})
-            key = wid.hex
+            key = _hex(wid)
             if versions.get(key, version) >= version:
                 versions[key] = version
         select = "SELECT key AS id, value AS version, ? AS position FROM json_each(?)"
@@ -72,6 +72,11 @@ class SQLiteDialect(Dialect):
             p for at, versions in by_position.items() for p in (at, json.dumps(versions))
         )
         return source, params
+
+
+def _hex(value: UUID | str) -> str:
+    """An id as this dialect binds it: its hex (a drain's entries hold it so already)."""
+    return value if type(value) is str else value.hex  # type: ignore[union-attr]
 
 
 SQLITE = SQLiteDialect()
@@ -204,6 +209,7 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
         projected_events: Sequence[Any] = (),
         quiet_notices: Collection[UUID] = (),
         held_sessions: Collection[tuple[UUID, int]] = (),
+        read_at: int | None = None,
         **kwargs: Any,
     ) -> Sequence[int] | None:
         notification_ids = super()._insert_events(c, stored_events, **kwargs)
@@ -212,7 +218,8 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
                 raise RuntimeError("the event store returned no notification ids")
             positions = list(zip(notification_ids, projected_events, strict=True))
             held = held_before(held_sessions, notification_ids) if held_sessions else ()
-            self.read_models.apply_inline(c, p.project(positions), quiet_notices, held)
+            changes = p.project(positions)
+            self.read_models.apply_inline(c, changes, quiet_notices, held, read_at)
         return notification_ids
 
     def originators_after(self, position: int, limit: int) -> list[tuple[int, UUID, int]]:

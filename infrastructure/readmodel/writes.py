@@ -66,10 +66,31 @@ class ReadModelWrites(Rendered):
         opened on a cursor in `quiet` (an ambient one, R-W7) publishes no wake."""
         sql, bind = self.sql, self.dialect.bind_id
         for change in changes:
+            if type(change) is p.CursorsAcknowledged:
+                self.cursors_acknowledged(c, change, quiet)
+                continue
             for write, _, params in WRITES[type(change)](bind, change):
                 c.execute(sql(write.template), params)
             if wakes(change, quiet):
                 self.notice_opened(c, change.watch_id)  # type: ignore[union-attr]
+
+    def cursors_acknowledged(
+        self, c: Any, change: p.CursorsAcknowledged, quiet: Collection[UUID] = ()
+    ) -> None:
+        """A drain's cursors in one statement (its cursors are distinct, so their writes
+        commute), then a wake for each notice it reopened on a cursor not in `quiet`."""
+        at = change.updated_at
+        rows = [(e[2], e[3], e[4], at, e[0]) for e in change.entries]
+        if rows:
+            self.write_batches(c, {_CURSOR_ACKNOWLEDGE: rows})
+        for watch_id in change.reopened():
+            if watch_id not in quiet:
+                self.notice_opened(c, watch_id)
+
+    def write_batches(self, c: Any, batches: dict[Write, list[Row]]) -> None:
+        """Run each statement once per row given; the statements commute (different keys)."""
+        for write, rows in batches.items():
+            c.executemany(self.sql(write.template), rows)
 
     def notice_opened(self, c: Any, watch_id: UUID) -> None:
         """Hook: a notice opened in this transaction (PostgreSQL publishes a wake)."""
@@ -176,6 +197,19 @@ _CURSOR_MOVE = Write(
         "material = v.m, notice_order = COALESCE(v.o, c.notice_order), updated_at = v.u "
         "FROM unnest(?::{int}[], ?::{int}[], ?::{int}[], ?::{int}[], ?::{int}[], ?::{id}[]) "
         "AS v(a, n, m, o, u, id) WHERE c.watch_id = v.id"
+    ),
+)
+#: A drain's (or a sweep's) cursors, each given by its id's hex as the drain stores it (ADR
+#: 024): one statement for them all, built without an object per pair.
+_CURSOR_ACKNOWLEDGE = Write(
+    CURSORS.name,
+    "UPDATE {s}session_watch_cursors SET acknowledged = ?, notified = ?, material = ?, "
+    "updated_at = ? WHERE watch_id = CAST(? AS {id})",
+    unnest=(
+        "UPDATE {s}session_watch_cursors AS c SET acknowledged = v.a, notified = v.n, "
+        "material = v.m, updated_at = v.u "
+        "FROM unnest(?::{int}[], ?::{int}[], ?::{int}[], ?::{int}[], ?::{id}[]) "
+        "AS v(a, n, m, u, id) WHERE c.watch_id = v.id"
     ),
 )
 #: A notify-eligible event moves the target's two material marks (`tables.MATERIAL_MOVED`).
@@ -343,9 +377,15 @@ def _cursor_moved(bind: Bind, change: p.CursorMoved) -> Writes:
     ]  # fmt: skip
 
 
-def _no_rows(bind: Bind, change: p.RowChange) -> Writes:
-    """A change that is checked, not written (`BulkWrites.check_cursors_held`)."""
-    return []
+def _cursors_acknowledged(bind: Bind, change: p.CursorsAcknowledged) -> Writes:
+    """Each cursor's move as a key of its own, so that the bulk path (a rebuild) orders it
+    among the cursor's other writes; a save writes them in one statement instead
+    (`ReadModelWrites.cursors_acknowledged`)."""
+    at, writes = change.updated_at, []
+    for e in change.entries:
+        wid = bind(UUID(int=int(e[0], 16)))
+        writes.append((_CURSOR_MOVE, wid, (e[2], e[3], e[4], None, at, wid)))
+    return writes
 
 
 def _cursor_removed(bind: Bind, change: p.CursorRemoved) -> Writes:
@@ -390,7 +430,7 @@ WRITES: dict[type, Callable[[Bind, Any], Writes]] = {
     p.SessionDeleted: _session_deleted,
     p.CursorStarted: _cursor_started,
     p.CursorMoved: _cursor_moved,
-    p.CursorsHeld: _no_rows,
+    p.CursorsAcknowledged: _cursors_acknowledged,
     p.CursorRemoved: _cursor_removed,
     p.UpstreamLinkSet: _link_set,
     p.UpstreamLinkAdvanced: _link_advanced,

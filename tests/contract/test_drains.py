@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 
 from session_awareness.application import SessionAwareness
+from session_awareness.application import projection as p
+from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import SessionRef, drains_id, watch_id
+from session_awareness.infrastructure.readmodel.bulk import BulkWrites
 from tests.conftest import RecordingWaker, ServiceFactory
 from tests.contract.helpers import CHILD, MANAGER, OTHER, PEER, cursor, notice, spawn
 
@@ -224,4 +227,92 @@ class TestADrainThatRacesAnotherCommand:
         assert cursor(svc, MANAGER, group) == (1, 2, 2)
         assert svc.drain_notices(MANAGER) == [notice(group, 1)]
         assert cursor(svc, MANAGER, group) == (2, 2, 2)
+        assert svc.audit().clean
+
+
+class TestADrainReadsItsCursorsTogether:
+    def test_each_cursor_reads_as_it_reads_alone_whatever_the_cache_holds(
+        self, open_svc: ServiceFactory
+    ) -> None:
+        """R-N3, ADR 024: a drain reads all of its watcher's cursors with one look at the
+        watcher's `Drains` (`cursors_to_read`), and each reads as `cursor_to_read` reads it
+        alone: one cached pending, one a drain reopened (its positions the drain's), one a
+        drain synced, one another process changed (stale here), and one that never was."""
+        first, second = open_svc(), open_svc()
+        children = [f"agent:main:subagent:r{n}" for n in range(4)]
+        for index, child in enumerate(children):
+            spawn(first, child=child, run=f"run-{index}")
+            first.record_human_direct_message(child, channel="telegram")  # 2: opens
+        first.record_human_direct_message(children[1], channel="telegram")  # 3
+        first.record_human_direct_message(children[3], channel="telegram")  # 3
+        first.drain_notices(MANAGER)  # r1 and r3 reopened at 3, r0 and r2 synced at 2
+        first.record_human_direct_message(children[0], channel="telegram")  # 3: opens
+        second.record_human_direct_message(children[2], channel="telegram")  # 3: opens
+        wids = [watch_id(MANAGER, SessionRef.of(child).session_id) for child in children]
+        wids.append(watch_id(MANAGER, SessionRef.of(OTHER).session_id))
+
+        def shown(watch: Any) -> Any:
+            return None if watch is None else (watch.positions, watch.pending, watch.version)
+
+        together = UnitOfWork(first.store).cursors_to_read(MANAGER, wids)
+        alone = [UnitOfWork(first.store).cursor_to_read(wid) for wid in wids]
+        assert [shown(w) for w in together] == [shown(w) for w in alone]
+        assert [shown(w) for w in together][:4] == [
+            ((2, 3, 3), True, 3), ((2, 3, 3), True, 2), ((2, 3, 3), True, 3),
+            ((2, 3, 3), True, 2),
+        ]  # fmt: skip
+        assert together[4] is None
+        reopened_first = [children[1], children[3], children[0], children[2]]
+        assert first.drain_notices(MANAGER) == [notice(child, 2) for child in reopened_first]
+        assert first.audit().clean
+
+
+@contextmanager
+def race_checks() -> Iterator[list[int]]:
+    """The drained pairs the saves' check for a cursor changed after the drain read it is
+    given (`BulkWrites.check_cursors_held`), one count per save."""
+    check = BulkWrites.check_cursors_held
+    counts: list[int] = []
+
+    def counting(self: BulkWrites, c: Any, changes: Any) -> None:
+        drained = [ch for ch in changes if type(ch) is p.CursorsAcknowledged]
+        counts.append(sum(len(ch.entries) for ch in drained))
+        check(self, c, changes)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BulkWrites, "check_cursors_held", counting)
+        yield counts
+
+
+class TestTheRaceChecksOfADrain:
+    def test_a_drain_no_other_save_came_between_checks_nothing(self, svc: SessionAwareness) -> None:
+        """R-N3, ADR 024: the drain looked at the log before its reads and its event is the
+        next one stored, so no save can have changed its cursors or their M: its two race
+        checks are skipped, and what it leaves is what the checked drain left."""
+        for index, child in enumerate(CHILDREN[:3]):
+            spawn(svc, child=child, run=f"run-{index}")
+            svc.record_human_direct_message(child, channel="telegram")  # 2: opens
+        svc.record_human_direct_message(CHILDREN[0], channel="telegram")  # 3
+        with race_checks() as counts:
+            assert svc.drain_notices(MANAGER) == [notice(c, 1) for c in CHILDREN[:3]]
+        assert sum(counts) == 0
+        assert [cursor(svc, MANAGER, c) for c in CHILDREN[:3]] == [
+            (2, 3, 3), (2, 2, 2), (2, 2, 2),
+        ]  # fmt: skip
+        assert svc.audit().clean
+
+    def test_a_drain_another_save_came_before_checks_each_pair(self, svc: SessionAwareness) -> None:
+        """R-N3, ADR 024: a save of another command committed between the drain's reads and
+        its save (here on an unrelated session): the drain's pairs are checked, pass, and
+        the drain lands in its first attempt."""
+        for index, child in enumerate(CHILDREN[:3]):
+            spawn(svc, child=child, run=f"run-{index}")
+            svc.record_human_direct_message(child, channel="telegram")  # 2: opens
+        with (
+            race_checks() as counts,
+            before_the_drain_saves(lambda: svc.open_session(PEER)) as attempts,
+        ):
+            assert svc.drain_notices(MANAGER) == [notice(c, 1) for c in CHILDREN[:3]]
+        assert attempts == [1]
+        assert sum(counts) == 3
         assert svc.audit().clean

@@ -175,3 +175,32 @@ def test_a_drain_that_reopens_an_ambient_notice_publishes_no_wake(pg_url: str) -
         a.record_goal_changed(CHILD, summary="goal created")
         assert wait_until(lambda: MANAGER in there.woken)
         assert there.woken.count(MANAGER) == 1
+
+
+@pytest.mark.parametrize("pairs", [1, BULK_INLINE + 4], ids=["one-pair", "many-pairs"])
+def test_a_drain_that_reopens_explicit_notices_wakes_another_service_once(
+    pg_url: str, pairs: int
+) -> None:
+    """R-N3, R-N5, ADR 024: a drain's one change for all of its pairs publishes one NOTIFY
+    for the notices it reopened (each pair with material past its notice), none for the
+    pairs it synced; the other service wakes the watcher."""
+    children = [f"agent:main:subagent:n{number}" for number in range(pairs)]
+    there = RecordingWaker()
+    quick = {"wake_coalesce_seconds": 0}  # every wake counted
+    with (
+        open_service(pg_url, waker=RecordingWaker(), **quick) as a,
+        open_service(pg_url, waker=there, **quick) as b,
+    ):
+        for number, child in enumerate(children):
+            spawn(a, child=child, run=f"run-{number}")
+            a.record_human_direct_message(child, channel="chat")  # 2: opens
+        assert wait_until(lambda: there.woken.count(MANAGER) == pairs)
+        a.record_human_direct_message(children[0], channel="chat")  # 3: past the notice
+        assert a.drain_notices(MANAGER) == [notice(child, 1) for child in children]
+        assert wait_until(lambda: there.woken.count(MANAGER) == pairs + 1)
+        assert b.pending_notices(MANAGER) == [notice(children[0], 2)]
+        assert a.drain_notices(MANAGER) == [notice(children[0], 2)]  # synced: no wake
+        assert b.pending_notices(MANAGER) == []
+        a.record_human_direct_message(children[-1], channel="chat")  # opens: one wake
+        assert wait_until(lambda: there.woken.count(MANAGER) >= pairs + 2)
+        assert there.woken.count(MANAGER) == pairs + 2  # had the synced drain woken, + 3

@@ -89,24 +89,29 @@ class TestRefusedWrites:
     def test_a_failing_projection_rolls_a_large_save_back_too(
         self, own: SessionAwareness, database_url: str, request: pytest.FixtureRequest
     ) -> None:
-        """R-R2, ADR 002 on the bulk path (a drain of more than BULK_INLINE pairs, one
-        save): a failure after some rows are written leaves no event and no row behind."""
+        """R-R2, ADR 002 on the path of many rows at once (a drain of more than
+        BULK_INLINE pairs, one save, its cursors written by one statement for them all, as
+        the bulk path writes a wide save's): a failure after the rows are written leaves no
+        event and no row behind."""
         own.open_session(MANAGER)
         children = [f"agent:main:subagent:c{number}" for number in range(BULK_INLINE + 2)]
         for number, child in enumerate(children):
             own.record_child_spawned(child, parent=MANAGER, run_id=f"run-{number}")
             own.record_human_direct_message(child, channel="chat")
         recorder: Any = own.store.recorder.read_models
-        in_bulk = recorder.apply_changes_in_bulk
+        batches = recorder.write_batches
+        written: list[int] = []
 
-        def fail_after_writing(c: Any, changes: Any) -> None:
-            in_bulk(c, changes)
+        def fail_after_writing(c: Any, rows: Any) -> None:
+            batches(c, rows)
+            written.append(sum(len(batch) for batch in rows.values()))
             raise RuntimeError("a projection bug")
 
-        recorder.apply_changes_in_bulk = fail_after_writing
+        recorder.write_batches = fail_after_writing
         with pytest.raises(RuntimeError, match="projection bug"):
             own.drain_notices(MANAGER)
-        recorder.apply_changes_in_bulk = in_bulk
+        recorder.write_batches = batches
+        assert written == [len(children)]  # every cursor's row was written, then rolled back
         assert len(own.pending_notices(MANAGER)) == len(children)
         assert len(own.drain_notices(MANAGER)) == len(children)
         assert own.pending_notices(MANAGER) == []
