@@ -151,8 +151,10 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
     ) -> _Statements | Exception:
         """The statements of `save`'s rows, bound before its events are stored: each event's
         notification id stands as an `_Unassigned` in the few that carry one, bound once
-        the insert returns it (`_Statements.resolved`). What the projection raises is the
-        save's error, raised where writing its rows would have raised it."""
+        the insert returns it (`_Statements.resolved`). A drain's checks wait for its id,
+        which says whether any save came between its reads and it (`check_inline`). What
+        the projection raises is the save's error, raised where writing its rows would have
+        raised it."""
         rows = _Statements(conn, bind)
         projected = save.kwargs.get("projected_events")
         if not projected:
@@ -162,10 +164,14 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
             changes = p.project(list(zip(ids, projected, strict=True)))
             holds = save.kwargs.get("held_sessions")
             held = held_before(holds, ids) if holds else ()
-            self.read_models.write_inline(rows, changes, save.kwargs.get("quiet_notices", ()))
+            quiet = save.kwargs.get("quiet_notices", ())
+            if save.kwargs.get("read_at") is None:
+                self.read_models.apply_inline(rows, changes, quiet, held)
+            else:  # a drain's: whether it was raced needs its id (`check_inline`)
+                self.read_models.write_inline(rows, changes, quiet)
+                rows.checks = (changes, held)
         except Exception as error:  # noqa: BLE001 -- raised again in the save's turn
             return error
-        rows.checks = (changes, held)
         return rows
 
     def _write_save(
@@ -186,7 +192,7 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
             raise RuntimeError("the event store returned no notification ids")
         if isinstance(rows, Exception):
             raise rows
-        if rows.checks is not None:  # after the insert: whether a drain was raced needs its id
+        if rows.checks is not None:  # a drain's, once its id says whether it was raced
             changes, held = rows.checks
             self.read_models.check_inline(rows, changes, held, save.kwargs.get("read_at"), ids)
         sql = rows.resolved(ids)
