@@ -213,6 +213,11 @@ def test_read_models_an_earlier_version_wrote_wait_for_the_owner_to_rebuild_them
     url = role_url()
     with psycopg.connect(postgres.url, autocommit=True) as c:  # as an earlier version left it
         c.execute(SQL("DELETE FROM {}.session_activity").format(Identifier(schema)))
+        c.execute(  # which wrote no mark of read models found complete (ADR 044)
+            SQL(
+                "DELETE FROM {}.session_awareness_marks WHERE name = 'read_models_complete'"
+            ).format(Identifier(schema))
+        )
     with pytest.raises(ConfigurationError, match="first open after an upgrade"):
         open_service(url)
     open_service(owner_url).close()
