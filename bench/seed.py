@@ -110,8 +110,8 @@ class Batch:
             if watch is None or not watch.pending:
                 return False
             held = notices.material(watch, cast(Session, uow.session(watch.target_id)))
-            drains, _ = notices.drain(uow.drains(watcher), watcher, [(watch, held)], at=now)
-            uow.add(cast(Drains, drains))
+            decided = notices.drain(uow.drains(watcher), watcher, [(watch, held)], at=now)
+            uow.add(cast(Drains, decided.drains))
             return True
 
         return bool(self._then(drained))
