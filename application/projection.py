@@ -123,7 +123,9 @@ class ParentLinked(NamedTuple):
 
 @_row_change
 class SignalAppended(NamedTuple):
-    """A retained `changesSince` row, and the head moving to its sequence."""
+    """A retained `changesSince` row, the head moving to its sequence, and the session's
+    `updatedAt` moving to `recorded_at` (what a `SessionTouched` would write: one change
+    instead of two for every signal, the most frequent event of a replay)."""
 
     session_id: UUID
     position: int  # the event's notification id: global recording order, used by the row cap
@@ -341,37 +343,58 @@ def _(event: Session.Described, position: int) -> list[RowChange]:
 
 @_rows.register
 def _(event: Session.Signal, position: int) -> list[RowChange]:
-    at = to_ms(event.timestamp)
+    sid, sequence, at = event.originator_id, event.sequence, to_ms(event.timestamp)
+    try:
+        kind, notifies, more = _SIGNAL_CLASSES[type(event)]
+    except KeyError:
+        kind, notifies, more = _signal_class(type(event))
     rows: list[RowChange] = [
         SignalAppended(
-            session_id=event.originator_id,
-            position=position,
-            sequence=event.sequence,
-            kind=event.KIND.value,
-            actor_type=event.actor_type,
-            actor_id=event.actor_id,
-            run_id=event.run_id,
-            occurred_at=event.occurred_at,
-            summary=event.summary,
-            payload=event.payload,
-            recorded_at=at,
-        ),
-        SessionTouched(event.originator_id, at),
-    ]
+            sid, position, sequence, kind, event.actor_type, event.actor_id, event.run_id,
+            event.occurred_at, event.summary, event.payload, at,
+        )
+    ]  # fmt: skip
     if event.dedupe_key is not None:
-        rows.append(KeyRecorded(event.originator_id, event.dedupe_key))
-    if event.KIND.notifies:
-        rows.append(MaterialMoved(event.originator_id, event.sequence, event.actor_id, at))
-    if isinstance(event, Session.ChildSpawned):
-        rows.append(ParentLinked(event.originator_id, event.actor_id))
-        rows.append(RunStarted(event.originator_id, event.run_id, at))
-    elif isinstance(event, Session.RunCompleted | Session.RunFailed):
-        rows.append(RunEnded(event.originator_id, event.run_id, run_status(event), at))
-    elif isinstance(event, Session.HumanDirectMessage):
-        channel = (event.payload or {}).get("channel")
-        if isinstance(channel, str):
-            rows.append(ChannelSeen(event.originator_id, channel))
+        rows.append(KeyRecorded(sid, event.dedupe_key))
+    if notifies:
+        rows.append(MaterialMoved(sid, sequence, event.actor_id, at))
+    if more is not None:
+        rows.extend(more(event, at))
     return rows
+
+
+def _spawned(event: Session.ChildSpawned, at: int) -> list[RowChange]:
+    return [
+        ParentLinked(event.originator_id, event.actor_id),
+        RunStarted(event.originator_id, event.run_id, at),
+    ]
+
+
+def _run_ended(event: Session.RunCompleted | Session.RunFailed, at: int) -> list[RowChange]:
+    return [RunEnded(event.originator_id, event.run_id, run_status(event), at)]
+
+
+def _human_turn(event: Session.HumanDirectMessage, at: int) -> list[RowChange]:
+    channel = (event.payload or {}).get("channel")
+    return [ChannelSeen(event.originator_id, channel)] if isinstance(channel, str) else []
+
+
+#: A signal class's kind (its value), whether it notifies, and the rows it has besides the
+#: signal's own (None: none), looked up once per class rather than per event.
+_SIGNAL_CLASSES: dict[type, tuple[str, bool, Callable[[Any, int], list[RowChange]] | None]] = {}
+
+
+def _signal_class(cls: type) -> tuple[str, bool, Callable[[Any, int], list[RowChange]] | None]:
+    more: Callable[[Any, int], list[RowChange]] | None = None
+    if issubclass(cls, Session.ChildSpawned):
+        more = _spawned
+    elif issubclass(cls, Session.RunCompleted | Session.RunFailed):
+        more = _run_ended
+    elif issubclass(cls, Session.HumanDirectMessage):
+        more = _human_turn
+    kind = cls.KIND  # type: ignore[attr-defined]
+    found = _SIGNAL_CLASSES[cls] = (kind.value, kind.notifies, more)
+    return found
 
 
 #: A failed run's `payload.outcome` as the registry's run status (the domain's mapping).

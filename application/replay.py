@@ -17,6 +17,7 @@ from eventsourcing.persistence import (
     MapperDeserialisationError,
     StoredEvent,
     find_id_convertor,
+    pass_through_convertor,
 )
 from eventsourcing.utils import resolve_topic
 
@@ -39,7 +40,11 @@ class EventDecoder:
         self.scan: Callable[[str, int], tuple[Any, int]] | None = (
             cast(Any, transcoder).decoder.scan_once if self.fast else None
         )
-        self.classes: dict[tuple[str, type], tuple[type, Callable[[Any], Any], int]] = {}
+        #: Whether states are stored as they are (no cipher, no compressor), known once.
+        self.plain = not mapper.cipher and not mapper.compressor
+        #: Each (topic, id type)'s class, its id conversion (None: the id passes as it
+        #: is) and its class version.
+        self.classes: dict[tuple[str, type], tuple[type, Callable[[Any], Any] | None, int]] = {}
 
     def __call__(self, stored: StoredEvent) -> Any:
         scan = self.scan
@@ -52,10 +57,11 @@ class EventDecoder:
             cls, convert, class_version = self._class(stored.topic, type(originator_id))
         state = stored.state
         try:
-            if self.mapper.cipher:
-                state = self.mapper.cipher.decrypt(state)
-            if self.mapper.compressor:
-                state = self.mapper.compressor.decompress(state)
+            if not self.plain:
+                if self.mapper.cipher:
+                    state = self.mapper.cipher.decrypt(state)
+                if self.mapper.compressor:
+                    state = self.mapper.compressor.decompress(state)
             text = state.decode("utf8")
             try:
                 event_state, end = scan(text, 0)
@@ -70,7 +76,7 @@ class EventDecoder:
                 f"{stored.originator_version}: {error}"
             )
             raise MapperDeserialisationError(msg) from error
-        event_state["originator_id"] = convert(originator_id)
+        event_state["originator_id"] = originator_id if convert is None else convert(originator_id)
         event_state["originator_version"] = stored.originator_version
         from_version = event_state.pop("class_version", 1)
         while from_version < class_version:
@@ -80,11 +86,12 @@ class EventDecoder:
         object.__setattr__(event, "__dict__", event_state)
         return event
 
-    def _class(self, topic: str, id_type: type) -> tuple[type, Callable[[Any], Any], int]:
+    def _class(self, topic: str, id_type: type) -> tuple[type, Callable[[Any], Any] | None, int]:
         cls = resolve_topic(topic)
+        convert = find_id_convertor(cls, cast(Hashable, id_type))
         found = (
             cls,
-            find_id_convertor(cls, cast(Hashable, id_type)),
+            None if convert is pass_through_convertor else convert,
             getattr(cls, "class_version", 1),
         )
         self.classes[topic, id_type] = found

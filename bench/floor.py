@@ -58,8 +58,7 @@ def record_statements(d: Dialect, n: int) -> list[tuple[str, tuple[Any, ...]]]:
     service writes them, then the save's check (`bulk.behind_query`)."""
     changes: list[Any] = [
         p.SignalAppended(SESSION, 2 * n, n, "human_direct_message", "human", None, None, n,
-                         "human message via bench", json.loads(PAYLOAD), n),
-        p.SessionTouched(SESSION, n),
+                         "human message via bench", json.loads(PAYLOAD), n),  # and the touch
         p.MaterialMoved(SESSION, n, None, n),
         p.ChannelSeen(SESSION, "bench"),
     ]  # fmt: skip

@@ -7,7 +7,7 @@ one statement at a time otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -197,24 +197,28 @@ class BulkWrites(ReadModelWrites):
         consecutive writes of one foldable statement to one key become one (the head's
         `GREATEST` of several sequences, a cursor's last positions), and the n-th writes of
         every key go together, one `executemany` per statement. It publishes no wakes."""
-        bind = self.dialect.bind_id
+        bind, writes_of = _last_bound(self.dialect.bind_id), WRITES
         keyed: dict[tuple[str, Any], list[tuple[Write, list[Row]]]] = {}
+        ops_of = keyed.get
         for change in changes:
-            for write, key, params in WRITES[type(change)](bind, change):
-                ops = keyed.get((write.table, key))
+            for write, key, params in writes_of[type(change)](bind, change):
+                slot = write.table, key
+                ops = ops_of(slot)
                 if ops is None:
-                    keyed[write.table, key] = [(write, [params])]
+                    keyed[slot] = [(write, [params])]
                     continue
-                last, last_rows = ops[-1]
-                rows: list[Row] | None = last_rows
+                last, rows = ops[-1]
                 if last is not write:
-                    rows = _joinable(ops, write) if write.lane is not None else None
-                if rows is None:
-                    ops.append((write, [params]))
-                elif write.fold is None:
+                    joined = _joinable(ops, write) if write.lane is not None else None
+                    if joined is None:
+                        ops.append((write, [params]))
+                        continue
+                    rows = joined
+                fold = write.fold
+                if fold is None:
                     rows.append(params)
                 else:
-                    rows[-1] = write.fold(rows[-1], params)
+                    rows[-1] = fold(rows[-1], params)
         layer = 0
         while keyed:
             batches: dict[Write, list[Row]] = {}
@@ -239,6 +243,22 @@ def _unraced(change: p.RowChange, read_at: int, ids: Sequence[int] | None = None
         return False
     position = change.position if ids is None else ids[change.position]
     return position == read_at + 1
+
+
+def _last_bound(bind: Callable[[UUID], Any]) -> Callable[[UUID], Any]:
+    """`bind`, answering again without binding when given the same id object as last time:
+    a page's consecutive changes are mostly one aggregate's (a replay's events share its
+    id object), and binding an id is a conversion each time."""
+    last_id: UUID | None = None
+    last: Any = None
+
+    def bound(value: UUID) -> Any:
+        nonlocal last_id, last
+        if value is not last_id:
+            last_id, last = value, bind(value)
+        return last
+
+    return bound
 
 
 def _joinable(ops: list[tuple[Write, list[Row]]], write: Write) -> list[Row] | None:

@@ -106,8 +106,9 @@ def wakes(change: p.RowChange, quiet: Collection[UUID]) -> bool:
 
 
 def _greatest_first(old: Row, new: Row) -> Row:
-    """`SET col = GREATEST(col, ?)` twice is once with the greater value."""
-    return (max(old[0], new[0]), *new[1:])
+    """`SET col = GREATEST(col, ?)` twice is once with the greater value (the rows of one
+    key differ only in that value: the other parameter is the key)."""
+    return old if old[0] > new[0] else new
 
 
 def _last(old: Row, new: Row) -> Row:
@@ -330,6 +331,7 @@ def _signal_appended(bind: Bind, change: p.SignalAppended) -> Writes:
                         change.actor_id, change.run_id, change.occurred_at, change.summary,
                         _dump(change.payload), change.recorded_at)),
         (_HEAD_VERSION, sid, (change.sequence, sid)),
+        (_TOUCH, sid, (change.recorded_at, sid)),
     ]  # fmt: skip
 
 
@@ -441,5 +443,27 @@ WRITES: dict[type, Callable[[Bind, Any], Writes]] = {
 _PAYLOAD_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
+#: Payloads of text values already written, by their items (a replay meets the same few
+#: channels and outcomes over and over; an encoding costs several times a look-up).
+_DUMPED: dict[tuple[tuple[str, Any], ...], str] = {}
+#: At most this many kept; past it the memo starts again.
+_DUMPED_KEPT = 1024
+
+
 def _dump(payload: dict[str, Any] | None) -> str | None:
-    return None if payload is None else _PAYLOAD_JSON.encode(payload)
+    """The payload's JSON text, keys sorted. Only payloads whose values are all text are
+    kept, so a hit is the same text: an integer equal to `True` never answers for it."""
+    if payload is None:
+        return None
+    items = tuple(payload.items())
+    try:
+        text = _DUMPED.get(items)
+    except TypeError:  # a value that cannot be hashed (a list, an object): not kept
+        return _PAYLOAD_JSON.encode(payload)
+    if text is None:
+        text = _PAYLOAD_JSON.encode(payload)
+        if all(type(value) is str for _, value in items):
+            if len(_DUMPED) >= _DUMPED_KEPT:
+                _DUMPED.clear()
+            _DUMPED[items] = text
+    return text

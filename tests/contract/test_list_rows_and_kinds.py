@@ -28,6 +28,17 @@ class TestListRows:
         assert rows[CHILD]["updatedAt"] == int(clock().timestamp() * 1000)
         assert "stateVersion" not in rows[MANAGER]
 
+    def test_a_signal_moves_the_update_time_to_when_it_was_recorded(
+        self, svc: SessionAwareness, clock: FakeClock
+    ) -> None:
+        """R-S5: every signal moves its session's updatedAt, written with the signal's row
+        (inline, and by the rebuild every contract test ends with)."""
+        spawn(svc)
+        later = clock.advance(minutes=5)
+        svc.record_goal_changed(CHILD, summary="goal created")
+        rows = {row["sessionKey"]: row for row in svc.sessions_list()}
+        assert rows[CHILD]["updatedAt"] == int(later.timestamp() * 1000)
+
     def test_the_embedding_api_and_the_tool_give_the_same_rows(
         self, open_svc: ServiceFactory
     ) -> None:

@@ -231,3 +231,17 @@ def test_the_audit_reads_the_notifications_the_library_reads(
     assert ours == theirs
     assert [type(n) for n in ours] == [type(n) for n in theirs]
     assert all(type(n.originator_id) is uuid.UUID and type(n.state) is bytes for n in ours)
+
+
+def test_an_id_stored_as_text_decodes_to_the_mappers_uuid(app: SessionAwareness) -> None:
+    """R-R2: a store that hands ids back as text (the library's own SQLite reads do) gets
+    them converted as the mapper converts them; an id already a UUID passes as it is."""
+    mapper = app.store.mapper
+    event = events_of(Session.GoalChanged)[0]
+    as_uuid = stored(mapper, event)
+    as_text = dataclasses.replace(as_uuid, originator_id=str(as_uuid.originator_id))
+    decode = EventDecoder(mapper)
+    for notification in (as_uuid, as_text, as_uuid):
+        decoded = decode(notification)
+        assert isinstance(decoded.originator_id, uuid.UUID)
+        assert same(decoded, mapper.to_domain_event(notification))
