@@ -3,6 +3,7 @@ store on start, and it audits clean (R-R2)."""
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from session_awareness.application import (
 from session_awareness.application.audit import READ_MODELS_FORMAT, STORE_VERSION
 from session_awareness.infrastructure.cli import main
 from session_awareness.infrastructure.readmodel.reads import ReadModelQueries
+from session_awareness.infrastructure.readmodel.tables import TABLES
 from tests.conftest import FakeClock, ServiceFactory
 from tests.contract.helpers import CHILD, MANAGER, spawn
 from tests.ops.helpers import copied_store, unmark_read_models
@@ -510,3 +512,22 @@ class TestTheStoreVersionMark:
         err = capsys.readouterr().err.strip()
         assert code == 2
         assert len(err.splitlines()) == 1 and "newer" in err and "99" in err
+
+
+#: The read-model tables' names and columns that `READ_MODELS_FORMAT` was last raised for (or
+#: found to need no raise by): `test_the_read_models_format_is_reconsidered_with_their_tables`.
+READ_MODEL_SHAPES = {1: "e397964f65eb35a8"}
+
+
+def test_the_read_models_format_is_reconsidered_with_their_tables() -> None:
+    """ADR 044: a start trusts a store marked complete for `READ_MODELS_FORMAT`, so a version
+    that keeps rows an earlier one did not write must raise it, or its first start answers
+    from incomplete read models until the maintenance's check repairs them. A change to the
+    tables fails here until whoever made it decides: raise the format (new rows an earlier
+    version did not write), or keep it, and record the tables' new shape either way."""
+    shape = sorted((t.name, tuple((c.name, c.type) for c in t.columns)) for t in TABLES)
+    digest = hashlib.sha256(repr(shape).encode()).hexdigest()[:16]
+    assert READ_MODEL_SHAPES.get(READ_MODELS_FORMAT) == digest, (
+        f"the read-model tables changed (shape {digest}): raise READ_MODELS_FORMAT if this "
+        "version keeps rows an earlier one did not write, then record the shape here"
+    )
