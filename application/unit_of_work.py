@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from types import EllipsisType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
 
@@ -252,42 +253,34 @@ class UnitOfWork:
     def cursors_to_read(self, watcher: str, wids: Iterable[UUID]) -> list[Watch | None]:
         """`cursor_to_read` of each of one watcher's cursors (a drain's), with ONE look at
         the watcher's `Drains` for them all instead of one per cursor."""
-        cache = self._cache
-        if cache is None:
+        if self._cache is None:
             return [self.cursor_to_read(wid) for wid in wids]
-        self._check_open()
-        if self._seen_at is None:
-            self._seen_at = self._look(cache)
-        drains = self._drains_to_read(watcher, cache)
-        loaded, peek = self._loaded, cache.peek
-        out: list[Watch | None] = []
-        for wid in wids:
-            cached = None if wid in loaded else peek(wid)
-            if isinstance(cached, Watch) and (
-                drains is None
-                or not cached.pending
-                or drains.latest_for(wid, cached.version) is None
-            ):
-                out.append(cached)
-            else:  # not cached, stale, loaded already, or given positions by a drain
-                out.append(cast(Watch | None, self.get(wid)))
-        return out
+        drains = self._drains_to_read(watcher)
+        return [
+            self._uncopied(wid, pending_only=False, drains=drains)
+            or cast(Watch | None, self.get(wid))
+            for wid in wids
+        ]
 
-    def _drains_to_read(self, watcher: str, cache: AggregateCache) -> Drains | None:
-        """The watcher's `Drains` to read cached cursors by: as the cache holds it, else
-        as this attempt loads it; None when it has none."""
+    def _drains_to_read(self, watcher: str) -> Drains | None:
+        """The watcher's `Drains` to read cached cursors by: as this attempt loaded it, else
+        as the cache holds it, else loaded now; None when it has none."""
+        assert self._cache is not None  # noqa: S101 -- only called with a cache
         did = drains_id(watcher)
         if did in self._loaded:
             return cast(Drains | None, self._loaded[did])
-        cached = cache.peek(did)
+        cached = self._cache.peek(did)
         if type(cached) is Absent:
             return None
         return cast(Drains, cached) if cached is not None else self.drains(watcher)
 
-    def _uncopied(self, wid: UUID, *, pending_only: bool) -> Watch | None:
+    def _uncopied(
+        self, wid: UUID, *, pending_only: bool, drains: Drains | EllipsisType | None = ...
+    ) -> Watch | None:
         """The cached cursor itself, for a command that only reads it: when it is cached and
         fresh, not loaded by this attempt already, pending if `pending_only`, and shown as
-        its own events make it (no drain gives it other positions); otherwise None."""
+        its own events make it (no drain gives it other positions: judged by `drains`, its
+        watcher's, when the caller read them already, `...` when not); otherwise None."""
         if wid in self._loaded or self._cache is None:
             return None
         self._check_open()
@@ -297,23 +290,17 @@ class UnitOfWork:
         if not isinstance(cached, Watch):
             return None
         if cached.pending:
-            return None if self._drained_cached(cached) else cached
+            if drains is ...:
+                drains = self._drains_to_read(cached.watcher)
+            if drains is not None and drains.latest_for(cached.id, cached.version) is not None:
+                return None  # a drain gives it other positions: loaded instead
+            return cached
         return None if pending_only else cached
 
     def quiet(self, watch_id: UUID) -> None:
         """A notice this save opens or reopens that publishes no wake, not even to other
         processes: the domain decided it (an ambient cursor's, R-W7)."""
         self._quiet.append(watch_id)
-
-    def _drained_cached(self, watch: Watch) -> bool:
-        """Whether a drain may give the cached cursor other positions (then it is loaded)."""
-        assert self._cache is not None  # noqa: S101 -- only called with a cache
-        drains = self._cache.peek(drains_id(watch.watcher))
-        if type(drains) is Absent:
-            return False
-        if drains is None:  # not cached, or stale: load it
-            return self._drained(watch) is not None
-        return cast(Drains, drains).latest_for(watch.id, watch.version) is not None
 
     def after_commit(self, action: Callable[[], object]) -> None:
         """Run `action` once this attempt's save has committed (wakes, logs)."""

@@ -158,14 +158,14 @@ def _no_drains_peek() -> None:
     drain synced would be read as pending. `bench.ab no-drains-peek --only fanout` prices it."""
     from session_awareness.application.unit_of_work import UnitOfWork  # noqa: PLC0415
 
-    ours = UnitOfWork._drained_cached
+    ours = UnitOfWork._drains_to_read
 
-    def _drained_cached(self: Any, watch: Any) -> bool:
+    def _drains_to_read(self: Any, watcher: str) -> Any:
         if active("no-drains-peek"):
-            return False
-        return ours(self, watch)
+            return None
+        return ours(self, watcher)
 
-    UnitOfWork._drained_cached = _drained_cached  # type: ignore[method-assign]
+    UnitOfWork._drains_to_read = _drains_to_read  # type: ignore[method-assign]
 
 
 def _no_behind_check() -> None:
