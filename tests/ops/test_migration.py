@@ -148,7 +148,7 @@ class TestReadModelsWithoutTheActivityRows:
     def test_a_store_found_complete_is_marked_and_its_next_start_skips_the_scan(
         self, open_svc: ServiceFactory, database_url: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """ADR 044, on both backends: a start that found the read models complete marks the
+        """R-R2, ADR 044, on both backends: a start that found the read models complete marks the
         store with this version's read-model format; the next start does not scan the
         registry (the check is not called), and the maintenance's first batch runs it."""
         svc = open_svc()
@@ -178,7 +178,7 @@ class TestReadModelsWithoutTheActivityRows:
     def test_a_store_marked_with_another_format_is_scanned_on_start(
         self, open_svc: ServiceFactory, database_url: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """ADR 044: only this version's own format is trusted; an older (or another) mark is
+        """R-R2, ADR 044: only this version's own format is trusted; an older (or another) mark is
         checked on start, then set to this version's."""
         svc = open_svc()
         spawn(svc)
@@ -200,7 +200,7 @@ class TestReadModelsWithoutTheActivityRows:
     def test_a_marked_store_damaged_afterwards_is_repaired_by_the_maintenance_first_batch(
         self, open_svc: ServiceFactory, database_url: str
     ) -> None:
-        """ADR 044, on both backends: rows lost after the store was marked complete are not
+        """R-R2, ADR 044, on both backends: rows lost after the store was marked complete are not
         seen by the start, which trusts the mark; the maintenance's first batch finds them
         missing, logs a warning (`read_models_incomplete`), never silently, and rebuilds the
         read models from the events before it prunes or sweeps."""
@@ -520,7 +520,7 @@ READ_MODEL_SHAPES = {1: "e397964f65eb35a8"}
 
 
 def test_the_read_models_format_is_reconsidered_with_their_tables() -> None:
-    """ADR 044: a start trusts a store marked complete for `READ_MODELS_FORMAT`, so a version
+    """R-R2, ADR 044: a start trusts a store marked complete for `READ_MODELS_FORMAT`, so a version
     that keeps rows an earlier one did not write must raise it, or its first start answers
     from incomplete read models until the maintenance's check repairs them. A change to the
     tables fails here until whoever made it decides: raise the format (new rows an earlier
