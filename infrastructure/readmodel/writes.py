@@ -7,6 +7,7 @@ whose rows it writes, its parameters. `ReadModelWrites.apply_changes` runs them 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
@@ -443,27 +444,21 @@ WRITES: dict[type, Callable[[Bind, Any], Writes]] = {
 _PAYLOAD_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
-#: Payloads of text values already written, by their items (a replay meets the same few
-#: channels and outcomes over and over; an encoding costs several times a look-up).
-_DUMPED: dict[tuple[tuple[str, Any], ...], str] = {}
-#: At most this many kept; past it the memo starts again.
-_DUMPED_KEPT = 1024
+@functools.lru_cache(maxsize=1024)
+def _text_payload(items: tuple[tuple[str, str], ...]) -> str:
+    """The JSON of a payload whose values are all text, kept for the next one like it (a
+    replay meets the same few channels and outcomes over and over; an encoding costs
+    several times a look-up)."""
+    return _PAYLOAD_JSON.encode(dict(items))
 
 
 def _dump(payload: dict[str, Any] | None) -> str | None:
     """The payload's JSON text, keys sorted. Only payloads whose values are all text are
-    kept, so a hit is the same text: an integer equal to `True` never answers for it."""
+    kept (`_text_payload`), so a hit is the same text: an integer equal to `True` never
+    answers for it."""
     if payload is None:
         return None
     items = tuple(payload.items())
-    try:
-        text = _DUMPED.get(items)
-    except TypeError:  # a value that cannot be hashed (a list, an object): not kept
-        return _PAYLOAD_JSON.encode(payload)
-    if text is None:
-        text = _PAYLOAD_JSON.encode(payload)
-        if all(type(value) is str for _, value in items):
-            if len(_DUMPED) >= _DUMPED_KEPT:
-                _DUMPED.clear()
-            _DUMPED[items] = text
-    return text
+    if all(type(value) is str for _, value in items):
+        return _text_payload(items)
+    return _PAYLOAD_JSON.encode(payload)
