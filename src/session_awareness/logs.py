@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import MutableMapping
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from session_awareness import LOGGER_NAME
@@ -39,21 +39,17 @@ _LEVELS = {
 }
 
 
-_STDLIB: list[Any] = []
-
-
+@cache
 def _stdlib_logger() -> Any:
     """The standard library's `session_awareness` logger, given its `NullHandler` the first
     time: the library writes nothing until the host configures logging (the convention for
     libraries)."""
-    if not _STDLIB:
-        import logging  # noqa: PLC0415 -- see the module's docstring
+    import logging  # noqa: PLC0415 -- see the module's docstring
 
-        logger = logging.getLogger(LOGGER_NAME)
-        if not any(type(handler) is logging.NullHandler for handler in logger.handlers):
-            logger.addHandler(logging.NullHandler())
-        _STDLIB.append(logger)
-    return _STDLIB[0]
+    logger = logging.getLogger(LOGGER_NAME)
+    if not any(type(handler) is logging.NullHandler for handler in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+    return logger
 
 
 def _discard(*_args: Any, **_kwargs: Any) -> None:
