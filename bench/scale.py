@@ -169,36 +169,70 @@ def check_reads(svc: SessionAwareness, sessions: int) -> None:
         check(len(svc.pending_notices(parent(number))) <= CHILDREN, parent(number))
 
 
+CALLS = ("record", "changes_since", "drain", "sessions_list")
+
+
+def one_round(svc: SessionAwareness, rng: random.Random, families: int) -> dict[str, float]:
+    """Each steady-state call once, on a family drawn by `rng`: seconds by call."""
+    number = rng.randrange(families)
+    key, main = child(number, 2), parent(number)
+    svc.drain_notices(main)  # untimed: nothing pending before the record
+    took = {"record": timed(lambda: svc.record_human_direct_message(key, channel="bench"))}
+    head = svc.session_status(key)["stateVersion"]
+    took["changes_since"] = timed(lambda: svc.session_status(key, changes_since=head - 5))
+    took["drain"] = timed(lambda: svc.drain_notices(main))
+    took["sessions_list"] = timed(lambda: svc.sessions_list(kinds=["main"], limit=20))
+    return took
+
+
 def measure(svc: SessionAwareness, rounds: int, families: int) -> dict[str, dict[str, float]]:
     """The steady-state calls, each `rounds` times, on families spread over the store."""
     rng = random.Random(11)  # noqa: S311 -- a seeded sample, not crypto
-    samples: dict[str, list[float]] = {"record": [], "changes_since": [], "drain": [],
-                                       "sessions_list": []}  # fmt: skip
+    samples: dict[str, list[float]] = {name: [] for name in CALLS}
     for _ in range(rounds):
-        number = rng.randrange(families)
-        key, main = child(number, 2), parent(number)
-        svc.drain_notices(main)  # untimed: nothing pending before the record
-        samples["record"].append(
-            timed(lambda: svc.record_human_direct_message(key, channel="bench"))  # noqa: B023
-        )
-        head = svc.session_status(key)["stateVersion"]
-        samples["changes_since"].append(
-            timed(lambda: svc.session_status(key, changes_since=head - 5))  # noqa: B023
-        )
-        samples["drain"].append(timed(lambda: svc.drain_notices(main)))  # noqa: B023
-        samples["sessions_list"].append(timed(lambda: svc.sessions_list(kinds=["main"], limit=20)))
+        for name, seconds in one_round(svc, rng, families).items():
+            samples[name].append(seconds)
     return {name: spread(values) for name, values in samples.items()}
 
 
-def opened(url: str, rounds: int, wait: float) -> tuple[SessionAwareness, dict[str, Any]]:
+def measure_while_maintaining(svc: SessionAwareness, rounds: int, families: int) -> dict[str, Any]:
+    """The same calls while the start-up maintenance runs in the background (the prune's
+    batches beside them): at most `rounds` rounds, each kept only when the maintenance was
+    under way from its start to its end; the slowest call is reported too, since a stall
+    shows in the tail, not the median."""
+    rng = random.Random(13)  # noqa: S311 -- a seeded sample, not crypto
+    samples: dict[str, list[float]] = {name: [] for name in CALLS}
+
+    def busy() -> bool:
+        return not svc.maintenance_idle
+
+    for _ in range(rounds):
+        if not busy():
+            break
+        took = one_round(svc, rng, families)
+        if not busy():
+            break
+        for name, seconds in took.items():
+            samples[name].append(seconds)
+    calls = {name: {**spread(values), "max": max(values)} for name, values in samples.items()
+             if values}  # fmt: skip
+    return {"rounds": len(samples["record"]), "calls": calls}
+
+
+def opened(
+    url: str, rounds: int, wait: float, *, families: int, calls: int
+) -> tuple[SessionAwareness, dict[str, Any]]:
     """Open the store as a restarted host does (background maintenance on), `rounds` times:
-    until `open_service` returns and until its first call answers. After the first start its
+    until `open_service` returns and until its first call answers (each start's own figures
+    are kept, so one slow start shows). After the first start, `calls` rounds of the calls
+    are measured while its maintenance runs (`measure_while_maintaining`), then the
     maintenance is waited for, `wait` seconds at most: a service still maintaining is
     closed (after its batch under way) and the calls are measured on one opened with
     `maintenance="manual"`, so no prune batch runs beside them. The service measured is
     returned open."""
     returns, first_calls = [], []
     maintenance: float | None = None
+    while_maintaining: dict[str, Any] | None = None
     svc: SessionAwareness | None = None
     for number in range(rounds):
         if svc is not None:
@@ -210,7 +244,10 @@ def opened(url: str, rounds: int, wait: float) -> tuple[SessionAwareness, dict[s
         first_calls.append(time.perf_counter() - started)
         if number == 0:  # the first start does the big prune: wait for it once
             maintained = time.perf_counter()
-            if wait_until(lambda: svc.maintenance_idle, wait, 0.5):  # noqa: B023
+            print("measuring calls while the maintenance runs", file=sys.stderr, flush=True)
+            first = svc
+            while_maintaining = measure_while_maintaining(first, calls, families)
+            if wait_until(lambda: first.maintenance_idle, wait, 0.5):  # noqa: B023
                 maintenance = time.perf_counter() - maintained
     if svc is None:
         raise ValueError("opens must be at least 1")
@@ -220,6 +257,9 @@ def opened(url: str, rounds: int, wait: float) -> tuple[SessionAwareness, dict[s
     return svc, {
         "open_service": spread(returns),
         "first_call": spread(first_calls),
+        "open_service_each_s": returns,
+        "first_call_each_s": first_calls,
+        "calls_while_maintaining": while_maintaining,
         "first_maintenance_s": maintenance,
         "maintenance_waited_s": wait if maintenance is None else None,
     }
@@ -306,10 +346,11 @@ def run(
                   for name, size in (("small", SMALL), ("large", sessions))}  # fmt: skip
         for name in ("small", "large"):
             print(f"opening {name}", file=sys.stderr, flush=True)
-            svc, starts = opened(stores[name]["url"], opens, wait)
+            families = (SMALL if name == "small" else sessions) // (CHILDREN + 1)
+            svc, starts = opened(stores[name]["url"], opens, wait, families=families,
+                                 calls=rounds)  # fmt: skip
             stores[name].update(starts)
             stores[name]["size_after_start_bytes"] = database_size(svc)
-            families = (SMALL if name == "small" else sessions) // (CHILDREN + 1)
             print(f"measuring {name}", file=sys.stderr, flush=True)
             stores[name]["calls"] = measure(svc, rounds, families)
             svc.close()
