@@ -343,7 +343,13 @@ class MaintenanceTask:
         self._verify = verify
         self._verify_asked = False
         self._poll = poll
-        self._lock = threading.Lock()  # one batch at a time, whichever thread runs it
+        self._batch = threading.Lock()  # one batch at a time, whichever thread runs it
+        #: Guards what is asked for and under way; held for a look, never across a batch, so
+        #: a question (`idle`) or a request (`ask_sweep`, from the wake listener's thread)
+        #: is answered at once while a batch runs.
+        self._state = threading.Lock()
+        #: The work of the batch under way (None between batches).
+        self._running: Callable[[], None] | None = None
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -362,41 +368,55 @@ class MaintenanceTask:
 
     def ask_verify(self) -> None:
         """Run the read models' check (`verify`) as the next batch, before any other."""
-        with self._lock:
+        with self._state:
             self._verify_asked = self._verify is not None
         self._wake.set()
 
     def ask_sweep(self, *, redeliver: bool) -> None:
         """Sweep again soon (the wake feed reconnected: `redeliver=False`)."""
-        with self._lock:
+        with self._state:
             self._sweep_asked = redeliver or bool(self._sweep_asked)
         self._wake.set()
 
     @property
     def idle(self) -> bool:
-        """Whether no work is under way or due now."""
-        with self._lock:
-            return (
-                not self._verify_asked
-                and self._prune is None
-                and self._sweep is None
-                and self._sweep_asked is None
-                and not self._m.prune_due(self._m.store.clock())
-            )
+        """Whether no work is under way or due now; answered at once, even mid-batch."""
+        now = self._m.store.clock()
+        with self._state:
+            return self._running is None and self._next(now, take=False) is None
 
     def step(self) -> bool:
         """Run one batch of the work under way or due; whether there was any."""
-        with self._lock:
-            if self._verify_asked:
-                self._verify_step()
-                return True
-            if self._prune is not None or self._m.prune_due(self._m.store.clock()):
-                self._prune_step()
-                return True
-            if self._sweep is not None or self._sweep_asked is not None:
-                self._sweep_step()
-                return True
-            return False
+        with self._batch:
+            now = self._m.store.clock()  # read outside `_state`: a clock may take its time
+            with self._state:
+                work = self._running = self._next(now, take=True)
+            if work is None:
+                return False
+            try:
+                work()
+            finally:
+                with self._state:
+                    self._running = None
+            return True
+
+    def _next(self, now: datetime, *, take: bool) -> Callable[[], None] | None:
+        """The batch to run next, under `_state`; with `take`, the request it answers is
+        taken (an ask made after this look is kept for a later batch)."""
+        if self._verify_asked:
+            if take:
+                self._verify_asked = False
+            return self._verify_step
+        if self._prune is not None or self._m.prune_due(now):
+            return self._prune_step
+        if self._sweep is not None:
+            return self._sweep_step
+        if self._sweep_asked is not None:
+            redeliver = self._sweep_asked
+            if take:
+                self._sweep_asked = None
+            return lambda: self._sweep_step(start=redeliver)
+        return None
 
     def run_due(self) -> None:
         """Run every batch of the work under way or due, in the caller's thread."""
@@ -404,7 +424,6 @@ class MaintenanceTask:
             pass
 
     def _verify_step(self) -> None:
-        self._verify_asked = False
         if self._verify is None:  # asked only with one (`ask_verify`)
             return
         try:
@@ -414,12 +433,13 @@ class MaintenanceTask:
             return
         log.info("maintenance_done", task="verify", rebuilt=rebuilt)
 
-    def _sweep_step(self) -> None:
+    def _sweep_step(self, *, start: bool | None = None) -> None:
+        """The next batch of the sweep under way, or, with `start` (whether it re-delivers),
+        the first of a new one."""
         try:
-            if self._sweep is None:
-                redeliver, self._sweep_asked = bool(self._sweep_asked), None
-                self._sweep = self._m.start_sweep(redeliver=redeliver)
-            passing = self._sweep
+            if start is not None:
+                self._sweep = self._m.start_sweep(redeliver=start)
+            passing = cast(SweepPass, self._sweep)
             more = passing.step()
         except Exception as error:  # noqa: BLE001 -- maintenance, never a caller's problem
             self._sweep = None

@@ -185,6 +185,43 @@ class TestTheBackgroundTask:
         again.close()
         assert all(not t.is_alive() for t in threads)
 
+    def test_a_question_or_a_request_is_answered_at_once_while_a_batch_runs(
+        self, open_svc: ServiceFactory, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-N7, R-R1 (ADR 038): whether the maintenance is idle, and a request for a sweep
+        (what the wake listener's thread asks when the store is back), are answered while a
+        batch runs, not once it ends: a prune of a large store runs batch after batch for
+        minutes, and the listener must go back to delivering wakes."""
+        svc = open_svc()
+        spawn(svc)
+        svc.close()
+        release, started = threading.Event(), threading.Event()
+        plan = retention_module.PrunePass.step
+
+        def held_step(self: Any) -> bool:
+            started.set()
+            assert release.wait(DEADLINE)
+            return plan(self)
+
+        monkeypatch.setattr(retention_module.PrunePass, "step", held_step)
+        again = open_svc(maintenance="background")
+        assert started.wait(DEADLINE)  # a batch is under way, on the maintenance thread
+        answers: list[object] = []
+
+        def ask() -> None:
+            answers.append(again.maintenance_idle)
+            again._task.ask_sweep(redeliver=False)
+            answers.append("asked")
+
+        threading.Thread(target=ask, daemon=True).start()
+        try:
+            assert wait_until(lambda: len(answers) == 2, 5.0), "blocked behind the batch"
+        finally:
+            release.set()
+        assert answers == [False, "asked"]
+        assert wait_until(lambda: again.maintenance_idle, DEADLINE)
+        again.close()
+
     def test_a_failing_prune_is_logged_never_raised_and_waits_an_hour(
         self, svc: SessionAwareness, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
     ) -> None:
