@@ -55,9 +55,11 @@ class PrunePass:
     doomed rows in the read model and stores one `Session.HistoryPruned` per session it
     reaches, built at the stream's latest version without loading the session (a save
     that raced it is a conflict, and the batch is planned again); then idle cursors expire,
-    a bounded batch at a time. The clock is read once, when the pass starts."""
+    a bounded batch at a time. The clock is read once, when the pass starts. Each raised
+    watermark is listed in `result` only with `watermarks` (a caller's `prune()`); the
+    background pass counts them (`raised`), so its memory does not grow with the store."""
 
-    def __init__(self, maintenance: Maintenance) -> None:
+    def __init__(self, maintenance: Maintenance, *, watermarks: bool = True) -> None:
         self._store = store = maintenance.store
         self._rows = maintenance.retention.rows
         self.now = now = store.clock()
@@ -65,6 +67,9 @@ class PrunePass:
         self._cutoff = to_ms(now - limit)
         self._idle_before = now - limit
         self.result: dict[str, Any] = {"removedRows": 0, "watermarks": [], "expiredCursors": 0}
+        self._listed = watermarks
+        #: The watermarks raised so far, listed or not.
+        self.raised = 0
         newest = store.read_model.newest_recorded(before=to_ms(now - RECENT))
         far = newest is not None and to_ms(now) - newest > to_ms_span(limit + CLOCK_LEAP)
         #: The newest recorded time when the reading was taken for a wrong one: no removal.
@@ -126,9 +131,11 @@ class PrunePass:
         self._after = max([self._after, *(plan.last_position for plan in plans)])
         for plan in plans:
             self.result["removedRows"] += plan.rows
-            self.result["watermarks"].append(
-                {"sessionKey": plan.key, "agentId": plan.agent_id, "watermark": plan.watermark}
-            )
+            self.raised += 1
+            if self._listed:
+                self.result["watermarks"].append(
+                    {"sessionKey": plan.key, "agentId": plan.agent_id, "watermark": plan.watermark}
+                )
         return sum(plan.rows for plan in plans) >= PRUNE_BATCH_ROWS
 
 
@@ -232,8 +239,8 @@ class Maintenance:
             pass
         return self.finish_prune(passing)
 
-    def start_prune(self) -> PrunePass:
-        return PrunePass(self)
+    def start_prune(self, *, watermarks: bool = True) -> PrunePass:
+        return PrunePass(self, watermarks=watermarks)
 
     def finish_prune(self, passing: PrunePass) -> dict[str, Any]:
         """Close the hourly gate and log the pass's outcome; its result."""
@@ -250,7 +257,7 @@ class Maintenance:
         log.info(
             "history_pruned",
             removed_rows=result["removedRows"],
-            sessions=len(result["watermarks"]),
+            sessions=passing.raised,
             expired_cursors=result["expiredCursors"],
             batches=passing.batches,
         )
@@ -455,7 +462,7 @@ class MaintenanceTask:
         now = self._m.store.clock()
         try:
             if self._prune is None:
-                self._prune = self._m.start_prune()
+                self._prune = self._m.start_prune(watermarks=False)  # counted, not kept
             passing = self._prune
             more = passing.step()
         except Exception as error:  # noqa: BLE001 -- maintenance, never a caller's problem
@@ -468,7 +475,7 @@ class MaintenanceTask:
             "task": "prune",
             "batches": passing.batches,
             "removed_rows": result["removedRows"],
-            "sessions": len(result["watermarks"]),
+            "sessions": passing.raised,
         }
         log.info("maintenance_progress", **figures, expired_cursors=result["expiredCursors"])
         if not more:

@@ -68,6 +68,40 @@ class TestPruneInBatches:
         report = again.audit()
         assert report.clean, report.as_dict()
 
+    def test_the_background_pass_counts_the_watermarks_it_raises_without_listing_them(
+        self, open_svc: ServiceFactory, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-R1 (ADR 038, issue 39 item 6): `prune()` returns each raised watermark, but the
+        background pass only counts them: a list of a million sessions' watermarks (about
+        400 bytes each) grew the start-up prune of a million-session store by hundreds of
+        MB. Its log still says how many sessions it reached."""
+        monkeypatch.setattr(retention_module, "PRUNE_BATCH_ROWS", 2)
+        svc = open_svc()
+        keys = children(5)
+        for key in keys:
+            svc.open_session(key)
+            svc.record_goal_changed(key, summary="goal created")
+        clock.advance(days=31)
+        passing = svc._maintenance.start_prune(watermarks=False)
+        while passing.step():
+            pass
+        assert passing.result["removedRows"] == 5
+        assert passing.result["watermarks"] == []
+        assert passing.raised == 5
+        for key in keys:
+            assert sequences(svc, key) == []
+        clock.advance(minutes=61)
+        for key in children(10)[5:]:
+            svc.open_session(key)
+            svc.record_goal_changed(key, summary="goal created")
+        clock.advance(days=31)
+        with capture_logs() as logs:
+            svc.maintain()  # the background task's pass, in this thread
+        [done] = [e for e in logs if e["event"] == "maintenance_done" and e["task"] == "prune"]
+        assert (done["removed_rows"], done["sessions"]) == (5, 5)
+        [pruned] = [e for e in logs if e["event"] == "history_pruned"]
+        assert pruned["sessions"] == 5
+
     def test_a_batch_is_planned_after_the_last_position_the_one_before_removed(
         self, svc: SessionAwareness, clock: FakeClock
     ) -> None:
