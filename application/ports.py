@@ -225,6 +225,14 @@ class ReadModel(Protocol):
 
     def cursors_updated_before(self, before: int) -> list[CursorRow]: ...
 
+    def cursors_idle_before(
+        self, before: int, *, after: tuple[int, UUID] | None = None, limit: int
+    ) -> list[tuple[int, CursorRow]]:
+        """A page of `cursors_updated_before(before)`, at most `limit` rows, each with its
+        row's stored time, in the order of that time and the watch id, after `after` (the
+        previous page's last stored time and watch id): the prune expires idle cursors a
+        page at a time, with memory that does not grow with the store (ADR 038)."""
+
     def watchers_with_pending(self) -> list[str]: ...
 
     def newest_recorded(self, *, before: int) -> int | None:

@@ -7,10 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
+from uuid import UUID
 
 from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.application.lifecycle import remove_cursors
-from session_awareness.application.ports import CursorRow, PrunePlan
+from session_awareness.application.ports import PrunePlan
 from session_awareness.application.store import SessionStore
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import notices
@@ -55,9 +56,10 @@ class PrunePass:
     doomed rows in the read model and stores one `Session.HistoryPruned` per session it
     reaches, built at the stream's latest version without loading the session (a save
     that raced it is a conflict, and the batch is planned again); then idle cursors expire,
-    a bounded batch at a time. The clock is read once, when the pass starts. Each raised
-    watermark is listed in `result` only with `watermarks` (a caller's `prune()`); the
-    background pass counts them (`raised`), so its memory does not grow with the store."""
+    a bounded batch at a time, each read as a page after the one before. The clock is read
+    once, when the pass starts. Each raised watermark is listed in `result` only with
+    `watermarks` (a caller's `prune()`); the background pass counts them (`raised`). So
+    its memory does not grow with the store, nor with its idle cursors."""
 
     def __init__(self, maintenance: Maintenance, *, watermarks: bool = True) -> None:
         self._store = store = maintenance.store
@@ -74,7 +76,9 @@ class PrunePass:
         far = newest is not None and to_ms(now) - newest > to_ms_span(limit + CLOCK_LEAP)
         #: The newest recorded time when the reading was taken for a wrong one: no removal.
         self.refused = newest if far else None
-        self._stale: list[CursorRow] | None = None
+        self._expiring = False  # rows are pruned first, then idle cursors expire
+        #: The stored time and watch id the next page of idle cursors starts after.
+        self._idle_after: tuple[int, UUID] | None = None
         self._after = 0  # the last recording position a batch of this pass removed
         self.done = far
         self.batches = 0
@@ -84,18 +88,22 @@ class PrunePass:
         if self.done:
             return False
         self.batches += 1
-        if self._stale is None:
+        if not self._expiring:
             if self._prune_batch():
                 return True
-            self._stale = self._store.read_model.cursors_updated_before(self._cutoff)
-        batch, self._stale = self._stale[:EXPIRY_BATCH], self._stale[EXPIRY_BATCH:]
-        if batch:
+            self._expiring = True
+        page = self._store.read_model.cursors_idle_before(
+            self._cutoff, after=self._idle_after, limit=EXPIRY_BATCH
+        )
+        if page:
+            self._idle_after = (page[-1][0], page[-1][1].watch_id)
+            batch = [row for _, row in page]
             self.result["expiredCursors"] += self._store.run(
                 lambda uow: remove_cursors(
                     uow, batch, RemovalReason.EXPIRED, self.now, idle_before=self._idle_before
                 )
             )
-        self.done = not self._stale
+        self.done = len(page) < EXPIRY_BATCH
         return not self.done
 
     def _prune_batch(self) -> bool:

@@ -61,13 +61,24 @@ _MARK_SET = (
     "DO UPDATE SET value = excluded.value"
 )
 _KEY_SEEN = "SELECT 1 FROM {s}session_dedupe_keys WHERE session_id = ? AND dedupe_key = ?"
-_CURSOR = (
-    "SELECT c.watch_id, c.watcher_key, c.target_id, c.target_key, c.acknowledged, "
+_CURSOR_COLUMNS = (
+    "c.watch_id, c.watcher_key, c.target_id, c.target_key, c.acknowledged, "
     f"c.notified, {DERIVED_MATERIAL} AS material, c.notice_order, "
     f"{DERIVED_UPDATED} AS updated_at "
     "FROM {s}session_watch_cursors c LEFT JOIN {s}session_material m "
     "ON m.session_id = c.target_id WHERE "
 )
+_CURSOR = "SELECT " + _CURSOR_COLUMNS
+#: A page of idle cursors, walked by the stored time's index: the derived time is the
+#: greater of the stored one and another, so `c.updated_at < ?` loses no idle cursor.
+_IDLE = (
+    "SELECT c.updated_at AS stored_at, "
+    + _CURSOR_COLUMNS
+    + "c.updated_at < ? AND "
+    + DERIVED_UPDATED
+    + " < ? {after}ORDER BY c.updated_at, c.watch_id LIMIT ?"
+)
+_IDLE_AFTER = "AND (c.updated_at > ? OR (c.updated_at = ? AND c.watch_id > ?)) "
 _PENDING_TO_DRAIN = (
     f"SELECT c.watch_id, {DERIVED_MATERIAL} FROM {{s}}session_watch_cursors c "
     "LEFT JOIN {s}session_material m ON m.session_id = c.target_id "
@@ -257,6 +268,19 @@ class ReadModelQueries(Rendered):
                 _CURSOR + DERIVED_UPDATED + " < ? ORDER BY updated_at, c.watch_id", (before,)
             )
         ]
+
+    def cursors_idle_before(
+        self, before: int, *, after: tuple[int, UUID] | None = None, limit: int
+    ) -> list[tuple[int, CursorRow]]:
+        if after is None:
+            rows = self.fetch(_IDLE.replace("{after}", ""), (before, before, limit))
+        else:
+            at, wid = after
+            rows = self.fetch(
+                _IDLE.replace("{after}", _IDLE_AFTER),
+                (before, before, at, at, self.dialect.bind_id(wid), limit),
+            )
+        return [(r["stored_at"], _cursor(r)) for r in rows]
 
     def watchers_with_pending(self) -> list[str]:
         rows = self.fetch(

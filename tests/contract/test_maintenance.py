@@ -13,7 +13,7 @@ from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application import retention as retention_module
 from session_awareness.application.errors import ConfigurationError
 from tests.conftest import FakeClock, RecordingWaker, ServiceFactory, wait_until
-from tests.contract.helpers import CHILD, MANAGER, notice, restart, sequences, spawn
+from tests.contract.helpers import CHILD, MANAGER, cursor, notice, restart, sequences, spawn
 
 #: How long a test waits for the maintenance thread (a deadline, not a pause).
 DEADLINE = 30.0
@@ -101,6 +101,38 @@ class TestPruneInBatches:
         assert (done["removed_rows"], done["sessions"]) == (5, 5)
         [pruned] = [e for e in logs if e["event"] == "history_pruned"]
         assert pruned["sessions"] == 5
+
+    def test_idle_cursors_are_read_and_expired_a_page_at_a_time(
+        self, svc: SessionAwareness, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-W6 (ADR 038, issue 39 item 6): the prune reads idle cursors a page of
+        `EXPIRY_BATCH` at a time, each page after the last row of the one before (its stored
+        time, then its watch id: cursors touched at the same moment straddle a page), never
+        the whole list at once: at a million sessions that list alone would hold hundreds of
+        MB. Every idle cursor expires, and none is read twice."""
+        monkeypatch.setattr(retention_module, "EXPIRY_BATCH", 2)
+        keys = children(5)
+        for number, key in enumerate(keys):  # at one clock reading: one stored time
+            spawn(svc, child=key, run=f"run-{number}")
+        every = sorted(row.watch_id for row in svc.read_model.cursors_updated_before(2**62))
+        pages, after = [], None
+        while page := svc.read_model.cursors_idle_before(2**62, after=after, limit=2):
+            pages.append([row.watch_id for _, row in page])
+            after = (page[-1][0], page[-1][1].watch_id)
+        assert [len(page) for page in pages] == [2, 2, 1]
+        assert sorted(wid for page in pages for wid in page) == every
+        clock.advance(days=31)
+
+        def whole_list(before: int) -> Any:
+            raise AssertionError(f"the whole list of cursors idle before {before} was read")
+
+        monkeypatch.setattr(svc.store.read_model, "cursors_updated_before", whole_list)
+        with capture_logs() as logs:
+            result = svc.prune()
+        assert result["expiredCursors"] == 5
+        assert all(cursor(svc, MANAGER, key) is None for key in keys)
+        [pruned] = [e for e in logs if e["event"] == "history_pruned"]
+        assert pruned["batches"] >= 3  # five cursors, two a page
 
     def test_a_batch_is_planned_after_the_last_position_the_one_before_removed(
         self, svc: SessionAwareness, clock: FakeClock
