@@ -233,6 +233,14 @@ class ReadModel(Protocol):
         previous page's last stored time and watch id): the prune expires idle cursors a
         page at a time, with memory that does not grow with the store (ADR 038)."""
 
+    def cursors_idle_count(self, before: int) -> int:
+        """How many cursors `cursors_updated_before(before)` would list, counted by the
+        store (a prune's preview)."""
+
+    def cursor_counts(self) -> tuple[int, int]:
+        """How many cursors are live, and how many of them have a notice open (R-N1): what
+        an operator's figures show, counted by the store, without reading the rows."""
+
     def watchers_with_pending(self) -> list[str]: ...
 
     def newest_recorded(self, *, before: int) -> int | None:

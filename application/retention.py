@@ -322,7 +322,7 @@ class Maintenance:
             raised.append(
                 {"sessionKey": row.key, "agentId": row.agent_id, "watermark": plan.watermark}
             )
-        expired = len(self.store.read_model.cursors_updated_before(cutoff))
+        expired = self.store.read_model.cursors_idle_count(cutoff)
         return {"removedRows": removed, "watermarks": raised, "expiredCursors": expired}
 
 

@@ -43,7 +43,7 @@ from session_awareness.infrastructure.console.host_metrics import (
     record_seconds,
     signals_recorded,
 )
-from session_awareness.infrastructure.console.views import EVERY, store_head
+from session_awareness.infrastructure.console.views import store_head
 from session_awareness.logs import get_logger
 
 log = get_logger()
@@ -138,7 +138,7 @@ class StoreCollector(Collector):
     def _from_store(self) -> Iterable[Metric]:
         svc = self.svc
         self.tally.update(svc)
-        cursors = svc.read_model.cursors_updated_before(EVERY)
+        live, pending = svc.read_model.cursor_counts()
         metrics: list[Metric] = []
         metrics.append(signals_recorded(
             self.tally.signals, "Signals recorded, by kind (from the event store)."
@@ -152,8 +152,8 @@ class StoreCollector(Collector):
         preview = svc.prune_preview()
         metrics += [
             _gauge("session_awareness_pending_notices", "Cursors with a pending notice.",
-                   sum(c.pending for c in cursors)),
-            _gauge("session_awareness_cursors", "Live cursors.", len(cursors)),
+                   pending),
+            _gauge("session_awareness_cursors", "Live cursors.", live),
             _gauge("session_awareness_watchers_pending", "Watchers with a pending notice.",
                    len(svc.read_model.watchers_with_pending())),
             _gauge("session_awareness_retention_removable_rows",

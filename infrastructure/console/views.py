@@ -148,5 +148,5 @@ def health(svc: SessionAwareness, retention: Retention) -> dict[str, Any]:
     report["retention"] = {"days": retention.days, "rows": retention.rows}
     report["prunePreview"] = svc.prune_preview()
     report["pendingWatchers"] = len(svc.read_model.watchers_with_pending())
-    report["cursors"] = len(svc.read_model.cursors_updated_before(EVERY))
+    report["cursors"] = svc.read_model.cursor_counts()[0]
     return report

@@ -78,6 +78,13 @@ _IDLE = (
     + DERIVED_UPDATED
     + " < ? {after}ORDER BY c.updated_at, c.watch_id LIMIT ?"
 )
+_CURSOR_COUNTS = (
+    f"SELECT COUNT(*), SUM(CASE WHEN {PENDING} THEN 1 ELSE 0 END) FROM {{s}}session_watch_cursors c"
+)
+_IDLE_COUNT = (
+    "SELECT COUNT(*) FROM {s}session_watch_cursors c LEFT JOIN {s}session_material m "
+    "ON m.session_id = c.target_id WHERE c.updated_at < ? AND " + DERIVED_UPDATED + " < ?"
+)
 _IDLE_AFTER = "AND (c.updated_at > ? OR (c.updated_at = ? AND c.watch_id > ?)) "
 _PENDING_TO_DRAIN = (
     f"SELECT c.watch_id, {DERIVED_MATERIAL} FROM {{s}}session_watch_cursors c "
@@ -281,6 +288,14 @@ class ReadModelQueries(Rendered):
                 (before, before, at, at, self.dialect.bind_id(wid), limit),
             )
         return [(r["stored_at"], _cursor(r)) for r in rows]
+
+    def cursors_idle_count(self, before: int) -> int:
+        [(count,)] = self.fetch_tuples(_IDLE_COUNT, (before, before))
+        return int(count)
+
+    def cursor_counts(self) -> tuple[int, int]:
+        [(live, pending)] = self.fetch_tuples(_CURSOR_COUNTS)
+        return int(live), int(pending or 0)
 
     def watchers_with_pending(self) -> list[str]:
         rows = self.fetch(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
@@ -56,6 +59,21 @@ class TestMetrics:
             after["session_awareness_event_store_head", ()]
             > before["session_awareness_event_store_head", ()]
         )
+
+    def test_a_scrape_counts_the_cursors_in_the_store_without_reading_them(
+        self, client: TestClient, reader: SessionAwareness, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-O1 (issue 39, item 6): the cursor gauges are counted by the store; a scrape
+        read every cursor's row, which at a million sessions is 800,000 rows each time."""
+
+        def every_row(before: int) -> Any:
+            raise AssertionError(f"a scrape read every cursor updated before {before}")
+
+        monkeypatch.setattr(reader.store.read_model, "cursors_updated_before", every_row)
+        figures = scrape(client)
+        assert figures["session_awareness_cursors", ()] == 3
+        assert figures["session_awareness_pending_notices", ()] == 2
+        assert reader.read_model.cursor_counts() == (3, 2)
 
     def test_a_closed_store_is_reported_down_not_as_an_error_page(
         self, client: TestClient, reader: SessionAwareness

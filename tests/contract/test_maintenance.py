@@ -109,7 +109,8 @@ class TestPruneInBatches:
         `EXPIRY_BATCH` at a time, each page after the last row of the one before (its stored
         time, then its watch id: cursors touched at the same moment straddle a page), never
         the whole list at once: at a million sessions that list alone would hold hundreds of
-        MB. Every idle cursor expires, and none is read twice."""
+        MB. Every idle cursor expires, and none is read twice; a preview counts them in the
+        store."""
         monkeypatch.setattr(retention_module, "EXPIRY_BATCH", 2)
         keys = children(5)
         for number, key in enumerate(keys):  # at one clock reading: one stored time
@@ -127,6 +128,7 @@ class TestPruneInBatches:
             raise AssertionError(f"the whole list of cursors idle before {before} was read")
 
         monkeypatch.setattr(svc.store.read_model, "cursors_updated_before", whole_list)
+        assert svc.prune_preview()["expiredCursors"] == 5  # counted by the store
         with capture_logs() as logs:
             result = svc.prune()
         assert result["expiredCursors"] == 5
