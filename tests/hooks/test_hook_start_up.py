@@ -4,6 +4,8 @@ stdin) under a probe that lists the modules the hook added to the interpreter's 
 
 from __future__ import annotations
 
+import gc
+import io
 import json
 import os
 import socket
@@ -18,8 +20,10 @@ import pytest
 
 from session_awareness.application import ConfigurationError, open_service, service
 from session_awareness.application.upstream import monitor
+from session_awareness.infrastructure import claude_hooks
 from session_awareness.infrastructure.claude_relay import socket_path
 from session_awareness.infrastructure.claude_state import ClaudeState, process_identity
+from session_awareness.infrastructure.install_claude import HOOK_ENTRY
 from tests.hooks.helpers import TIMEOUT, fixture, hook_env, lead_key
 
 #: Runs the hook module as `python -m` does, then writes the modules it added to the file the
@@ -242,3 +246,52 @@ class TestTheServiceBuildsOnFirstUse:
             assert svc.upstream_monitor.providers == {}
         with pytest.raises(ConfigurationError, match="upstream_timeout"):
             open_service(url, upstream_timeout=0)
+
+
+#: Runs the command `install` writes (`HOOK_ENTRY`, as `python -P -c` runs it), having first
+#: asked for the number of objects frozen out of the garbage collector's sight to be written,
+#: at exit, to the file the environment names.
+FROZEN_AT_EXIT = """
+import atexit, gc, os
+atexit.register(
+    lambda: open(os.environ["PROBE_OUT"], "w").write(str(gc.get_freeze_count()))
+)
+"""
+
+
+class TestTheHookProcessExit:
+    @pytest.mark.parametrize("name", ["session_start", "user_prompt_submit"])
+    def test_the_installed_hook_leaves_its_objects_to_the_process_end(
+        self, name: str, tmp_path: Path
+    ) -> None:
+        """The installed hook, having recorded in-process, freezes what its imports built
+        before the interpreter's shutdown, which would otherwise collect garbage over all of
+        it, none of it garbage, about a tenth of the run (R-A1: the hook's process is the
+        user's wait); the event is recorded and the store closed all the same."""
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        out = tmp_path / "frozen.txt"
+        done = subprocess.run(
+            [sys.executable, "-P", "-c", FROZEN_AT_EXIT + HOOK_ENTRY, "claude-code",
+             "--database-url", url],
+            input=json.dumps(fixture(name, session_id="lead-1")),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env={**hook_env(tmp_path / "state"), "PROBE_OUT": str(out)},
+            check=False,
+        )  # fmt: skip
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+        assert int(out.read_text()) > 10_000
+        with open_service(url) as svc:
+            assert [row.key for row in svc.session_rows()] == [lead_key("lead-1")]
+
+    def test_main_called_in_a_longer_process_leaves_its_garbage_collected(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Only a caller that says the process ends (`exiting`) gets the freeze: a host
+        calling `main` in a process that lives on keeps every collection (R-A1)."""
+        monkeypatch.setenv("SESSION_AWARENESS_STATE_DIR", str(tmp_path / "state"))
+        monkeypatch.setattr(sys, "stdin", io.StringIO("{not json"))
+        frozen = gc.get_freeze_count()
+        assert claude_hooks.main(["claude-code"]) == 0
+        assert gc.get_freeze_count() == frozen
