@@ -941,8 +941,10 @@ def spool_for(
     """The store's spool in the folder `given` names (`True`: the default folder, R-L10);
     None when disabled, for an in-memory SQLite store, or where files cannot be locked.
     Without `to_stored` (the store's event mapper) it can only be read."""
+    if given is False:  # not even the store's name: a hook run reads its URL once
+        return None
     identity = store_identity(url)
-    if given is False or identity is None:
+    if identity is None:
         return None
     from session_awareness.application.spool import (  # noqa: PLC0415 -- a file, when kept
         SignalSpool,

@@ -17,9 +17,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from session_awareness.application import ConfigurationError, open_service, service
 from session_awareness.application.upstream import monitor
+from session_awareness.configuration import (
+    parsed_sqlite_url,
+    plain_sqlite_path,
+    sqlite_environment,
+)
 from session_awareness.infrastructure import claude_hooks
 from session_awareness.infrastructure.claude_relay import socket_path
 from session_awareness.infrastructure.claude_state import ClaudeState, process_identity
@@ -146,18 +153,21 @@ class TestARelayedPrompt:
 #: server, the console and the operator CLI are not its business, nor is any third-party
 #: package beside `eventsourcing` (no `pydantic`, `structlog`, `mcp`, `psycopg`), nor the
 #: relay's `socket` once no server's socket is found, nor `logging`, which nothing in the
-#: process configured (`session_awareness.logs`).
+#: process configured (`session_awareness.logs`), nor `urllib.parse` (with `ipaddress`):
+#: the URL `install` writes is read without it, and once, the spool being off.
 EVENTSOURCING = {"eventsourcing", "typing_extensions"}  # the library, and what it imports
 NOT_IN_PROCESS = {
     "argparse",
     "asyncio",
     "concurrent.futures",
+    "ipaddress",
     "logging",
     "pathlib",
     "shutil",
     "socket",
     "subprocess",
     "tempfile",
+    "urllib.parse",
     "session_awareness.application.async_service",
     "session_awareness.application.audit_report",
     "session_awareness.application.history",
@@ -295,3 +305,42 @@ class TestTheHookProcessExit:
         frozen = gc.get_freeze_count()
         assert claude_hooks.main(["claude-code"]) == 0
         assert gc.get_freeze_count() == frozen
+
+
+class TestTheSQLiteUrl:
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet="/ab.:é %?#=&@[]\t\n-_~", max_size=24))
+    def test_a_plain_url_is_read_as_the_url_parser_reads_it(self, path: str) -> None:
+        """A SQLite URL holding nothing a URL parser reads is taken as written, without
+        `urllib.parse`; what it names and how it opens it are what the parser finds (R-A1:
+        the in-process hook reads its URL so)."""
+        url = f"sqlite:///{path}"
+        plain = plain_sqlite_path(url)
+        if plain is None:
+            return
+        assert parsed_sqlite_url(url) == (plain, "rwc")
+
+    @pytest.mark.parametrize(
+        ("url", "plain"),
+        [
+            ("sqlite:////home/dev/.local/state/session-awareness/session-awareness.db",
+             "/home/dev/.local/state/session-awareness/session-awareness.db"),
+            ("sqlite:///relative.db", "relative.db"),
+            ("sqlite:///:memory:", ":memory:"),
+            ("sqlite:///my sessions.db", "my sessions.db"),
+            ("sqlite:///a%20b.db", None),
+            ("sqlite:///a.db?mode=ro", None),
+            ("sqlite:///a.db#x", None),
+            ("sqlite:///", None),
+            ("sqlite://host/a.db", None),
+            ("postgresql://db/app", None),
+        ],
+    )  # fmt: skip
+    def test_which_urls_are_plain(self, url: str, plain: str | None) -> None:
+        """The URLs `install` writes are plain; any with an escape, an option, a fragment,
+        a host or no file goes to the parser, which reads or refuses it as before (R-A1)."""
+        assert plain_sqlite_path(url) == plain
+        if plain is not None:
+            assert sqlite_environment(url)["SQLITE_DBNAME"].startswith(
+                "file:session-awareness-" if plain == ":memory:" else plain
+            )
