@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session_awareness.application import ConfigurationError, open_service, service
+from session_awareness.application import ConfigurationError, open_service, projection, service
 from session_awareness.application.upstream import monitor
 from session_awareness.configuration import (
     parsed_sqlite_url,
@@ -344,3 +345,64 @@ class TestTheSQLiteUrl:
             assert sqlite_environment(url)["SQLITE_DBNAME"].startswith(
                 "file:session-awareness-" if plain == ":memory:" else plain
             )
+
+
+#: Imports the service with `typing.get_type_hints` counting its callers, then writes them.
+HINTS_PROBE = """
+import sys, typing
+callers = []
+real = typing.get_type_hints
+def counted(*args, **kwargs):
+    callers.append(sys._getframe(1).f_code.co_name)
+    return real(*args, **kwargs)
+typing.get_type_hints = counted
+import session_awareness.application
+print(sorted(set(callers)))
+"""
+
+
+class TestTheServiceImport:
+    def test_importing_the_service_evaluates_no_annotation(self) -> None:
+        """The projection's row functions are registered by their event classes, named,
+        never by evaluating the module's string annotations at import (R-A1: every process
+        that records imports it); each names the class its annotation gives."""
+        done = subprocess.run(
+            [sys.executable, "-c", HINTS_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=True,
+        )
+        assert done.stdout.strip() == "[]"
+        rows = projection._rows.registry
+        for cls, function in rows.items():
+            if cls is not object:
+                annotation = typing.get_type_hints(function)["event"]
+                assert annotation is cls, function
+
+    def test_reading_the_figures_is_what_loads_their_classes(self, tmp_path: Path) -> None:
+        """A service that counts imports no figures' classes until they are read (R-O2;
+        R-A1: a hook run counts and never reads them)."""
+        done = subprocess.run(
+            [sys.executable, "-c", FIGURES_PROBE, f"sqlite:///{tmp_path / 'sessions.db'}"],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=True,
+        )
+        assert done.stdout.split() == ["False", "True", "1"]
+
+
+#: Opens a service, records a turn, then says whether the figures' module was loaded before
+#: and after the figures were read, and how many signals they counted.
+FIGURES_PROBE = """
+import sys
+from session_awareness.application import open_service
+with open_service(sys.argv[1], spool=False, maintenance="manual") as svc:
+    svc.open_session("agent:main:main")
+    svc.record_human_direct_message("agent:main:main", channel="cli")
+    before = "session_awareness.application.figures" in sys.modules
+    figures = svc.metrics.figures()
+    after = "session_awareness.application.figures" in sys.modules
+print(before, after, figures.record_seconds.count)
+"""
