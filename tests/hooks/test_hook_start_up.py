@@ -155,7 +155,9 @@ class TestARelayedPrompt:
 #: package beside `eventsourcing` (no `pydantic`, `structlog`, `mcp`, `psycopg`), nor the
 #: relay's `socket` once no server's socket is found, nor `logging`, which nothing in the
 #: process configured (`session_awareness.logs`), nor `urllib.parse` (with `ipaddress`):
-#: the URL `install` writes is read without it, and once, the spool being off.
+#: the URL `install` writes is read without it, and once, the spool being off (whose
+#: module holds what adopting a spool returns). The read side (queries, status, marks)
+#: and the metrics' figures are built when first asked for.
 EVENTSOURCING = {"eventsourcing", "typing_extensions"}  # the library, and what it imports
 NOT_IN_PROCESS = {
     "argparse",
@@ -171,11 +173,15 @@ NOT_IN_PROCESS = {
     "urllib.parse",
     "session_awareness.application.async_service",
     "session_awareness.application.audit_report",
+    "session_awareness.application.figures",
     "session_awareness.application.history",
     "session_awareness.application.invariants",
+    "session_awareness.application.marks",
+    "session_awareness.application.queries",
     "session_awareness.application.redaction",
     "session_awareness.application.replay",
     "session_awareness.application.spool",
+    "session_awareness.application.status",
     "session_awareness.application.tools",
     "session_awareness.application.transcript_port",
     "session_awareness.application.transcript_view",
@@ -306,6 +312,78 @@ class TestTheHookProcessExit:
         frozen = gc.get_freeze_count()
         assert claude_hooks.main(["claude-code"]) == 0
         assert gc.get_freeze_count() == frozen
+
+
+#: Records a prompt in-process as `python -m` runs the hook, then lists the dataclasses of the
+#: package's own it built (not the event classes, which the library's metaclass makes
+#: dataclasses).
+OWN_DATACLASSES = """
+import runpy, sys
+sys.argv = ["claude_hooks", *sys.argv[1:]]
+try:
+    runpy.run_module("session_awareness.infrastructure.claude_hooks", run_name="__main__")
+except SystemExit:
+    pass
+built = sorted(
+    f"{name}.{value.__qualname__}"
+    for name, module in list(sys.modules.items())
+    if name.startswith("session_awareness")
+    for value in vars(module).values()
+    if type(value) is type
+    and value.__module__ == name
+    and "__dataclass_fields__" in value.__dict__
+)
+sys.stderr.write("\\n".join(built))
+"""
+#: Each costs about half a millisecond of every in-process hook run to build (its methods
+#: are generated and compiled at import): the ones recording uses (issue 39).
+RECORDING_DATACLASSES = [
+    "session_awareness.application.backlog.Delivery",
+    "session_awareness.application.ports.CursorRow",
+    "session_awareness.application.ports.Head",
+    "session_awareness.application.ports.PrunePlan",
+    "session_awareness.application.ports.SessionRow",
+    "session_awareness.application.ports.SessionState",
+    "session_awareness.application.ports.UpstreamLinkRow",
+    "session_awareness.application.retention.Retention",
+    "session_awareness.application.unit_of_work.Absent",
+    "session_awareness.domain.drains.Acknowledgement",
+    "session_awareness.domain.intake.SignalRequest",
+    "session_awareness.domain.keys.SessionRef",
+    "session_awareness.domain.notices.Drained",
+    "session_awareness.domain.notices.Needs",
+    "session_awareness.domain.notices.Notice",
+    "session_awareness.domain.notices.Opened",
+    "session_awareness.domain.notices.Recorded",
+    "session_awareness.domain.notices.Told",
+    "session_awareness.domain.signals.Payload",
+    "session_awareness.domain.upstream.UpstreamLink",
+    "session_awareness.domain.upstream.UpstreamSource",
+    "session_awareness.infrastructure.readmodel.dialect.Dialect",
+    "session_awareness.infrastructure.readmodel.sqlite_recorder.SQLiteDialect",
+    "session_awareness.infrastructure.readmodel.tables.Column",
+    "session_awareness.infrastructure.readmodel.tables.Table",
+    "session_awareness.infrastructure.readmodel.writes.Write",
+]
+
+
+class TestTheDataclassesOfARecording:
+    def test_recording_in_process_builds_only_the_dataclasses_it_uses(self, tmp_path: Path) -> None:
+        """A prompt recorded in-process builds the package's own dataclasses that recording
+        uses and no other: a reading of the metrics (`Figures`, `Latencies`) or a spool's
+        adoption (`Adopted`) builds its own when it happens (R-A1: the hook's start-up is
+        the user's wait). A new one on this path is a cost to decide on, here."""
+        done = subprocess.run(
+            [sys.executable, "-c", OWN_DATACLASSES, "claude-code", "--database-url",
+             f"sqlite:///{tmp_path / 'sessions.db'}"],
+            input=json.dumps(fixture("user_prompt_submit", session_id="lead-1")),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=hook_env(tmp_path / "state"),
+            check=True,
+        )  # fmt: skip
+        assert done.stderr.split("\n") == RECORDING_DATACLASSES
 
 
 class TestTheSQLiteUrl:
