@@ -20,14 +20,14 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.application.unit_of_work import CLOSED
 
 if TYPE_CHECKING:
     from session_awareness.application.backlog import SignalBacklog
-    from session_awareness.application.figures import Figures
+    from session_awareness.application.figures import Figures, Latencies
     from session_awareness.application.ports import ReadModel
 
 #: The record-latency histogram's upper bounds, in seconds (a last, unbounded one follows).
@@ -134,3 +134,17 @@ def watch_gauges(metrics: Metrics, backlog: SignalBacklog, read_model: ReadModel
     metrics.gauge("kept_signals", lambda: len(backlog))
     metrics.gauge("spooled_signals", spooled)
     metrics.gauge("pending_notices", pending)
+
+
+def __getattr__(name: str) -> Any:
+    """`Figures` and `Latencies` by the names they were imported by before they moved to
+    application/figures.py, loaded then (a process that only counts never reads them)."""
+    if name not in ("Figures", "Latencies"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from session_awareness.application import figures  # noqa: PLC0415
+
+    return getattr(figures, name)
+
+
+#: `Figures` and `Latencies` are still exported by their old names (`__getattr__`).
+__all__ = ["RECORD_BUCKETS", "Figures", "Latencies", "Metrics", "watch_gauges"]

@@ -21,7 +21,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session_awareness.application import ConfigurationError, open_service, projection, service
+from session_awareness.application import (
+    ConfigurationError,
+    figures,
+    open_service,
+    process_metrics,
+    projection,
+    service,
+)
 from session_awareness.application.upstream import monitor
 from session_awareness.configuration import (
     parsed_sqlite_url,
@@ -469,6 +476,8 @@ class TestTheServiceImport:
             check=True,
         )
         assert done.stdout.split() == ["False", "True", "1"]
+        assert process_metrics.Latencies is figures.Latencies  # the name hosts imported
+        assert process_metrics.Figures is figures.Figures
 
 
 #: Opens a service, records a turn, then says whether the figures' module was loaded before
