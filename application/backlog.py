@@ -21,8 +21,6 @@ from session_awareness.logs import get_logger
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from session_awareness.application.spool import Adopted
-
 log = get_logger()
 
 
@@ -51,6 +49,15 @@ class Delivery:
         if event is None:
             return self
         return replace(self, unconfirmed=(*self.unconfirmed, event))
+
+
+@dataclass(frozen=True, slots=True)
+class Adopted:
+    """Spooled signals claimed from services that closed or died, oldest first; `broken`
+    ones could not be read back (counted and removed)."""
+
+    items: tuple[Delivery, ...]
+    broken: int = 0
 
 
 class SpoolError(Exception):

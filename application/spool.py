@@ -28,14 +28,19 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 
-from session_awareness.application.backlog import Delivery, SpoolError, SpoolReleasedError
+from session_awareness.application.backlog import (
+    Adopted,
+    Delivery,
+    SpoolError,
+    SpoolReleasedError,
+)
 from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import SessionRef
 from session_awareness.domain.signals import ActorType, Payload, RunOutcome, SignalKind
@@ -133,16 +138,6 @@ def _attempt_of(data: dict[str, Any]) -> StoredEvent:
         data["topic"],
         base64.b64decode(data["state"]),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Adopted:
-    """Spooled signals claimed from services that closed or died, oldest first; `broken`
-    ones could not be read back (counted and removed). Here, with the spool that builds it:
-    a process that only records keeps no spool (issue 39)."""
-
-    items: tuple[Delivery, ...]
-    broken: int = 0
 
 
 def delivery_json(item: Delivery) -> str:

@@ -162,9 +162,8 @@ class TestARelayedPrompt:
 #: package beside `eventsourcing` (no `pydantic`, `structlog`, `mcp`, `psycopg`), nor the
 #: relay's `socket` once no server's socket is found, nor `logging`, which nothing in the
 #: process configured (`session_awareness.logs`), nor `urllib.parse` (with `ipaddress`):
-#: the URL `install` writes is read without it, and once, the spool being off (whose
-#: module holds what adopting a spool returns). The read side (queries, status, marks)
-#: and the metrics' figures are built when first asked for.
+#: the URL `install` writes is read without it, and once, the spool being off. The read
+#: side (queries, status, marks) and the metrics' figures are built when first asked for.
 EVENTSOURCING = {"eventsourcing", "typing_extensions"}  # the library, and what it imports
 NOT_IN_PROCESS = {
     "argparse",
@@ -345,6 +344,7 @@ sys.stderr.write("\\n".join(built))
 #: Each costs about half a millisecond of every in-process hook run to build (its methods
 #: are generated and compiled at import): the ones recording uses (issue 39).
 RECORDING_DATACLASSES = [
+    "session_awareness.application.backlog.Adopted",  # the spool's port, beside its Delivery
     "session_awareness.application.backlog.Delivery",
     "session_awareness.application.ports.CursorRow",
     "session_awareness.application.ports.Head",
@@ -377,9 +377,9 @@ RECORDING_DATACLASSES = [
 class TestTheDataclassesOfARecording:
     def test_recording_in_process_builds_only_the_dataclasses_it_uses(self, tmp_path: Path) -> None:
         """A prompt recorded in-process builds the package's own dataclasses that recording
-        uses and no other: a reading of the metrics (`Figures`, `Latencies`) or a spool's
-        adoption (`Adopted`) builds its own when it happens (R-A1: the hook's start-up is
-        the user's wait). A new one on this path is a cost to decide on, here."""
+        uses and no other: a reading of the metrics (`Figures`, `Latencies`) builds its own
+        when it happens (R-A1: the hook's start-up is the user's wait). A new one on this
+        path is a cost to decide on, here."""
         done = subprocess.run(
             [sys.executable, "-c", OWN_DATACLASSES, "claude-code", "--database-url",
              f"sqlite:///{tmp_path / 'sessions.db'}"],
