@@ -20,14 +20,14 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.application.unit_of_work import CLOSED
 
 if TYPE_CHECKING:
     from session_awareness.application.backlog import SignalBacklog
+    from session_awareness.application.figures import Figures, Latencies
     from session_awareness.application.ports import ReadModel
 
 #: The record-latency histogram's upper bounds, in seconds (a last, unbounded one follows).
@@ -37,40 +37,6 @@ RECORD_BUCKETS = (
 #: The attribute that marks a failure as counted: it is counted once however many layers
 #: it passes (a read inside a command, then the command).
 _COUNTED = "_session_awareness_counted"
-
-
-@dataclass(frozen=True)
-class Latencies:
-    """A histogram's figures: `counts[i]` observations at most `bounds[i]` (not cumulative;
-    the last, beyond every bound), their sum in seconds and their number."""
-
-    bounds: tuple[float, ...]
-    counts: tuple[int, ...]
-    sum: float
-
-    @property
-    def count(self) -> int:
-        return sum(self.counts)
-
-    def cumulative(self) -> list[tuple[float, int]]:
-        """(upper bound, observations at most it), the last bound `inf`: Prometheus's form."""
-        total, out = 0, []
-        for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
-            total += count
-            out.append((bound, total))
-        return out
-
-
-@dataclass(frozen=True)
-class Figures:
-    """One reading of `Metrics`: the counters, and the gauges (None: could not be read)."""
-
-    signals_recorded: dict[str, int]
-    notices_opened: int
-    notices_drained: int
-    store_errors: int
-    record_seconds: Latencies
-    gauges: dict[str, int | None] = field(default_factory=dict)
 
 
 class Metrics:
@@ -131,6 +97,8 @@ class Metrics:
 
     def figures(self, *, gauges: bool = True) -> Figures:
         """The counters as they stand, and (unless told not to) every gauge read now."""
+        from session_awareness.application.figures import Figures, Latencies  # noqa: PLC0415 -- read, never counted
+
         read_now: dict[str, int | None] = {}
         for name, read in self._gauges.items() if gauges else ():
             try:
@@ -166,3 +134,17 @@ def watch_gauges(metrics: Metrics, backlog: SignalBacklog, read_model: ReadModel
     metrics.gauge("kept_signals", lambda: len(backlog))
     metrics.gauge("spooled_signals", spooled)
     metrics.gauge("pending_notices", pending)
+
+
+def __getattr__(name: str) -> Any:
+    """`Figures` and `Latencies` by the names they were imported by before they moved to
+    application/figures.py, loaded then (a process that only counts never reads them)."""
+    if name not in ("Figures", "Latencies"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from session_awareness.application import figures  # noqa: PLC0415
+
+    return getattr(figures, name)
+
+
+#: `Figures` and `Latencies` are still exported by their old names (`__getattr__`).
+__all__ = ["RECORD_BUCKETS", "Figures", "Latencies", "Metrics", "watch_gauges"]

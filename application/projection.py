@@ -299,7 +299,10 @@ def project(recorded: Iterable[tuple[int, Any]]) -> list[RowChange]:
 
 
 #: Each event class's row function: `singledispatch` resolves it; calling through its
-#: wrapper costs a weak-dictionary lookup per event (a replay projects millions).
+#: wrapper costs a weak-dictionary lookup per event (a replay projects millions). Each
+#: registration names its class: read from the annotation, `register` would evaluate the
+#: module's string annotations (`typing.get_type_hints`) at import, about 1 ms of every
+#: process that records (issue 39).
 _BY_CLASS: dict[type, Callable[[Any, int], list[RowChange]]] = {}
 
 
@@ -311,7 +314,7 @@ def _rows(event: Any, position: int) -> list[RowChange]:
     return []
 
 
-@_rows.register
+@_rows.register(Session.Opened)
 def _(event: Session.Opened, position: int) -> list[RowChange]:
     return [
         SessionOpened(
@@ -327,13 +330,13 @@ def _(event: Session.Opened, position: int) -> list[RowChange]:
     ]
 
 
-@_rows.register
+@_rows.register(Session.Reopened)
 def _(event: Session.Reopened, position: int) -> list[RowChange]:
     at = to_ms(event.timestamp)
     return [SessionReopened(event.originator_id, event.kind, event.label, event.parent_key, at)]
 
 
-@_rows.register
+@_rows.register(Session.Described)
 def _(event: Session.Described, position: int) -> list[RowChange]:
     return [
         SessionDescribed(event.originator_id, event.kind, event.label, event.parent_key),
@@ -341,7 +344,7 @@ def _(event: Session.Described, position: int) -> list[RowChange]:
     ]
 
 
-@_rows.register
+@_rows.register(Session.Signal)
 def _(event: Session.Signal, position: int) -> list[RowChange]:
     sid, sequence, at = event.originator_id, event.sequence, to_ms(event.timestamp)
     try:
@@ -408,29 +411,29 @@ def run_status(event: Session.RunCompleted | Session.RunFailed) -> str:
     return _FAILED_STATUS.get(str((event.payload or {}).get("outcome")), "failed")
 
 
-@_rows.register
+@_rows.register(Session.PinSet)
 def _(event: Session.PinSet, position: int) -> list[RowChange]:
     """Host bookkeeping: the mark changes, the session's `updatedAt` does not."""
     return [MarkSet(event.originator_id, "pinned", event.pinned)]
 
 
-@_rows.register
+@_rows.register(Session.ArchiveSet)
 def _(event: Session.ArchiveSet, position: int) -> list[RowChange]:
     return [MarkSet(event.originator_id, "archived", event.archived)]
 
 
-@_rows.register
+@_rows.register(Session.TranscriptNoted)
 def _(event: Session.TranscriptNoted, position: int) -> list[RowChange]:
     """Where the transcript is: no row, and not an update of the session either."""
     return []
 
 
-@_rows.register
+@_rows.register(Session.HistoryPruned)
 def _(event: Session.HistoryPruned, position: int) -> list[RowChange]:
     return [HistoryPruned(event.originator_id, event.watermark)]
 
 
-@_rows.register
+@_rows.register(Session.Deleted)
 def _(event: Session.Deleted, position: int) -> list[RowChange]:
     return [
         SessionDeleted(event.originator_id, event.watermark, to_ms(event.timestamp)),
@@ -438,7 +441,7 @@ def _(event: Session.Deleted, position: int) -> list[RowChange]:
     ]
 
 
-@_rows.register
+@_rows.register(Session.UpstreamLinked)
 def _(event: Session.UpstreamLinked, position: int) -> list[RowChange]:
     at = to_ms(event.timestamp)
     return [
@@ -458,7 +461,7 @@ def _(event: Session.UpstreamLinked, position: int) -> list[RowChange]:
     ]
 
 
-@_rows.register
+@_rows.register(Session.UpstreamAdvanced)
 def _(event: Session.UpstreamAdvanced, position: int) -> list[RowChange]:
     """Scan bookkeeping: the link row moves, the session's `updatedAt` does not."""
     return [
@@ -468,7 +471,7 @@ def _(event: Session.UpstreamAdvanced, position: int) -> list[RowChange]:
     ]
 
 
-@_rows.register
+@_rows.register(Session.UpstreamUnlinked)
 def _(event: Session.UpstreamUnlinked, position: int) -> list[RowChange]:
     return [
         UpstreamLinkRemoved(event.originator_id),
@@ -476,12 +479,12 @@ def _(event: Session.UpstreamUnlinked, position: int) -> list[RowChange]:
     ]
 
 
-@_rows.register
+@_rows.register(Watch.Started)
 def _(event: Watch.Started, position: int) -> list[RowChange]:
     return _cursor_started(event)
 
 
-@_rows.register
+@_rows.register(Watch.Restarted)
 def _(event: Watch.Restarted, position: int) -> list[RowChange]:
     return _cursor_started(event)
 
@@ -499,7 +502,7 @@ def _cursor_started(event: Watch.Started | Watch.Restarted) -> list[RowChange]:
     ]
 
 
-@_rows.register
+@_rows.register(Watch.Moved)
 def _(event: Watch.Moved, position: int) -> list[RowChange]:
     opens = isinstance(event, Watch.NoticeOpened) or (
         isinstance(event, Watch.Acknowledged) and notice_open(event.acknowledged, event.notified)
@@ -516,22 +519,22 @@ def _(event: Watch.Moved, position: int) -> list[RowChange]:
     ]
 
 
-@_rows.register
+@_rows.register(Watch.Removed)
 def _(event: Watch.Removed, position: int) -> list[RowChange]:
     return [CursorRemoved(event.originator_id)]
 
 
-@_rows.register
+@_rows.register(Drains.Started)
 def _(event: Drains.Started, position: int) -> list[RowChange]:
     return _drained(event, position)
 
 
-@_rows.register
+@_rows.register(Drains.Drained)
 def _(event: Drains.Drained, position: int) -> list[RowChange]:
     return _drained(event, position)
 
 
-@_rows.register
+@_rows.register(Drains.Redelivered)
 def _(event: Drains.Redelivered, position: int) -> list[RowChange]:
     """Each re-delivered notice keeps its place and its L; N moves to M (R-N6, ADR 034). No
     wake is published: the sweep wakes its watchers itself."""

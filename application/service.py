@@ -19,7 +19,6 @@ from session_awareness.application.errors import (
     raised_from,
 )
 from session_awareness.application.lifecycle import Lifecycle
-from session_awareness.application.marks import Marks
 from session_awareness.application.ports import (
     Canceller,
     Clock,
@@ -34,7 +33,6 @@ from session_awareness.application.ports import (
     system_clock,
 )
 from session_awareness.application.process_metrics import Metrics, watch_gauges
-from session_awareness.application.queries import Queries
 from session_awareness.application.recording import CLOSE_MARGIN, Intake
 from session_awareness.application.retention import Maintenance, MaintenanceTask, Retention
 from session_awareness.application.store import SessionStore, log
@@ -51,6 +49,8 @@ if TYPE_CHECKING:
     from eventsourcing.persistence import StoredEvent
 
     from session_awareness.application.audit_report import AuditReport
+    from session_awareness.application.marks import Marks
+    from session_awareness.application.queries import Queries
     from session_awareness.application.spool import SignalSpool
     from session_awareness.application.tools import SessionTools
     from session_awareness.application.transcript_port import (
@@ -141,8 +141,6 @@ class SessionAwareness:
     ) -> None:
         #: The write application: the event store, its recorder and the one retry loop.
         self.store = store
-        self._queries = Queries(store.read_model, store.clock, store.resolve_id)
-        self._marks = Marks(store.clock, store.resolve, store.run)
         self._lifecycle = Lifecycle(store)
         self._watching = Watching(store)
         self._maintenance = Maintenance(store, retention or Retention())
@@ -159,6 +157,21 @@ class SessionAwareness:
         )
         watch_gauges(store.metrics, self._intake.backlog, store.read_model)
         self._transcripts = Transcripts(store, transcript_sources)
+
+    @cached_property
+    def _queries(self) -> Queries:
+        """The read side (status, lists, lineage), built on first use: a process that only
+        records (a hook run) never imports it (ADR 039)."""
+        from session_awareness.application.queries import Queries  # noqa: PLC0415
+
+        return Queries(self.store.read_model, self.store.clock, self.store.resolve_id)
+
+    @cached_property
+    def _marks(self) -> Marks:
+        """Labels, pins and archiving, built on first use, as `_queries`."""
+        from session_awareness.application.marks import Marks  # noqa: PLC0415
+
+        return Marks(self.store.clock, self.store.resolve, self.store.run)
 
     @cached_property
     def _upstream(self) -> Upstream:
@@ -941,8 +954,10 @@ def spool_for(
     """The store's spool in the folder `given` names (`True`: the default folder, R-L10);
     None when disabled, for an in-memory SQLite store, or where files cannot be locked.
     Without `to_stored` (the store's event mapper) it can only be read."""
+    if given is False:  # not even the store's name: a hook run reads its URL once
+        return None
     identity = store_identity(url)
-    if given is False or identity is None:
+    if identity is None:
         return None
     from session_awareness.application.spool import (  # noqa: PLC0415 -- a file, when kept
         SignalSpool,

@@ -550,14 +550,31 @@ def quiet_logs(*, verbose: bool) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
     """`python -m session_awareness.infrastructure.claude_hooks claude-code|gemini-cli
     [--agent A] [--database-url URL] [--verbose]`: what the installed hooks run (they call
     `main` with `python -P -c`, which spares the start-up `runpy`: `install_claude`). The
     same as `session-awareness hook …`, without the operator CLI's imports (a hook run is a
     process start, so its import chain is the user's wait). The arguments the installed hooks
     pass are read directly; anything else goes to `argparse` (with `gettext`, `locale` and
-    `shutil`, a third of a relayed run's imports), which reads them the same way."""
+    `shutil`, a third of a relayed run's imports), which reads them the same way.
+
+    `exiting`: the process ends when this returns (the installed hooks, `-m`). Its shutdown
+    would then collect garbage over every object still alive, a full pass per step of
+    tearing the modules down: after recording in-process, the thousands of classes and
+    functions the service's imports built (the domain's event dataclasses above all), none
+    of them garbage, about a tenth of the run (issue 39). They are frozen instead
+    (`gc.freeze()`), out of the collector's sight: the store is closed and the output
+    written by then, and the process's end frees them all the same."""
+    code = _main(argv)
+    if exiting:
+        import gc  # noqa: PLC0415
+
+        gc.freeze()
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     import sys  # noqa: PLC0415
 
     plain = _plain_arguments(sys.argv[1:] if argv is None else argv)
@@ -670,4 +687,4 @@ def valid_agent(agent: str) -> bool:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(exiting=True))

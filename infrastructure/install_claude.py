@@ -43,8 +43,9 @@ HOOK_MODULE = "session_awareness.infrastructure.claude_hooks"
 #: What the hook command runs: the hook module's `main`, imported by `-c` rather than run by
 #: `-m`, whose `runpy` (with `importlib.util` and `contextlib`) is about 2 ms of every hook
 #: run's start-up (issue 39); `-P` keeps the working directory, the user's project, off
-#: `sys.path`, so none of its files can stand in for a module the hook imports.
-HOOK_ENTRY = f"from {HOOK_MODULE} import main; raise SystemExit(main())"
+#: `sys.path`, so none of its files can stand in for a module the hook imports. `exiting`:
+#: the process ends with the event, so `main` spares it the shutdown's garbage collection.
+HOOK_ENTRY = f"from {HOOK_MODULE} import main; raise SystemExit(main(exiting=True))"
 CLI_MODULE = "session_awareness.infrastructure.cli"
 #: How to get what the MCP server entry runs (`session-awareness mcp` needs the `mcp` package).
 MCP_EXTRA = "pip install 'session-awareness[mcp]'"

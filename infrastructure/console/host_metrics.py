@@ -27,7 +27,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from session_awareness.application import SessionAwareness
-from session_awareness.application.process_metrics import Latencies
+from session_awareness.application.figures import Latencies
 from session_awareness.domain.signals import SignalKind
 
 PREFIX = "session_awareness_"

@@ -4,22 +4,41 @@ stdin) under a probe that lists the modules the hook added to the interpreter's 
 
 from __future__ import annotations
 
+import gc
+import io
 import json
 import os
 import socket
 import subprocess
 import sys
 import threading
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from session_awareness.application import ConfigurationError, open_service, service
+from session_awareness.application import (
+    ConfigurationError,
+    figures,
+    open_service,
+    process_metrics,
+    projection,
+    service,
+)
 from session_awareness.application.upstream import monitor
+from session_awareness.configuration import (
+    parsed_sqlite_url,
+    plain_sqlite_path,
+    sqlite_environment,
+)
+from session_awareness.infrastructure import claude_hooks
 from session_awareness.infrastructure.claude_relay import socket_path
 from session_awareness.infrastructure.claude_state import ClaudeState, process_identity
+from session_awareness.infrastructure.install_claude import HOOK_ENTRY
 from tests.hooks.helpers import TIMEOUT, fixture, hook_env, lead_key
 
 #: Runs the hook module as `python -m` does, then writes the modules it added to the file the
@@ -142,25 +161,33 @@ class TestARelayedPrompt:
 #: server, the console and the operator CLI are not its business, nor is any third-party
 #: package beside `eventsourcing` (no `pydantic`, `structlog`, `mcp`, `psycopg`), nor the
 #: relay's `socket` once no server's socket is found, nor `logging`, which nothing in the
-#: process configured (`session_awareness.logs`).
+#: process configured (`session_awareness.logs`), nor `urllib.parse` (with `ipaddress`):
+#: the URL `install` writes is read without it, and once, the spool being off. The read
+#: side (queries, status, marks) and the metrics' figures are built when first asked for.
 EVENTSOURCING = {"eventsourcing", "typing_extensions"}  # the library, and what it imports
 NOT_IN_PROCESS = {
     "argparse",
     "asyncio",
     "concurrent.futures",
+    "ipaddress",
     "logging",
     "pathlib",
     "shutil",
     "socket",
     "subprocess",
     "tempfile",
+    "urllib.parse",
     "session_awareness.application.async_service",
     "session_awareness.application.audit_report",
+    "session_awareness.application.figures",
     "session_awareness.application.history",
     "session_awareness.application.invariants",
+    "session_awareness.application.marks",
+    "session_awareness.application.queries",
     "session_awareness.application.redaction",
     "session_awareness.application.replay",
     "session_awareness.application.spool",
+    "session_awareness.application.status",
     "session_awareness.application.tools",
     "session_awareness.application.transcript_port",
     "session_awareness.application.transcript_view",
@@ -242,3 +269,227 @@ class TestTheServiceBuildsOnFirstUse:
             assert svc.upstream_monitor.providers == {}
         with pytest.raises(ConfigurationError, match="upstream_timeout"):
             open_service(url, upstream_timeout=0)
+
+
+#: Runs the command `install` writes (`HOOK_ENTRY`, as `python -P -c` runs it), having first
+#: asked for the number of objects frozen out of the garbage collector's sight to be written,
+#: at exit, to the file the environment names.
+FROZEN_AT_EXIT = """
+import atexit, gc, os
+atexit.register(
+    lambda: open(os.environ["PROBE_OUT"], "w").write(str(gc.get_freeze_count()))
+)
+"""
+
+
+class TestTheHookProcessExit:
+    @pytest.mark.parametrize("name", ["session_start", "user_prompt_submit"])
+    def test_the_installed_hook_leaves_its_objects_to_the_process_end(
+        self, name: str, tmp_path: Path
+    ) -> None:
+        """The installed hook, having recorded in-process, freezes what its imports built
+        before the interpreter's shutdown, which would otherwise collect garbage over all of
+        it, none of it garbage, about a tenth of the run (R-A1: the hook's process is the
+        user's wait); the event is recorded and the store closed all the same."""
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        out = tmp_path / "frozen.txt"
+        done = subprocess.run(
+            [sys.executable, "-P", "-c", FROZEN_AT_EXIT + HOOK_ENTRY, "claude-code",
+             "--database-url", url],
+            input=json.dumps(fixture(name, session_id="lead-1")),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env={**hook_env(tmp_path / "state"), "PROBE_OUT": str(out)},
+            check=False,
+        )  # fmt: skip
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+        assert int(out.read_text()) > 10_000
+        with open_service(url) as svc:
+            assert [row.key for row in svc.session_rows()] == [lead_key("lead-1")]
+
+    def test_main_called_in_a_longer_process_leaves_its_garbage_collected(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Only a caller that says the process ends (`exiting`) gets the freeze: a host
+        calling `main` in a process that lives on keeps every collection (R-A1)."""
+        monkeypatch.setenv("SESSION_AWARENESS_STATE_DIR", str(tmp_path / "state"))
+        monkeypatch.setattr(sys, "stdin", io.StringIO("{not json"))
+        frozen = gc.get_freeze_count()
+        assert claude_hooks.main(["claude-code"]) == 0
+        assert gc.get_freeze_count() == frozen
+
+
+#: Records a prompt in-process as `python -m` runs the hook, then lists the dataclasses of the
+#: package's own it built (not the event classes, which the library's metaclass makes
+#: dataclasses).
+OWN_DATACLASSES = """
+import runpy, sys
+sys.argv = ["claude_hooks", *sys.argv[1:]]
+try:
+    runpy.run_module("session_awareness.infrastructure.claude_hooks", run_name="__main__")
+except SystemExit:
+    pass
+built = sorted(
+    f"{name}.{value.__qualname__}"
+    for name, module in list(sys.modules.items())
+    if name.startswith("session_awareness")
+    for value in vars(module).values()
+    if type(value) is type
+    and value.__module__ == name
+    and "__dataclass_fields__" in value.__dict__
+)
+sys.stderr.write("\\n".join(built))
+"""
+#: Each costs about half a millisecond of every in-process hook run to build (its methods
+#: are generated and compiled at import): the ones recording uses (issue 39).
+RECORDING_DATACLASSES = [
+    "session_awareness.application.backlog.Adopted",  # the spool's port, beside its Delivery
+    "session_awareness.application.backlog.Delivery",
+    "session_awareness.application.ports.CursorRow",
+    "session_awareness.application.ports.Head",
+    "session_awareness.application.ports.PrunePlan",
+    "session_awareness.application.ports.SessionRow",
+    "session_awareness.application.ports.SessionState",
+    "session_awareness.application.ports.UpstreamLinkRow",
+    "session_awareness.application.retention.Retention",
+    "session_awareness.application.unit_of_work.Absent",
+    "session_awareness.domain.drains.Acknowledgement",
+    "session_awareness.domain.intake.SignalRequest",
+    "session_awareness.domain.keys.SessionRef",
+    "session_awareness.domain.notices.Drained",
+    "session_awareness.domain.notices.Needs",
+    "session_awareness.domain.notices.Notice",
+    "session_awareness.domain.notices.Opened",
+    "session_awareness.domain.notices.Recorded",
+    "session_awareness.domain.notices.Told",
+    "session_awareness.domain.signals.Payload",
+    "session_awareness.domain.upstream.UpstreamLink",
+    "session_awareness.domain.upstream.UpstreamSource",
+    "session_awareness.infrastructure.readmodel.dialect.Dialect",
+    "session_awareness.infrastructure.readmodel.sqlite_recorder.SQLiteDialect",
+    "session_awareness.infrastructure.readmodel.tables.Column",
+    "session_awareness.infrastructure.readmodel.tables.Table",
+    "session_awareness.infrastructure.readmodel.writes.Write",
+]
+
+
+class TestTheDataclassesOfARecording:
+    def test_recording_in_process_builds_only_the_dataclasses_it_uses(self, tmp_path: Path) -> None:
+        """A prompt recorded in-process builds the package's own dataclasses that recording
+        uses and no other: a reading of the metrics (`Figures`, `Latencies`) builds its own
+        when it happens (R-A1: the hook's start-up is the user's wait). A new one on this
+        path is a cost to decide on, here."""
+        done = subprocess.run(
+            [sys.executable, "-c", OWN_DATACLASSES, "claude-code", "--database-url",
+             f"sqlite:///{tmp_path / 'sessions.db'}"],
+            input=json.dumps(fixture("user_prompt_submit", session_id="lead-1")),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=hook_env(tmp_path / "state"),
+            check=True,
+        )  # fmt: skip
+        assert done.stderr.split("\n") == RECORDING_DATACLASSES
+
+
+class TestTheSQLiteUrl:
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet="/ab.:é %?#=&@[]\t\n-_~", max_size=24))
+    def test_a_plain_url_is_read_as_the_url_parser_reads_it(self, path: str) -> None:
+        """A SQLite URL holding nothing a URL parser reads is taken as written, without
+        `urllib.parse`; what it names and how it opens it are what the parser finds (R-A1:
+        the in-process hook reads its URL so)."""
+        url = f"sqlite:///{path}"
+        plain = plain_sqlite_path(url)
+        if plain is None:
+            return
+        assert parsed_sqlite_url(url) == (plain, "rwc")
+
+    @pytest.mark.parametrize(
+        ("url", "plain"),
+        [
+            ("sqlite:////home/dev/.local/state/session-awareness/session-awareness.db",
+             "/home/dev/.local/state/session-awareness/session-awareness.db"),
+            ("sqlite:///relative.db", "relative.db"),
+            ("sqlite:///:memory:", ":memory:"),
+            ("sqlite:///my sessions.db", "my sessions.db"),
+            ("sqlite:///a%20b.db", None),
+            ("sqlite:///a.db?mode=ro", None),
+            ("sqlite:///a.db#x", None),
+            ("sqlite:///", None),
+            ("sqlite://host/a.db", None),
+            ("postgresql://db/app", None),
+        ],
+    )  # fmt: skip
+    def test_which_urls_are_plain(self, url: str, plain: str | None) -> None:
+        """The URLs `install` writes are plain; any with an escape, an option, a fragment,
+        a host or no file goes to the parser, which reads or refuses it as before (R-A1)."""
+        assert plain_sqlite_path(url) == plain
+        if plain is not None:
+            assert sqlite_environment(url)["SQLITE_DBNAME"].startswith(
+                "file:session-awareness-" if plain == ":memory:" else plain
+            )
+
+
+#: Imports the service with `typing.get_type_hints` counting its callers, then writes them.
+HINTS_PROBE = """
+import sys, typing
+callers = []
+real = typing.get_type_hints
+def counted(*args, **kwargs):
+    callers.append(sys._getframe(1).f_code.co_name)
+    return real(*args, **kwargs)
+typing.get_type_hints = counted
+import session_awareness.application
+print(sorted(set(callers)))
+"""
+
+
+class TestTheServiceImport:
+    def test_importing_the_service_evaluates_no_annotation(self) -> None:
+        """The projection's row functions are registered by their event classes, named,
+        never by evaluating the module's string annotations at import (R-A1: every process
+        that records imports it); each names the class its annotation gives."""
+        done = subprocess.run(
+            [sys.executable, "-c", HINTS_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=True,
+        )
+        assert done.stdout.strip() == "[]"
+        rows = projection._rows.registry
+        for cls, function in rows.items():
+            if cls is not object:
+                annotation = typing.get_type_hints(function)["event"]
+                assert annotation is cls, function
+
+    def test_reading_the_figures_is_what_loads_their_classes(self, tmp_path: Path) -> None:
+        """A service that counts imports no figures' classes until they are read (R-O2;
+        R-A1: a hook run counts and never reads them)."""
+        done = subprocess.run(
+            [sys.executable, "-c", FIGURES_PROBE, f"sqlite:///{tmp_path / 'sessions.db'}"],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=True,
+        )
+        assert done.stdout.split() == ["False", "True", "1"]
+        assert process_metrics.Latencies is figures.Latencies  # the name hosts imported
+        assert process_metrics.Figures is figures.Figures
+
+
+#: Opens a service, records a turn, then says whether the figures' module was loaded before
+#: and after the figures were read, and how many signals they counted.
+FIGURES_PROBE = """
+import sys
+from session_awareness.application import open_service
+with open_service(sys.argv[1], spool=False, maintenance="manual") as svc:
+    svc.open_session("agent:main:main")
+    svc.record_human_direct_message("agent:main:main", channel="cli")
+    before = "session_awareness.application.figures" in sys.modules
+    figures = svc.metrics.figures()
+    after = "session_awareness.application.figures" in sys.modules
+print(before, after, figures.record_seconds.count)
+"""
