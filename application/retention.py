@@ -444,9 +444,18 @@ class MaintenanceTask:
         try:
             rebuilt = self._verify()
         except Exception as error:  # noqa: BLE001 -- maintenance, never a caller's problem
-            log.error("maintenance_failed", task="verify", error=repr(error))
+            self._failed("verify", error)
             return
         log.info("maintenance_done", task="verify", rebuilt=rebuilt)
+
+    def _failed(self, task: str, error: Exception) -> None:
+        """A batch that failed is logged as an ERROR, unless the service was closing: then the
+        store's close ended it, as it ends any batch still under way (`close`), and an INFO
+        line `maintenance_interrupted` says which; the next start runs the work again."""
+        if self._stopping.is_set():
+            log.info("maintenance_interrupted", task=task, error=repr(error))
+        else:
+            log.error("maintenance_failed", task=task, error=repr(error))
 
     def _sweep_step(self, *, start: bool | None = None) -> None:
         """The next batch of the sweep under way, or, with `start` (whether it re-delivers),
@@ -458,7 +467,7 @@ class MaintenanceTask:
             more = passing.step()
         except Exception as error:  # noqa: BLE001 -- maintenance, never a caller's problem
             self._sweep = None
-            log.error("maintenance_failed", task="sweep", error=repr(error))
+            self._failed("sweep", error)
             return
         log.info("maintenance_progress", task="sweep", done=passing.swept, of=passing.total)
         if not more:
@@ -475,8 +484,9 @@ class MaintenanceTask:
             more = passing.step()
         except Exception as error:  # noqa: BLE001 -- maintenance, never a caller's problem
             self._prune = None
-            self._m.prune_failed(now, error)
-            log.error("maintenance_failed", task="prune", error=repr(error))
+            if not self._stopping.is_set():
+                self._m.prune_failed(now, error)
+            self._failed("prune", error)
             return
         result = passing.result
         figures = {
@@ -496,7 +506,7 @@ class MaintenanceTask:
             try:
                 worked = self.step()
             except Exception as error:  # noqa: BLE001 -- the thread must outlive a bad batch
-                log.error("maintenance_failed", task="step", error=repr(error))
+                self._failed("step", error)
                 worked = False
             if not worked:
                 self._wake.wait(self._poll)

@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application import retention as retention_module
-from session_awareness.application.errors import ConfigurationError
+from session_awareness.application.errors import ConfigurationError, StoreUnavailableError
 from tests.conftest import FakeClock, RecordingWaker, ServiceFactory, wait_until
 from tests.contract.helpers import CHILD, MANAGER, cursor, notice, restart, sequences, spawn
 
@@ -289,6 +289,35 @@ class TestTheBackgroundTask:
         assert answers == [False, "asked"]
         assert wait_until(lambda: again.maintenance_idle, DEADLINE)
         again.close()
+
+    def test_a_batch_the_close_ends_is_logged_as_interrupted_not_as_a_failure(
+        self, open_svc: ServiceFactory, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-L9 (ADR 038): a host that closes the service while a batch runs (a restart
+        during a million-session store's start-up check) ends that batch with the store; an
+        ERROR `maintenance_failed` would page an operator for nothing. It is logged at INFO,
+        `maintenance_interrupted`, and the next start runs the work again."""
+        open_svc().close()
+        release, started = threading.Event(), threading.Event()
+
+        def held_step(self: Any) -> bool:
+            started.set()
+            assert release.wait(DEADLINE)
+            raise StoreUnavailableError("session store unavailable: the service is closed")
+
+        monkeypatch.setattr(retention_module.PrunePass, "step", held_step)
+        with capture_logs() as logs:
+            again = open_svc(maintenance="background")
+            assert started.wait(DEADLINE)
+            closing = threading.Thread(target=again.close)
+            closing.start()
+            assert wait_until(again._task._stopping.is_set, DEADLINE)
+            release.set()
+            closing.join(DEADLINE)
+        assert not closing.is_alive()
+        levels = {(e["event"], e["log_level"]) for e in logs}
+        assert ("maintenance_interrupted", "info") in levels
+        assert not any(level == "error" for _, level in levels), levels
 
     def test_a_failing_prune_is_logged_never_raised_and_waits_an_hour(
         self, svc: SessionAwareness, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
