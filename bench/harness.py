@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -23,9 +24,11 @@ Better = Literal["higher", "lower"]
 
 def quiet_logs() -> None:
     """The host decides what to log; the benchmark keeps warnings and errors only, so a
-    record's cost is not a console write (a host logging `info` pays that on top)."""
+    record's cost is not a console write (a host logging `info` pays that on top). They go
+    to stderr: a benchmark's stdout is its figures (`bench.scale` prints JSON there)."""
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
 

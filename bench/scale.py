@@ -19,9 +19,12 @@ Measured, medians over rounds with their spread (p10–p90):
 - `open_service` of each store with its background maintenance on: until it returns, and
   until its first call (`sessions_list(limit=20)`) answers; then how long the start-up
   maintenance (the prune of everything past the cap, then the sweep) takes in the background.
+- While the first start's maintenance runs (its prune batches beside them): the calls below,
+  with the slowest of each, since a stall shows in the tail.
 - With the maintenance idle: a record on a watched sub-agent, `session_status` with
   `changes_since` five events back, a drain of one pending pair, and
-  `sessions_list(kinds=["main"], limit=20)`, each as a ratio of the large store to the small.
+  `sessions_list(kinds=["main"], limit=20)`, each as a ratio of the large store to the small,
+  the two stores taking turns round by round so both see the same minutes of the machine.
 - Seeding time and the database's size on disk.
 - The audit of the whole large store, in a process of its own: its rate, its progress on
   stderr and its peak RSS (`--no-audit` skips it).
@@ -185,14 +188,22 @@ def one_round(svc: SessionAwareness, rng: random.Random, families: int) -> dict[
     return took
 
 
-def measure(svc: SessionAwareness, rounds: int, families: int) -> dict[str, dict[str, float]]:
-    """The steady-state calls, each `rounds` times, on families spread over the store."""
-    rng = random.Random(11)  # noqa: S311 -- a seeded sample, not crypto
-    samples: dict[str, list[float]] = {name: [] for name in CALLS}
-    for _ in range(rounds):
-        for name, seconds in one_round(svc, rng, families).items():
-            samples[name].append(seconds)
-    return {name: spread(values) for name, values in samples.items()}
+def measure(services: dict[str, tuple[SessionAwareness, int]], rounds: int) -> dict[str, Any]:
+    """The steady-state calls, each `rounds` times on families spread over each store, the
+    stores taking turns round by round (which goes first alternates), so both are measured
+    in the same minutes of a machine whose load moves: by name, each call's spread."""
+    rngs = {name: random.Random(11) for name in services}  # noqa: S311 -- a seeded sample
+    samples: dict[str, dict[str, list[float]]] = {
+        name: {call: [] for call in CALLS} for name in services
+    }
+    names = list(services)
+    for number in range(rounds):
+        for name in names if number % 2 == 0 else names[::-1]:
+            svc, families = services[name]
+            for call, seconds in one_round(svc, rngs[name], families).items():
+                samples[name][call].append(seconds)
+    return {name: {call: spread(values) for call, values in calls.items()}
+            for name, calls in samples.items()}  # fmt: skip
 
 
 def measure_while_maintaining(svc: SessionAwareness, rounds: int, families: int) -> dict[str, Any]:
@@ -344,18 +355,24 @@ def run(
     with run_context(quick=False, backends=("postgresql",)) as ctx:
         stores = {name: seeded(ctx, name, size, how)
                   for name, size in (("small", SMALL), ("large", sessions))}  # fmt: skip
-        for name in ("small", "large"):
-            print(f"opening {name}", file=sys.stderr, flush=True)
-            families = (SMALL if name == "small" else sessions) // (CHILDREN + 1)
-            svc, starts = opened(stores[name]["url"], opens, wait, families=families,
-                                 calls=rounds)  # fmt: skip
-            stores[name].update(starts)
-            stores[name]["size_after_start_bytes"] = database_size(svc)
-            print(f"measuring {name}", file=sys.stderr, flush=True)
-            stores[name]["calls"] = measure(svc, rounds, families)
-            svc.close()
-            shown = {k: v for k, v in stores[name].items() if k != "url"}
-            print(json.dumps({name: shown}), file=sys.stderr, flush=True)  # before the audit
+        services: dict[str, tuple[SessionAwareness, int]] = {}
+        try:
+            for name in ("small", "large"):
+                print(f"opening {name}", file=sys.stderr, flush=True)
+                families = (SMALL if name == "small" else sessions) // (CHILDREN + 1)
+                svc, starts = opened(stores[name]["url"], opens, wait, families=families,
+                                     calls=rounds)  # fmt: skip
+                services[name] = (svc, families)
+                stores[name].update(starts)
+                stores[name]["size_after_start_bytes"] = database_size(svc)
+            print("measuring both stores, round by round", file=sys.stderr, flush=True)
+            for name, calls in measure(services, rounds).items():
+                stores[name]["calls"] = calls
+        finally:
+            for svc, _ in services.values():
+                svc.close()
+        shown = {n: {k: v for k, v in store.items() if k != "url"} for n, store in stores.items()}
+        print(json.dumps(shown), file=sys.stderr, flush=True)  # before the audit
         if audit:
             print("auditing large", file=sys.stderr, flush=True)
             stores["large"]["audit"] = audited(stores["large"]["url"])
