@@ -89,6 +89,18 @@ class EventLog:
             out.append(_notification(position, originator_id, version, topic, bytes(state)))
         return out
 
+    def of_topics(
+        self, c: Any, topics: Collection[str], after: int, upto: int
+    ) -> list[Notification]:
+        """Stored events with one of `topics` and an id in (`after`, `upto`], in order: a
+        range of the position's key, filtered on the topic (a replay's look-ahead)."""
+        if not topics or upto <= after:
+            return []
+        marks = ", ".join("?" for _ in topics)
+        return self.select(
+            c, f"{{id}} > ? AND {{id}} <= ? AND topic IN ({marks})", (after, upto, *topics), 2**62
+        )
+
     def last_id(self, c: Any) -> int:
         c.execute(f"SELECT COALESCE(MAX({self.id_column}), 0) AS last FROM {self.table}")
         return int(c.fetchone()["last"])
@@ -128,6 +140,12 @@ class Audit:
         with self.live.datastore.transaction(commit=False) as c:
             return self.log.select(c, "{id} > ?", (after,), limit)
 
+    def notifications_of(
+        self, topics: Collection[str], after: int, upto: int
+    ) -> Sequence[Notification]:
+        with self.live.datastore.transaction(commit=False) as c:
+            return self.log.of_topics(c, topics, after, upto)
+
     def streams(self, originator_ids: Collection[UUID]) -> Sequence[Notification]:
         ids = [self.live.dialect.bind_id(i) for i in originator_ids]
         marks = ", ".join("?" for _ in ids)
@@ -148,6 +166,11 @@ class View:
 
     def notifications(self, after: int, limit: int) -> Sequence[Notification]:
         return self.log.select(self.c, "{id} > ? AND {id} <= ?", (after, self.last_id), limit)
+
+    def notifications_of(
+        self, topics: Collection[str], after: int, upto: int
+    ) -> Sequence[Notification]:
+        return self.log.of_topics(self.c, topics, after, min(upto, self.last_id))
 
     def apply(self, changes: Sequence[p.RowChange]) -> None:
         self.scratch.apply_changes_in_bulk(self.c, changes)
