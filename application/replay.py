@@ -116,8 +116,8 @@ LOOK_AHEAD = 100_000
 #: on the topics' range every this many positions, not every page.
 LOOK_STEP = 10_000
 #: The events that delete a session's retained rows up to their watermark.
-_DELETIONS: tuple[type, ...] = (Session.HistoryPruned, Session.Deleted)
-DELETION_TOPICS = tuple(cls.TOPIC for cls in _DELETIONS)  # type: ignore[attr-defined]
+_DELETIONS = (Session.HistoryPruned, Session.Deleted)
+DELETION_TOPICS: tuple[str, ...] = tuple(cls.TOPIC for cls in _DELETIONS)
 
 
 class RowsAhead:
@@ -160,7 +160,7 @@ class RowsAhead:
         for notification in self.source.notifications_of(DELETION_TOPICS, after, self.looked):
             event = decode(notification)
             if isinstance(event, _DELETIONS):
-                deletion = (notification.id, event.watermark)  # type: ignore[attr-defined]
+                deletion = (notification.id, event.watermark)
                 ahead.setdefault(event.originator_id, []).append(deletion)
 
     def retained(self, changes: list[RowChange]) -> list[RowChange]:
@@ -181,9 +181,7 @@ class RowsAhead:
                 if position < at <= position + window and watermark >= sequence:
                     if out is changes:
                         out = list(changes)
-                    out[index] = SignalUnretained(
-                        change.session_id, sequence, change.recorded_at
-                    )
+                    out[index] = SignalUnretained(change.session_id, sequence, change.recorded_at)
                     self.unretained += 1
                     break
         return out
