@@ -74,7 +74,7 @@ def _staged(svc: Any) -> dict[str, Any]:
                 notifications=timed("read", scratch.notifications), apply=apply
             )
             began = clock()
-            replay.into(target)
+            replay.into(target, scratch) if "ahead" in replay.into.__code__.co_varnames else replay.into(target)
             total = clock() - began
     finally:
         audit.project = project

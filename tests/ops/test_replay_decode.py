@@ -245,3 +245,87 @@ def test_an_id_stored_as_text_decodes_to_the_mappers_uuid(app: SessionAwareness)
         decoded = decode(notification)
         assert isinstance(decoded.originator_id, uuid.UUID)
         assert same(decoded, mapper.to_domain_event(notification))
+
+
+STAMP = '{"timestamp":{"_type_":"datetime_iso","_data_":"2026-12-05T04:26:47.503304+00:00"}'
+
+
+class TestTheStampedPath:
+    """A state that starts with its timestamp, as every stored one does, is scanned without
+    the object hook when nothing after the timestamp needs it: the result, or the error, is
+    still the library mapper's (R-R2)."""
+
+    def test_a_stored_workload_takes_it_and_decodes_as_the_mapper_does(
+        self, app: SessionAwareness
+    ) -> None:
+        """R-R2: the states a workload stores start with their timestamp and take the
+        unhooked scan; each decodes to the mapper's event, timestamp included."""
+        mixed_workload(app, FakeClock())
+        decode = EventDecoder(app.store.mapper)
+        page = app.store.recorder.select_notifications(1, 10_000)
+        taken = [n for n in page if decode._stamped(n.state.decode()) is not None]
+        assert len(taken) > len(page) * 3 // 4
+        for notification in page:
+            ours = decode(notification)
+            assert same(ours, app.store.mapper.to_domain_event(notification))
+            assert type(ours.timestamp) is datetime
+
+    @pytest.mark.parametrize(
+        "rest",
+        [
+            "}",  # only the timestamp
+            ',"a":1}',
+            ',"a":{"b":[1,{"c":null}]},"d":"x"}',
+            ',"a":{"_type_":"uuid_hex","_data_":"'
+            + uuid.UUID(int=7).hex
+            + '"}}',  # a value to revive
+            ',"a":{"\\u005ftype_":"uuid_hex","_data_":"' + uuid.UUID(int=7).hex + '"}}',  # escaped
+            ',"timestamp":{"_type_":"datetime_iso","_data_":"2020-01-01T00:00:00+00:00"}}',  # again
+            ',"timestamp":"later"}',  # the timestamp again, not a transcoded value
+            ',"timest\\u0061mp":1}',  # the timestamp again, escaped
+            ',"a":"d\u00e9j\u00e0 vu \u2603"}',  # text as the library writes it (not escaped)
+            ',"a":"tab\\tand \\"quotes\\""}',
+            ",}",  # a member missing: refused
+            ',"a":1,}',
+            ',"a":1}x',  # something after the object: refused
+            ',"a":1} ',  # whitespace after it: the transcoder's to judge
+            ',"a":}',
+            ',"a":1',
+            ', "a" : 1 }',
+        ],
+    )
+    def test_what_follows_the_timestamp_decodes_or_fails_as_the_mapper_says(
+        self, app: SessionAwareness, rest: str
+    ) -> None:
+        """R-R2: another transcoded value, a second timestamp, escapes, text, and states
+        the library refuses: the same event or the same error."""
+        self._assert_as_the_mapper(app, (STAMP + rest).encode())
+
+    @pytest.mark.parametrize(
+        "stamp",
+        [
+            "2026-12-05T04:26:47+05:30",
+            "not a time",
+            "2026-12-05T04:26:47\u0001",  # a control character JSON refuses
+            "2026-12-05T04:26:47\\u002b00:00",  # an escape in the stamp
+            "",
+        ],
+    )
+    def test_the_timestamp_is_read_as_the_transcoding_reads_it(
+        self, app: SessionAwareness, stamp: str
+    ) -> None:
+        """R-R2: the stamp is the ISO transcoding's to read, or to refuse, with its error."""
+        state = '{"timestamp":{"_type_":"datetime_iso","_data_":"' + stamp + '"},"a":1}'
+        self._assert_as_the_mapper(app, state.encode())
+
+    @staticmethod
+    def _assert_as_the_mapper(app: SessionAwareness, state: bytes) -> None:
+        notification = crafted(state)
+        try:
+            theirs = app.store.mapper.to_domain_event(notification)
+        except MapperDeserialisationError as error:
+            with pytest.raises(MapperDeserialisationError) as ours:
+                EventDecoder(app.store.mapper)(notification)
+            assert str(ours.value) == str(error)
+        else:
+            assert same(EventDecoder(app.store.mapper)(notification), theirs)
