@@ -228,17 +228,21 @@ class RowsAhead:
         ahead, window = self.ahead, self.window
         if not ahead:
             return changes
-        # The signals of sessions with a deletion ahead, found by a comprehension: a
-        # replay's pages hold about three changes an event.
-        signal = SignalAppended
-        for index in [i for i, ch in enumerate(changes) if type(ch) is signal and ch[0] in ahead]:
-            change = cast(SignalAppended, changes[index])
-            position, sequence = change.position, change.sequence
-            for at, watermark in ahead[change.session_id]:
+        # A page's signals come in runs of one session's: its deletions are looked up
+        # again only when the session changes (an identity check; a UUID hashes in Python).
+        signal, session, deletions = SignalAppended, None, None
+        for index, change in enumerate(changes):
+            if type(change) is not signal:
+                continue
+            if change[0] is not session:
+                session = change[0]
+                deletions = ahead.get(session)
+            if deletions is None:
+                continue
+            position, sequence = change[1], change[2]
+            for at, watermark in deletions:
                 if position < at <= position + window and watermark >= sequence:
-                    changes[index] = SignalUnretained(
-                        change.session_id, sequence, change.recorded_at
-                    )
+                    changes[index] = SignalUnretained(session, sequence, change[10])
                     self.unretained += 1
                     break
         return changes

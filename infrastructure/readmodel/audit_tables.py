@@ -13,7 +13,6 @@ Each backend's scratch (a file, a schema) is in `sqlite_audit` and `postgres_aud
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
-from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
@@ -46,8 +45,6 @@ def table_keys() -> dict[str, tuple[str, ...]]:
 #: Aggregate ids kept decoded by an event log reader (a replay meets each one many times).
 KEEP_IDS = 100_000
 
-_COLUMNS = itemgetter(0, 1, 2, 3, 4)  # id, originator_id, originator_version, topic, state
-
 
 class EventLog:
     """Reads of the library's events table: by position, and by stream for a history."""
@@ -67,8 +64,15 @@ class EventLog:
         return self.recorder.convert_originator_id(stored_id)
 
     def rows(self, c: Any, sql: str, params: Sequence[Any]) -> list[Any]:
-        c.execute(sql, params)
-        return list(c.fetchall())
+        """The rows of `sql` as tuples (SQLite's connections make `sqlite3.Row`s, which
+        cost more to build and to take apart)."""
+        cursor = getattr(c, "sqlite_cursor", c)  # the library's wrapper, or a bare cursor
+        factory, cursor.row_factory = cursor.row_factory, None
+        try:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+        finally:
+            cursor.row_factory = factory
 
     def select(self, c: Any, where: str, params: Sequence[Any], limit: int) -> list[Notification]:
         ident = self.id_column
@@ -80,7 +84,7 @@ class EventLog:
         rows = self.rows(c, sql, (*params, limit))
         ids, convert = self.ids, self.convert
         out = []
-        for position, stored_id, version, topic, state in map(_COLUMNS, rows):
+        for position, stored_id, version, topic, state in rows:
             originator_id = ids.get(stored_id)
             if originator_id is None:
                 if len(ids) >= KEEP_IDS:
