@@ -7,14 +7,11 @@ stored events back into domain events for a replay, equal to the library mapper'
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Hashable
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from eventsourcing.persistence import (
-    DatetimeAsISO,
     JSONTranscoder,
     Mapper,
     MapperDeserialisationError,
@@ -33,12 +30,6 @@ if TYPE_CHECKING:
     from session_awareness.application.ports import LookAhead
 
 
-#: The library's name for its ISO datetime transcoding, and how every state it writes starts.
-_ISO = "datetime_iso"
-_STAMPED = '{"timestamp":{"_type_":"' + _ISO + '","_data_":"'
-_STAMPED_LENGTH = len(_STAMPED)
-
-
 class EventDecoder:
     """`Mapper.to_domain_event` for a replay of many stored events, with the same result.
 
@@ -47,12 +38,7 @@ class EventDecoder:
     id conversion are looked up once, and the state is scanned directly (a state with
     anything around its one JSON object goes through the transcoder's `decode`, which
     gives the library's answer, value or error). A mapper or transcoder of another kind
-    is used as it is.
-
-    Every event's state starts with its timestamp, a transcoded value: a state that starts
-    so and whose other members hold nothing the object hook would change (no `_type_`
-    key, no escape that could spell one, no second `timestamp`) is scanned without the
-    hook, and its timestamp read as the hook would read it (`_stamped`)."""
+    is used as it is."""
 
     def __init__(self, mapper: Mapper[UUID]) -> None:
         self.mapper = mapper
@@ -62,20 +48,6 @@ class EventDecoder:
         self.scan: Callable[[str, int], tuple[Any, int]] | None = (
             cast(Any, transcoder).decoder.scan_once if self.fast else None
         )
-        #: The scanner without the object hook, for `_stamped`; None when the transcoder's
-        #: timestamps are not the library's ISO transcoding or its decoder is not plain.
-        self.unhooked: Callable[[str, int], tuple[Any, int]] | None = None
-        if self.fast:
-            decoder = cast(Any, transcoder).decoder
-            iso = cast(Any, transcoder).names.get(_ISO)
-            if type(iso) is DatetimeAsISO and decoder.object_pairs_hook is None:
-                unhooked: Any = json.JSONDecoder(
-                    parse_float=decoder.parse_float,
-                    parse_int=decoder.parse_int,
-                    parse_constant=decoder.parse_constant,
-                    strict=decoder.strict,
-                )
-                self.unhooked = unhooked.scan_once
         #: Whether states are stored as they are (no cipher, no compressor), known once.
         self.plain = not mapper.cipher and not mapper.compressor
         #: Each (topic, id type)'s class, its id conversion (None: the id passes as it
@@ -99,14 +71,12 @@ class EventDecoder:
                 if self.mapper.compressor:
                     state = self.mapper.compressor.decompress(state)
             text = state.decode("utf8")
-            event_state: Any = self._stamped(text)
-            if event_state is None:
-                try:
-                    event_state, end = scan(text, 0)
-                except StopIteration:
-                    end = -1
-                if end != len(text):
-                    event_state = self.transcoder.decode(state)
+            try:
+                event_state, end = scan(text, 0)
+            except StopIteration:
+                end = -1
+            if end != len(text):
+                event_state = self.transcoder.decode(state)
         except Exception as error:
             msg = (
                 f"Failed to deserialise state of stored event with topic '{stored.topic}', "
@@ -123,35 +93,6 @@ class EventDecoder:
         event: Any = object.__new__(cls)
         object.__setattr__(event, "__dict__", event_state)
         return event
-
-    def _stamped(self, text: str) -> dict[str, Any] | None:
-        """The state of `text`, `{"timestamp":{"_type_":"datetime_iso","_data_":"…"},"…`,
-        as the hooked scan gives it, or None (scan it so): its other members are scanned
-        without the hook, which would return each of their objects as it is (none has a
-        `_type_` key: not even an escape could spell one), and the timestamp is read as
-        the ISO transcoding reads it. A state the library would refuse is never accepted:
-        the members after the timestamp must be one valid object's."""
-        unhooked = self.unhooked
-        if unhooked is None or not text.startswith(_STAMPED) or "\\" in text:
-            return None
-        close = text.find('"', _STAMPED_LENGTH)
-        stamp, rest = text[_STAMPED_LENGTH:close], "{" + text[close + 3 :]
-        if (
-            text[close + 1 : close + 4] != '},"'
-            or not stamp.isprintable()
-            or "_type_" in rest
-            or '"timestamp"' in rest
-        ):
-            return None
-        members: dict[str, Any]
-        try:
-            members, end = unhooked(rest, 0)
-        except (StopIteration, ValueError):  # not one object: the library's error, placed
-            return None
-        if end != len(rest):
-            return None
-        members["timestamp"] = datetime.fromisoformat(stamp)
-        return members
 
     def _class(self, topic: str, id_type: type) -> tuple[type, Callable[[Any], Any] | None, int]:
         cls = resolve_topic(topic)
