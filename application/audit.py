@@ -23,7 +23,7 @@ from session_awareness.application.errors import (
     StoreVersionError,
     UnknownSessionError,
 )
-from session_awareness.application.ports import AuditView, ReadModel, ReplayTarget
+from session_awareness.application.ports import AuditView, LookAhead, ReadModel, ReplayTarget
 from session_awareness.application.projection import RowChange, project
 from session_awareness.application.store import SessionStore, log
 from session_awareness.application.unit_of_work import STORE_ERRORS
@@ -86,20 +86,33 @@ class _Replay:
         self.invariants = Invariants()
         self.decode = EventDecoder(app.mapper)
         self.position = self.events = self.total = 0
+        #: Signals replayed without the row a later deletion removes (`RowsAhead`).
+        self.unretained = 0
 
-    def into(self, target: ReplayTarget) -> None:
+    def into(self, target: ReplayTarget, ahead: LookAhead | None = None) -> None:
+        """Replay what `target` reads past `position`; with `ahead`, the same target's
+        look-ahead, skipping the rows a deletion within the window deletes (`RowsAhead`:
+        a look-ahead per target, so a view never learns of a deletion it will not replay)."""
+        from session_awareness.application import replay  # noqa: PLC0415
+
         decode, check = self.decode, self.invariants.check
+        rows = None if ahead is None else replay.RowsAhead(ahead, decode, replay.LOOK_AHEAD)
         while page := target.notifications(self.position, self.page_size):
+            if rows is not None:
+                rows.reach(self.position, page[-1].id)
             changes: list[RowChange] = []
             for start in range(0, len(page), REPLAY_CHUNK):
                 recorded = [(n.id, decode(n)) for n in page[start : start + REPLAY_CHUNK]]
                 for position, event in recorded:
                     check(position, event)
-                changes.extend(project(recorded))
+                chunk = project(recorded)
+                changes.extend(chunk if rows is None else rows.retained(chunk))
             target.apply(changes)
             self.position, self.events = page[-1].id, self.events + len(page)
             if self.progress is not None:
                 self.progress(self.position, max(self.total, self.position))
+        if rows is not None:
+            self.unretained += rows.unretained
 
 
 class Audit:
@@ -129,10 +142,10 @@ class Audit:
             with store.scratch() as scratch:
                 replay.total = store.last_notification_id() or 0
                 log.info("audit_started", rebuild=rebuild, last_position=replay.total)
-                replay.into(scratch)
+                replay.into(scratch, scratch)
                 with scratch.against_live(lock=rebuild) as view:
                     replay.total = view.last_id
-                    replay.into(view)
+                    replay.into(view, view)
                     tables, differences = self._compare(view, keep)
                     repaired = rebuild and any(t.differences for t in tables.values())
                     if repaired:
@@ -160,6 +173,7 @@ class Audit:
             differences=report.difference_count,
             violations=report.violation_count,
             rebuilt=report.rebuilt,
+            rows_unretained=replay.unretained,
         )
         return report
 

@@ -281,7 +281,18 @@ class ReplayTarget(Protocol):
         """Write row changes to the scratch read models."""
 
 
-class AuditView(ReplayTarget, Protocol):
+class LookAhead(Protocol):
+    """Stored events of a few topics ahead of a replay's page, read without the others:
+    what lets a replay skip the rows a later event deletes (`application/replay.py`)."""
+
+    def notifications_of(
+        self, topics: Collection[str], after: int, upto: int
+    ) -> Sequence[Notification]:
+        """Stored events with one of `topics` and a notification id in (`after`, `upto`],
+        in order; never one past what the target's own `notifications` would read."""
+
+
+class AuditView(ReplayTarget, LookAhead, Protocol):
     """The live read models and the scratch copy in one transaction on the live store, which
     holds still meanwhile: a snapshot for an audit, the writers' lock for a rebuild."""
 
@@ -304,7 +315,7 @@ class AuditView(ReplayTarget, Protocol):
         """Make the live read models a copy of the scratch ones (committed with the view)."""
 
 
-class Scratch(ReplayTarget, Protocol):
+class Scratch(ReplayTarget, LookAhead, Protocol):
     """A throwaway copy of the read-model tables (a temp database or a temp schema)."""
 
     def against_live(self, *, lock: bool) -> AbstractContextManager[AuditView]: ...

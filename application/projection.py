@@ -141,6 +141,18 @@ class SignalAppended(NamedTuple):
 
 
 @_row_change
+class SignalUnretained(NamedTuple):
+    """A signal whose retained row a later event of its session deletes (a prune's or a
+    delete's watermark covers its sequence), as only a replay that looked ahead knows: the
+    head and `updatedAt` move as for `SignalAppended`, and no row is written, since the
+    rebuilt table would end without it anyway (R-R2)."""
+
+    session_id: UUID
+    sequence: int
+    recorded_at: int
+
+
+@_row_change
 class KeyRecorded(NamedTuple):
     """An idempotency key the session recorded, kept for good (R-L5); the empty key when
     the session is opened (its index exists)."""
@@ -272,6 +284,7 @@ RowChange = (
     | RunEnded
     | ParentLinked
     | SignalAppended
+    | SignalUnretained
     | KeyRecorded
     | MaterialMoved
     | HistoryPruned

@@ -8,7 +8,7 @@ stored events back into domain events for a replay, equal to the library mapper'
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from eventsourcing.persistence import (
@@ -20,6 +20,14 @@ from eventsourcing.persistence import (
     pass_through_convertor,
 )
 from eventsourcing.utils import resolve_topic
+
+from session_awareness.application.projection import RowChange, SignalAppended, SignalUnretained
+from session_awareness.domain.session import Session
+
+if TYPE_CHECKING:
+    from eventsourcing.persistence import Notification
+
+    from session_awareness.application.ports import LookAhead
 
 
 class EventDecoder:
@@ -96,3 +104,86 @@ class EventDecoder:
         )
         self.classes[topic, id_type] = found
         return found
+
+
+#: How many positions past a signal a replay looks for an event that deletes its retained
+#: row. Under the row cap a row lives until that many newer rows are recorded (50,000 by
+#: default) and the next prune: 50,000-90,000 positions in the bench's store, where 132,000
+#: of 182,000 rows are deleted so (bench/PROPOSALS.md). Memory holds the deletions of one
+#: window at most, whatever the store's size.
+LOOK_AHEAD = 100_000
+#: How many positions further than it must the look-ahead reads each time it moves: a query
+#: on the topics' range every this many positions, not every page.
+LOOK_STEP = 10_000
+#: The events that delete a session's retained rows up to their watermark.
+_DELETIONS = (Session.HistoryPruned, Session.Deleted)
+DELETION_TOPICS: tuple[str, ...] = tuple(cls.TOPIC for cls in _DELETIONS)
+
+
+class RowsAhead:
+    """What a replay knows of the events ahead that delete retained rows: each session's
+    deletions (position, watermark) stored in the window past the replay's page, read
+    through a `LookAhead` and decoded as the page's events are (a cipher, a compressor).
+
+    A signal's row that one of them deletes is not written (`SignalUnretained`): the
+    rebuilt table ends as it would have, since every deletion seen is replayed too (it is
+    past the signal and within what the target reads: a view never looks past its own last
+    position). Nothing else changes: the signal's head and `updatedAt` move, the deletion
+    runs, the invariants see every event, and the comparison with the live tables is the
+    same, so a damaged live row is found as before."""
+
+    def __init__(
+        self, source: LookAhead, decode: Callable[[Notification], Any], window: int
+    ) -> None:
+        self.source, self.decode, self.window = source, decode, window
+        #: Deletions at positions up to here are known.
+        self.looked = 0
+        #: Each session's known deletions, (position, watermark), in position order.
+        self.ahead: dict[Any, list[tuple[int, int]]] = {}
+        #: Signals replayed without their row.
+        self.unretained = 0
+
+    def reach(self, first: int, last: int) -> None:
+        """Know the deletions up to `last` + the window, for a page of positions `first`
+        to `last`; forget those at or before `first`, which no signal of it precedes."""
+        if self.looked >= last + self.window:
+            return
+        if self.ahead:
+            kept = {}
+            for session, deletions in self.ahead.items():
+                later = [d for d in deletions if d[0] > first]
+                if later:
+                    kept[session] = later
+            self.ahead = kept
+        after, self.looked = max(self.looked, first), last + self.window + LOOK_STEP
+        decode, ahead = self.decode, self.ahead
+        for notification in self.source.notifications_of(DELETION_TOPICS, after, self.looked):
+            event = decode(notification)
+            if isinstance(event, _DELETIONS):
+                deletion = (notification.id, event.watermark)
+                ahead.setdefault(event.originator_id, []).append(deletion)
+
+    def retained(self, changes: list[RowChange]) -> list[RowChange]:
+        """`changes`, each signal whose row a deletion within the window after it removes
+        made a `SignalUnretained` (in place)."""
+        ahead, window = self.ahead, self.window
+        if not ahead:
+            return changes
+        # A page's signals come in runs of one session's: its deletions are looked up
+        # again only when the session changes (an identity check; a UUID hashes in Python).
+        signal, session, deletions = SignalAppended, None, None
+        for index, change in enumerate(changes):
+            if type(change) is not signal:
+                continue
+            if change[0] is not session:
+                session = change[0]
+                deletions = ahead.get(session)
+            if deletions is None:
+                continue
+            position, sequence = change[1], change[2]
+            for at, watermark in deletions:
+                if position < at <= position + window and watermark >= sequence:
+                    changes[index] = SignalUnretained(session, sequence, change[10])
+                    self.unretained += 1
+                    break
+        return changes

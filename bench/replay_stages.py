@@ -3,10 +3,10 @@ rebuild of one SQLite event store, timed alone, by this tree's code and (with `-
 another commit's, alternately, each on a fresh copy of the store.
 
 Plain, it times `svc.audit(rebuild=True)`. With `--stages` it runs the tree's own replay loop
-(`_Replay.into`) with each stage it calls timed (read a page, decode, check the invariants,
-project, write the scratch tables), and counts the row changes the projection makes, by
-class: the figures that tell whether a tree replays the same work slower or does more work
-(ADR 021, "Comparing trees").
+(`_Replay.into`) with each stage it calls timed (read a page, read the deletions ahead,
+decode, check the invariants, project, write the scratch tables), and counts the row
+changes the projection makes, by class: the figures that tell whether a tree replays the
+same work slower or does more work (ADR 021, "Comparing trees").
 A store written by an older tree is read by a newer one as any old store is.
 
 Each run is a child process (this file run as a script by the tree's interpreter, see
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import inspect
 import json
 import shutil
 import sys
@@ -30,13 +31,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 
 
-#: The stages of `_Replay.into`, each timed where `into` calls it.
-STAGES = ("read", "decode", "check", "project", "write")
+#: The stages of `_Replay.into`, each timed where `into` calls it; `ahead` is the look-ahead's
+#: reads of the deletions past the page (none on a tree without one).
+STAGES = ("read", "ahead", "decode", "check", "project", "write")
 
 
 def _staged(svc: Any) -> dict[str, Any]:
     """The audit's own replay (`_Replay.into`) into a scratch store, each stage it calls
-    timed through a wrapper (read a page, decode, check, project, write): `into` itself is
+    timed through a wrapper (read a page, read ahead, decode, check, project, write): `into` is
     not written again here, so the figures are of the tree's own loop. Each stage's time
     includes its wrapper's two clock reads (about 0.2 µs per decoded event)."""
     from session_awareness.application import audit  # noqa: PLC0415
@@ -74,7 +76,11 @@ def _staged(svc: Any) -> dict[str, Any]:
                 notifications=timed("read", scratch.notifications), apply=apply
             )
             began = clock()
-            replay.into(target)
+            if "ahead" in inspect.signature(replay.into).parameters:
+                ahead = SimpleNamespace(notifications_of=timed("ahead", scratch.notifications_of))
+                replay.into(target, ahead)
+            else:  # a tree before the look-ahead
+                replay.into(target)
             total = clock() - began
     finally:
         audit.project = project

@@ -19,7 +19,7 @@ CLASSES = list(typing.get_args(p.RowChange))
 
 
 def test_every_row_change_is_a_named_tuple() -> None:
-    assert len(CLASSES) == 21
+    assert len(CLASSES) == 22
     for cls in CLASSES:
         assert issubclass(cls, tuple)
         assert cls.__eq__ is not tuple.__eq__, cls

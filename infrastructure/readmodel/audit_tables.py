@@ -13,7 +13,6 @@ Each backend's scratch (a file, a schema) is in `sqlite_audit` and `postgres_aud
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
-from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
@@ -46,8 +45,6 @@ def table_keys() -> dict[str, tuple[str, ...]]:
 #: Aggregate ids kept decoded by an event log reader (a replay meets each one many times).
 KEEP_IDS = 100_000
 
-_COLUMNS = itemgetter(0, 1, 2, 3, 4)  # id, originator_id, originator_version, topic, state
-
 
 class EventLog:
     """Reads of the library's events table: by position, and by stream for a history."""
@@ -67,8 +64,15 @@ class EventLog:
         return self.recorder.convert_originator_id(stored_id)
 
     def rows(self, c: Any, sql: str, params: Sequence[Any]) -> list[Any]:
-        c.execute(sql, params)
-        return list(c.fetchall())
+        """The rows of `sql` as tuples (SQLite's connections make `sqlite3.Row`s, which
+        cost more to build and to take apart)."""
+        cursor = getattr(c, "sqlite_cursor", c)  # the library's wrapper, or a bare cursor
+        factory, cursor.row_factory = cursor.row_factory, None
+        try:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+        finally:
+            cursor.row_factory = factory
 
     def select(self, c: Any, where: str, params: Sequence[Any], limit: int) -> list[Notification]:
         ident = self.id_column
@@ -80,7 +84,7 @@ class EventLog:
         rows = self.rows(c, sql, (*params, limit))
         ids, convert = self.ids, self.convert
         out = []
-        for position, stored_id, version, topic, state in map(_COLUMNS, rows):
+        for position, stored_id, version, topic, state in rows:
             originator_id = ids.get(stored_id)
             if originator_id is None:
                 if len(ids) >= KEEP_IDS:
@@ -88,6 +92,18 @@ class EventLog:
                 originator_id = ids[stored_id] = convert(stored_id)
             out.append(_notification(position, originator_id, version, topic, bytes(state)))
         return out
+
+    def of_topics(
+        self, c: Any, topics: Collection[str], after: int, upto: int
+    ) -> list[Notification]:
+        """Stored events with one of `topics` and an id in (`after`, `upto`], in order: a
+        range of the position's key, filtered on the topic (a replay's look-ahead)."""
+        if not topics or upto <= after:
+            return []
+        marks = ", ".join("?" for _ in topics)
+        return self.select(
+            c, f"{{id}} > ? AND {{id}} <= ? AND topic IN ({marks})", (after, upto, *topics), 2**62
+        )
 
     def last_id(self, c: Any) -> int:
         c.execute(f"SELECT COALESCE(MAX({self.id_column}), 0) AS last FROM {self.table}")
@@ -128,6 +144,12 @@ class Audit:
         with self.live.datastore.transaction(commit=False) as c:
             return self.log.select(c, "{id} > ?", (after,), limit)
 
+    def notifications_of(
+        self, topics: Collection[str], after: int, upto: int
+    ) -> Sequence[Notification]:
+        with self.live.datastore.transaction(commit=False) as c:
+            return self.log.of_topics(c, topics, after, upto)
+
     def streams(self, originator_ids: Collection[UUID]) -> Sequence[Notification]:
         ids = [self.live.dialect.bind_id(i) for i in originator_ids]
         marks = ", ".join("?" for _ in ids)
@@ -148,6 +170,11 @@ class View:
 
     def notifications(self, after: int, limit: int) -> Sequence[Notification]:
         return self.log.select(self.c, "{id} > ? AND {id} <= ?", (after, self.last_id), limit)
+
+    def notifications_of(
+        self, topics: Collection[str], after: int, upto: int
+    ) -> Sequence[Notification]:
+        return self.log.of_topics(self.c, topics, after, min(upto, self.last_id))
 
     def apply(self, changes: Sequence[p.RowChange]) -> None:
         self.scratch.apply_changes_in_bulk(self.c, changes)

@@ -7,7 +7,7 @@ MODE` on the events table, which every writer takes first."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
@@ -117,6 +117,11 @@ class PostgresScratch:
 
     def notifications(self, after: int, limit: int) -> Sequence[Notification]:
         return self.audit.notifications(after, limit)
+
+    def notifications_of(
+        self, topics: Collection[str], after: int, upto: int
+    ) -> Sequence[Notification]:
+        return self.audit.notifications_of(topics, after, upto)
 
     def apply(self, changes: Sequence[p.RowChange]) -> None:
         live = self.audit.live

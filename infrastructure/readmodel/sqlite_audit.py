@@ -6,7 +6,7 @@ comparison it is ATTACHed to a live connection inside `BEGIN` (a WAL snapshot) o
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -67,6 +67,11 @@ class SQLiteScratch:
 
     def notifications(self, after: int, limit: int) -> Sequence[Notification]:
         return self.audit.notifications(after, min(limit, SQLITE_PAGE))
+
+    def notifications_of(
+        self, topics: Collection[str], after: int, upto: int
+    ) -> Sequence[Notification]:
+        return self.audit.notifications_of(topics, after, upto)
 
     def apply(self, changes: Sequence[p.RowChange]) -> None:
         c = self.conn.cursor()

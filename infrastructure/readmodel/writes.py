@@ -336,6 +336,15 @@ def _signal_appended(bind: Bind, change: p.SignalAppended) -> Writes:
     ]  # fmt: skip
 
 
+def _signal_unretained(bind: Bind, change: p.SignalUnretained) -> Writes:
+    """`_signal_appended`'s writes but its row's: a later deletion would remove it."""
+    sid = bind(change.session_id)
+    return [
+        (_HEAD_VERSION, sid, (change.sequence, sid)),
+        (_TOUCH, sid, (change.recorded_at, sid)),
+    ]
+
+
 def _key_recorded(bind: Bind, change: p.KeyRecorded) -> Writes:
     sid = bind(change.session_id)
     return [(_KEY, sid, (sid, change.key))]
@@ -427,6 +436,7 @@ WRITES: dict[type, Callable[[Bind, Any], Writes]] = {
     p.RunEnded: _run_ended,
     p.ParentLinked: _parent_linked,
     p.SignalAppended: _signal_appended,
+    p.SignalUnretained: _signal_unretained,
     p.KeyRecorded: _key_recorded,
     p.MaterialMoved: _material_moved,
     p.HistoryPruned: _history_pruned,
