@@ -362,13 +362,15 @@ class TestTheBackgroundTask:
             open_service(database_url, maintenance="later")
 
 
-def spy(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[Any]:
-    """Record each call's first argument of `owner.name` (an instance's method)."""
-    calls: list[Any] = []
+def spy(
+    monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, calls: list[Any] | None = None
+) -> list[Any]:
+    """Record each call's first argument of `owner.name` (an instance's method) in `calls`."""
+    calls = [] if calls is None else calls
     inner = getattr(owner, name)
 
     def spied(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[0] if args else None)
+        calls.append(args[0] if args else next(iter(kwargs.values()), None))
         return inner(*args, **kwargs)
 
     monkeypatch.setattr(owner, name, spied)
@@ -380,11 +382,9 @@ def stream_loads(svc: SessionAwareness, monkeypatch: pytest.MonkeyPatch) -> list
     load reads its snapshot, then its events)."""
     calls = spy(monkeypatch, svc.store.recorder, "select_events")
     snapshots: Any = svc.store.snapshots
-    return (
-        calls
-        if snapshots is None
-        else calls + spy(monkeypatch, snapshots.recorder, "select_events")
-    )
+    if snapshots is not None:
+        spy(monkeypatch, snapshots.recorder, "select_events", calls)
+    return calls
 
 
 class TestSweepIsSetBased:
