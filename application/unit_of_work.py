@@ -258,8 +258,8 @@ class UnitOfWork:
 
     def _read_streams(self, known: dict[UUID, int]) -> tuple[list[Any], list[Any]]:
         """The recorder's `select_streams` of `known` (id → version held), typed as reads are."""
-        snapshot_store = self._app.repository.snapshot_store
-        table = None if snapshot_store is None else snapshot_store.recorder.events_table_name  # type: ignore[attr-defined]
+        # The service's store always snapshots its aggregates (ADR 022).
+        table = cast(Any, self._app.repository.snapshot_store).recorder.events_table_name
         read, started = cast(Any, self._app.recorder).select_streams, time.monotonic()
         try:
             return cast(tuple[list[Any], list[Any]], read(known, table))

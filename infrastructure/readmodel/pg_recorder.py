@@ -209,12 +209,12 @@ class PostgresReadModelRecorder(PostgresApplicationRecorder):
         )
 
     def select_streams(
-        self, after: Mapping[UUID, int], snapshots: str | None
+        self, after: Mapping[UUID, int], snapshots: str
     ) -> tuple[list[StoredEvent], list[StoredEvent]]:
         """Many aggregates' streams in ONE statement (the sweep's batch, ADR 038): for each
         id, its latest snapshot in the `snapshots` table newer than the version it maps to,
         and its events after that snapshot, else after that version; each list by id, then
-        version. `snapshots` None: events only."""
+        version."""
         rows = self.read_models.fetch_tuples(
             streams_statement(self.events_table_name, snapshots, postgres=True),
             (list(after), list(after.values())),

@@ -84,7 +84,8 @@ SQLITE = SQLiteDialect()
 
 
 def _uuid_of_hex(value: str) -> UUID:
-    return UUID(hex=value)
+    """An id column's hex, read as an integer: half the time of parsing it as hex."""
+    return UUID(int=int(value, 16))
 
 
 class SQLiteReadModels(JoinedSessionState, ReadModelStore):
@@ -238,7 +239,7 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
         return [(row[0], UUID(row[1]), row[2]) for row in rows]
 
     def select_streams(
-        self, after: Mapping[UUID, int], snapshots: str | None
+        self, after: Mapping[UUID, int], snapshots: str
     ) -> tuple[list[StoredEvent], list[StoredEvent]]:
         """Many aggregates' streams in ONE statement (the sweep's batch, ADR 038): for each
         id, its latest snapshot in the `snapshots` table newer than the version it maps to,
