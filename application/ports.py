@@ -161,6 +161,10 @@ class ReadModel(Protocol):
     def sessions_with_key(self, key: str, *, include_deleted: bool = False) -> list[SessionRow]:
         """Sessions whose key is `key`, across agents."""
 
+    def gone_keys(self, keys: Collection[str]) -> set[str]:
+        """Of `keys` (a bounded batch: one statement, the keys one bound parameter), those
+        whose sessions are all deleted; a key no session has is not gone."""
+
     def session(self, session_id: UUID) -> SessionRow | None: ...
 
     def session_state(
@@ -220,6 +224,12 @@ class ReadModel(Protocol):
     def pending_to_drain(self, watcher_key: str) -> list[tuple[UUID, int]]:
         """A drain's read: each pending cursor of the watcher (oldest notice first) and its
         derived M, without the rest of its row."""
+
+    def pending_of_watchers(
+        self, watcher_keys: Collection[str]
+    ) -> dict[str, list[tuple[UUID, int]]]:
+        """`pending_to_drain` of each watcher of a bounded batch, in one statement; watchers
+        without a pending cursor are left out."""
 
     def cursors_on_target(self, target_id: UUID) -> list[CursorRow]: ...
 

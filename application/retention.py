@@ -16,7 +16,7 @@ from session_awareness.application.store import SessionStore
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import notices
 from session_awareness.domain.drains import Drains
-from session_awareness.domain.keys import is_subagent
+from session_awareness.domain.keys import drains_id, is_subagent
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import to_ms
 from session_awareness.domain.watch import RemovalReason
@@ -151,7 +151,9 @@ class SweepPass:
     """The start-up sweep (R-N6) in bounded batches (ADR 038): `step()` re-delivers the next
     watchers' pending notices in one transaction and wakes the loud ones; whether more
     remains. Each pending cursor is loaded once, for both its re-delivery and whether it is
-    ambient (R-W7)."""
+    ambient (R-W7). A batch's work is set-based: its watchers' gone-ness and pending cursors
+    are one query each, and its cursors and `Drains` are loaded with one read of the store
+    (`UnitOfWork.prefetch`), not one load per aggregate."""
 
     def __init__(self, maintenance: Maintenance, *, redeliver: bool) -> None:
         self._m = maintenance
@@ -165,7 +167,7 @@ class SweepPass:
     def step(self) -> bool:
         if self.done:
             return False
-        batch = [w for w in self._watchers[:SWEEP_BATCH] if not self._m.is_gone(w)]
+        batch = self._m.not_gone(self._watchers[:SWEEP_BATCH])
         self._watchers = self._watchers[SWEEP_BATCH:]
         loud: list[str] = []
         if self._redeliver:
@@ -194,10 +196,14 @@ class SweepPass:
         past N, one event on its `Drains` (ADR 034), and note the watcher as loud when one
         of them is not ambient (R-W7, sub-agents are never woken)."""
         loud.clear()  # the attempt may run again
+        pending_of = self._store.read_model.pending_of_watchers(watchers)
+        drains = [drains_id(watcher) for watcher in watchers] if store else []
+        wids = [wid for watcher in watchers for wid, _ in pending_of.get(watcher, ())]
+        uow.prefetch([*drains, *wids], absent_kept=frozenset(drains))
         redelivered = 0
         for watcher in watchers:
             pending = []
-            for wid, material in self._store.read_model.pending_to_drain(watcher):
+            for wid, material in pending_of.get(watcher, ()):
                 watch = uow.cursor_to_read(wid)
                 if watch is not None and watch.pending:
                     pending.append((watch, material))
@@ -205,11 +211,11 @@ class SweepPass:
                 loud.append(watcher)
             if not store:
                 continue
-            drains, entries = notices.redeliver(
+            drained, entries = notices.redeliver(
                 uow.drains(watcher), watcher, pending, at=self._store.clock()
             )
             if entries:
-                uow.add(cast(Drains, drains))
+                uow.add(cast(Drains, drained))
             redelivered += len(entries)
         return redelivered
 
@@ -302,9 +308,12 @@ class Maintenance:
         )
         return passing.woken
 
-    def is_gone(self, watcher: str) -> bool:
-        rows = self.store.read_model.sessions_with_key(watcher, include_deleted=True)
-        return bool(rows) and all(row.deleted for row in rows)
+    def not_gone(self, watchers: list[str]) -> list[str]:
+        """`watchers` but those whose sessions are all deleted (a key no session has is not
+        gone), in order: the sweep skips them (R-N6). One query for a bounded batch (ADR
+        038)."""
+        gone = self.store.read_model.gone_keys(watchers)
+        return [watcher for watcher in watchers if watcher not in gone]
 
     def prune_preview(self) -> dict[str, Any]:
         """What `prune()` would do now, in its shape, changing nothing (R-R1, R-W6)."""

@@ -16,7 +16,7 @@ work serves a command (`SessionStore.run`) or a plain read (`is_sandboxed`, a tr
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -82,6 +82,11 @@ def read_again(
 class StaleReadError(RecordConflictError):
     """Two aggregates read in one attempt disagree because another process saved between
     the reads; like a lost race, the attempt runs again on fresh state."""
+
+
+def _as_cached(aggregate: Any) -> Any:
+    """A fast-forward that leaves the copy as cached: `prefetch` reads the events itself."""
+    return aggregate
 
 
 def _mutate(aggregate: Any, events: Iterable[Any]) -> Any:
@@ -177,6 +182,92 @@ class UnitOfWork:
         if cache is not None and self._seen_at is not None:
             cache.loaded(loaded, self._seen_at)
         return cast(Aggregate, loaded)
+
+    def prefetch(self, ids: Iterable[UUID], *, absent_kept: Collection[UUID] = ()) -> None:
+        """Load many aggregates with ONE read of the store, as `get` would load each (a
+        batch's, ADR 038): the cached and fresh ones are left to the cache (`get` and
+        `cursor_to_read` read them without a query); a cached one that another writer
+        changed is fast-forwarded from its cached version, any other read whole from its
+        latest snapshot (ADR 022). Those among `absent_kept` that the store does not have
+        are cached as absent, as `drains` keeps them. A cursor loaded as pending is shown
+        with its watcher's latest drain of it, as `get` shows it (ADR 024)."""
+        self._check_open()
+        if self._cache is not None and self._seen_at is None:
+            self._seen_at = self._look(self._cache)  # once per attempt, before any read
+        stale = self._to_prefetch(ids)
+        if not stale:
+            return
+        snapshots, events = self._read_streams(
+            {i: 0 if a is None else a.version for i, a in stale.items()}
+        )
+        repository = self._app.repository
+        to_event = repository.event_store.mapper.to_domain_event
+        streams: dict[UUID, list[Any]] = {}
+        for stored in events:
+            streams.setdefault(cast(UUID, stored.originator_id), []).append(to_event(stored))
+        starts: dict[UUID, Any] = {}
+        if snapshots:
+            to_snapshot = cast(Any, repository.snapshot_store).mapper.to_domain_event
+            starts = {cast(UUID, s.originator_id): to_snapshot(s).mutate(None) for s in snapshots}
+        loaded = [
+            self._prefetched(i, cached, starts.get(i), streams.get(i, ()), i in absent_kept)
+            for i, cached in stale.items()
+        ]
+        for aggregate in loaded:
+            if type(aggregate) is Watch and aggregate.pending:
+                drained = self._drained(aggregate)
+                if drained is not None:
+                    aggregate.overlay(drained)
+
+    def _to_prefetch(self, ids: Iterable[UUID]) -> dict[UUID, Any]:
+        """Of `ids`, those `prefetch` reads: each with its cached copy to fast-forward (an
+        `Absent` one included), None to read whole. Neither the ones this attempt loaded
+        nor the cached and fresh ones."""
+        cache = self._cache
+        out: dict[UUID, Any] = {}
+        for aggregate_id in ids:
+            if aggregate_id in self._loaded or aggregate_id in out:
+                continue
+            if cache is not None:
+                if cache.peek(aggregate_id) is not None:
+                    continue  # cached and fresh: read from the cache when asked
+                hit = cache.get(aggregate_id, _as_cached)
+                if hit is not None:
+                    if hit[1]:  # stale: fast-forwarded from its version
+                        out[aggregate_id] = hit[0]
+                    continue  # else made fresh meanwhile: as above
+            out[aggregate_id] = None
+        return out
+
+    def _prefetched(
+        self, aggregate_id: UUID, cached: Any, start: Any, events: Iterable[Any], kept: bool
+    ) -> Aggregate | None:
+        """One aggregate of `prefetch`: from its snapshot (`start`) when the read found a
+        newer one than its cached copy, else from that copy (`_fast_forward`'s), else from
+        nothing (`_load`'s); kept in the cache and in this attempt as those keep it."""
+        if start is None and type(cached) is not Absent:
+            start = cached
+        aggregate = _mutate(start, events)
+        if aggregate is None:  # the store does not have it: an absent one stays absent
+            aggregate = cached if cached is not None else Absent(aggregate_id) if kept else None
+        if self._cache is not None and aggregate is not None and self._seen_at is not None:
+            self._cache.loaded(aggregate, self._seen_at)
+        found = None if aggregate is None or type(aggregate) is Absent else aggregate
+        self._loaded[aggregate_id] = found
+        return cast(Aggregate | None, found)
+
+    def _read_streams(self, known: dict[UUID, int]) -> tuple[list[Any], list[Any]]:
+        """The recorder's `select_streams` of `known` (id → version held), typed as reads are."""
+        # The service's store always snapshots its aggregates (ADR 022).
+        table = cast(Any, self._app.repository.snapshot_store).recorder.events_table_name
+        read, started = cast(Any, self._app.recorder).select_streams, time.monotonic()
+        try:
+            return cast(tuple[list[Any], list[Any]], read(known, table))
+        except STORE_ERRORS as error:
+            return cast(
+                tuple[list[Any], list[Any]],
+                read_again("streams", started, error, read, known, table),
+            )
 
     def _check_open(self) -> None:
         if getattr(self._app, "closed", False):

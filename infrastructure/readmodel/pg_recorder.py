@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -39,6 +39,7 @@ from session_awareness.infrastructure.readmodel.pg_prepared import PreparedState
 from session_awareness.infrastructure.readmodel.postgres_audit import PostgresAudit
 from session_awareness.infrastructure.readmodel.recorder import ReadModelStore
 from session_awareness.infrastructure.readmodel.session_state import StackedSessionState
+from session_awareness.infrastructure.readmodel.streams import split_streams, streams_statement
 
 #: How long a backend pid that published a wake counts as ours (its notifications are skipped).
 OWN_BACKEND_MEMORY = 60.0
@@ -206,6 +207,19 @@ class PostgresReadModelRecorder(PostgresApplicationRecorder):
             + " WHERE notification_id > ? ORDER BY notification_id LIMIT ?",
             (position, limit),
         )
+
+    def select_streams(
+        self, after: Mapping[UUID, int], snapshots: str
+    ) -> tuple[list[StoredEvent], list[StoredEvent]]:
+        """Many aggregates' streams in ONE statement (the sweep's batch, ADR 038): for each
+        id, its latest snapshot in the `snapshots` table newer than the version it maps to,
+        and its events after that snapshot, else after that version; each list by id, then
+        version."""
+        rows = self.read_models.fetch_tuples(
+            streams_statement(self.events_table_name, snapshots, postgres=True),
+            (list(after), list(after.values())),
+        )
+        return split_streams(rows, bytes)
 
     def insert_events(
         self,

@@ -92,6 +92,14 @@ _PENDING_TO_DRAIN = (
     f"WHERE c.watcher_key = ? AND {PENDING} "
     "ORDER BY c.notice_order, c.target_key"
 )
+#: `_PENDING_TO_DRAIN` for several watchers at once (the sweep's batch, ADR 038): the
+#: watcher's key first, then each watcher's cursors in the same order.
+_PENDING_OF_WATCHERS = (
+    f"SELECT c.watcher_key, c.watch_id, {DERIVED_MATERIAL} FROM {{s}}session_watch_cursors c "
+    "LEFT JOIN {s}session_material m ON m.session_id = c.target_id "
+    f"WHERE {{watchers}} AND {PENDING} "
+    "ORDER BY c.watcher_key, c.notice_order, c.target_key"
+)
 _LINK = (
     "SELECT l.session_id, r.agent_id, r.session_key, l.catalog_id, l.host_id, l.thread_id, "
     "l.upstream_kind, l.upstream_ref, l.marker, l.last_position, l.generation, l.updated_at "
@@ -147,6 +155,20 @@ class ReadModelQueries(Rendered):
         live = "" if include_deleted else " AND r.deleted = 0"
         rows = self.fetch(_SESSION + "r.session_key = ?" + live + " ORDER BY r.agent_id", (key,))
         return [_session(r) for r in rows]
+
+    def gone_keys(self, keys: Collection[str]) -> set[str]:
+        """Of `keys`, those of sessions that all are deleted (a key no session has is not
+        gone): `sessions_with_key(key, include_deleted=True)` of each, in one statement."""
+        if not keys:
+            return set()
+        clause, param = self.dialect.one_of("session_key", list(keys))
+        rows = self.fetch_tuples(
+            "SELECT session_key FROM {s}session_registry WHERE "
+            + clause
+            + " GROUP BY session_key HAVING MIN(deleted) <> 0",
+            (param,),
+        )
+        return {row[0] for row in rows}
 
     def session(self, session_id: UUID) -> SessionRow | None:
         rows = self.fetch(_SESSION + "r.session_id = ?", (self.dialect.bind_id(session_id),))
@@ -261,6 +283,20 @@ class ReadModelQueries(Rendered):
     def pending_to_drain(self, watcher_key: str) -> list[tuple[UUID, int]]:
         rows = self.fetch_tuples(_PENDING_TO_DRAIN, (watcher_key,))
         return [(_uuid(wid), material) for wid, material in rows]
+
+    def pending_of_watchers(
+        self, watcher_keys: Collection[str]
+    ) -> dict[str, list[tuple[UUID, int]]]:
+        """`pending_to_drain` of each of `watcher_keys` in one statement; a watcher without
+        a pending cursor is left out."""
+        out: dict[str, list[tuple[UUID, int]]] = {}
+        if not watcher_keys:
+            return out
+        clause, param = self.dialect.one_of("c.watcher_key", list(watcher_keys))
+        rows = self.fetch_tuples(_PENDING_OF_WATCHERS.replace("{watchers}", clause), (param,))
+        for watcher, wid, material in rows:
+            out.setdefault(watcher, []).append((_uuid(wid), material))
+        return out
 
     def cursors_on_target(self, target_id: UUID) -> list[CursorRow]:
         rows = self.fetch(

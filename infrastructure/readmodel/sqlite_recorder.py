@@ -10,7 +10,7 @@ import json
 import sqlite3
 import threading
 import weakref
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -34,6 +34,7 @@ from session_awareness.infrastructure.readmodel.group_commit import (
 )
 from session_awareness.infrastructure.readmodel.recorder import ReadModelStore
 from session_awareness.infrastructure.readmodel.session_state import JoinedSessionState
+from session_awareness.infrastructure.readmodel.streams import split_streams, streams_statement
 from session_awareness.infrastructure.sqlite_store import library_error
 
 if TYPE_CHECKING:
@@ -80,6 +81,11 @@ def _hex(value: UUID | str) -> str:
 
 
 SQLITE = SQLiteDialect()
+
+
+def _uuid_of_hex(value: str) -> UUID:
+    """An id column's hex, read as an integer: half the time of parsing it as hex."""
+    return UUID(int=int(value, 16))
 
 
 class SQLiteReadModels(JoinedSessionState, ReadModelStore):
@@ -231,6 +237,19 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
             (position, limit),
         )
         return [(row[0], UUID(row[1]), row[2]) for row in rows]
+
+    def select_streams(
+        self, after: Mapping[UUID, int], snapshots: str
+    ) -> tuple[list[StoredEvent], list[StoredEvent]]:
+        """Many aggregates' streams in ONE statement (the sweep's batch, ADR 038): for each
+        id, its latest snapshot in the `snapshots` table newer than the version it maps to,
+        and its events after that snapshot, else after that version; (snapshots, events),
+        each by id, then version."""
+        rows = self.read_models.fetch_tuples(
+            streams_statement(self.events_table_name, snapshots, postgres=False),
+            (json.dumps({aggregate_id.hex: version for aggregate_id, version in after.items()}),),
+        )
+        return split_streams(rows, bytes, _uuid_of_hex)
 
     def audit_store(self) -> SQLiteAudit:
         # Imported here: a process that only records (a hook run) never audits (ADR 039).

@@ -12,9 +12,27 @@ from structlog.testing import capture_logs
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application import retention as retention_module
 from session_awareness.application.errors import ConfigurationError, StoreUnavailableError
+from session_awareness.application.store import SessionStore
+from session_awareness.application.unit_of_work import UnitOfWork
+from session_awareness.domain.drains import Drains
+from session_awareness.domain.keys import drains_id, watch_id
+from session_awareness.domain.session import Session
+from session_awareness.domain.watch import Watch
 from tests.conftest import FakeClock, RecordingWaker, ServiceFactory, wait_until
-from tests.contract.helpers import CHILD, MANAGER, cursor, notice, restart, sequences, spawn
+from tests.contract.helpers import (
+    CHILD,
+    MANAGER,
+    OTHER,
+    PEER,
+    cursor,
+    notice,
+    restart,
+    sequences,
+    spawn,
+)
 
+#: The aggregates the store snapshots (ADR 022).
+SNAPSHOTTED = (Session, Watch, Drains)
 #: How long a test waits for the maintenance thread (a deadline, not a pause).
 DEADLINE = 30.0
 
@@ -342,3 +360,201 @@ class TestTheBackgroundTask:
         """R-L9: a mistyped maintenance mode is the caller's mistake, said at open."""
         with pytest.raises(ConfigurationError, match="maintenance must be one of"):
             open_service(database_url, maintenance="later")
+
+
+def spy(
+    monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, calls: list[Any] | None = None
+) -> list[Any]:
+    """Record each call's first argument of `owner.name` (an instance's method) in `calls`."""
+    calls = [] if calls is None else calls
+    inner = getattr(owner, name)
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[0] if args else next(iter(kwargs.values()), None))
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, spied)
+    return calls
+
+
+def stream_loads(svc: SessionAwareness, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every one-stream read of the event store and of the snapshot store (an aggregate's
+    load reads its snapshot, then its events)."""
+    calls = spy(monkeypatch, svc.store.recorder, "select_events")
+    snapshots: Any = svc.store.snapshots
+    if snapshots is not None:
+        spy(monkeypatch, snapshots.recorder, "select_events", calls)
+    return calls
+
+
+class TestSweepIsSetBased:
+    """R-N6 (ADR 038, issue 39 item 6): a sweep batch's cost grows with its watchers and
+    the wakes owed, not with one aggregate load each: one query for its watchers' gone-ness,
+    one for their pending cursors, one read of the store for their cursors and `Drains`."""
+
+    def test_a_batch_loads_its_cursors_and_drains_with_one_read_and_re_delivers_as_before(
+        self, open_svc: ServiceFactory, waker: RecordingWaker, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-N6, R-N3 (ADR 034, 038): on a cold restart (no cursor cached), watchers with
+        and without `Drains` in a batch, and a watcher whose session went while the pass ran:
+        no aggregate is loaded alone, each batch reads the store once, and every live
+        watcher's notice is re-delivered up to M and woken as before; the gone one is
+        skipped."""
+        monkeypatch.setattr(retention_module, "SWEEP_BATCH", 3)
+        svc = open_svc()
+        watchers = [f"agent:w{n}:main" for n in range(5)]
+        svc.open_session(CHILD)
+        for watcher in watchers:
+            svc.open_session(watcher)
+            assert svc.watch(watcher, CHILD)
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 1: opens five notices
+        assert svc.drain_notices(watchers[1]) == [notice(CHILD, 0)]  # w1 has Drains
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 2: reopens w1's
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 3
+        svc.close()
+        waker.woken.clear()
+        again = open_svc()
+        passing = again._maintenance.start_sweep()
+        again.delete_session(watchers[3])  # gone after the pass listed it
+        again.store.aggregates.clear()  # cold again: no cursor cached
+        loads = stream_loads(again, monkeypatch)
+        reads = spy(monkeypatch, again.store.recorder, "select_streams")
+        gone = spy(monkeypatch, again.store.read_model, "gone_keys")
+        pending = spy(monkeypatch, again.store.read_model, "pending_of_watchers")
+        waker.woken.clear()
+        while passing.step():
+            pass
+        assert loads == []
+        assert len(reads) == len(gone) == len(pending) == 2  # 5 watchers, 3 a batch
+        assert [len(batch) for batch in gone] == [3, 2]
+        assert sorted(waker.woken) == sorted(w for w in watchers if w != watchers[3])
+        assert passing.redelivered == 4
+        for watcher in (watchers[0], watchers[2], watchers[4]):
+            assert cursor(again, watcher, CHILD) == (0, 3, 3)
+            assert again.drain_notices(watcher) == [notice(CHILD, 0)]
+            assert again.pending_notices(watcher) == []  # acknowledged up to M
+        assert cursor(again, watchers[1], CHILD) == (1, 3, 3)
+        assert again.drain_notices(watchers[1]) == [notice(CHILD, 1)]
+        assert again.pending_notices(watchers[1]) == []
+        report = again.audit()
+        assert report.clean, report.as_dict()
+
+    def test_a_cached_cursor_another_process_changed_is_fast_forwarded_in_the_batch(
+        self, open_svc: ServiceFactory, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-N6, R-N3 (ADR 024, 034): a cursor this process has cached and another process
+        has changed since (a drain, then a reopened notice) is read from its cached version
+        in the batch's one read, and re-delivered as the other process left it."""
+        svc = open_svc()
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 2: opens
+        assert svc.pending_notices(MANAGER) == [notice(CHILD, 1)]  # its cursor cached here
+        other = open_svc()
+        assert other.drain_notices(MANAGER) == [notice(CHILD, 1)]  # L = 2
+        other.record_human_direct_message(CHILD, channel="telegram")  # 3: reopens
+        other.record_human_direct_message(CHILD, channel="telegram")  # 4
+        [child] = svc.read_model.sessions_with_key(CHILD)
+        wid = watch_id(MANAGER, child.session_id)
+        cached = svc.store.aggregates._items[wid].version
+        loads = stream_loads(svc, monkeypatch)
+        reads: list[dict[Any, int]] = spy(monkeypatch, svc.store.recorder, "select_streams")
+        assert svc.sweep() == 1
+        assert loads == []
+        [known] = reads
+        assert known[wid] == cached > 0  # fast-forwarded, not read whole
+        assert known[drains_id(MANAGER)] == 0  # cached as absent, now created: read whole
+        assert cursor(svc, MANAGER, CHILD) == (2, 4, 4)
+        assert svc.drain_notices(MANAGER) == [notice(CHILD, 2)]
+        assert svc.pending_notices(MANAGER) == []
+        assert svc.audit().clean
+
+    def test_a_watcher_drained_while_its_batch_ran_is_swept_again_on_fresh_state(
+        self, open_svc: ServiceFactory, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-N6, R-N3 (ADR 034, 038): another process drains a watcher between the batch's
+        read and its save: the save conflicts, the batch runs again on what the drain left,
+        and the drained notice is neither re-delivered nor acknowledged twice."""
+        svc = open_svc()
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 2: opens
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 3
+        svc.close()
+        again = open_svc()
+        other = open_svc()
+        drained: list[list[str]] = []
+        prefetch = UnitOfWork.prefetch
+
+        def raced(self: UnitOfWork, *args: Any, **kwargs: Any) -> None:
+            prefetch(self, *args, **kwargs)
+            if not drained:  # the first attempt has read; the drain commits before its save
+                drained.append(other.drain_notices(MANAGER))
+
+        monkeypatch.setattr(UnitOfWork, "prefetch", raced)
+        attempts = spy(monkeypatch, again.store.recorder, "select_streams")
+        with capture_logs() as logs:
+            woken = again.sweep()
+        assert drained == [[notice(CHILD, 1)]]
+        assert len(attempts) == 2  # the batch ran again after its save lost the race
+        [swept] = [e for e in logs if e["event"] == "notices_swept"]
+        assert swept["redelivered"] == 0  # the drain's follow-up is at M: nothing to raise
+        assert cursor(again, MANAGER, CHILD) == cursor(other, MANAGER, CHILD) == (2, 3, 3)
+        assert woken == 1  # its follow-up is pending: the sweep wakes it, once
+        assert again.drain_notices(MANAGER) == [notice(CHILD, 2)]
+        assert again.pending_notices(MANAGER) == []
+        assert again.audit().clean
+
+    def test_gone_keys_and_pending_of_watchers_answer_as_the_one_watcher_queries(
+        self, svc: SessionAwareness
+    ) -> None:
+        """R-N6: `gone_keys` is `sessions_with_key(include_deleted=True)` all deleted (a key
+        no session has is not gone; one live agent's session keeps a key), and
+        `pending_of_watchers` is each watcher's `pending_to_drain`, in the same order."""
+        spawn(svc)
+        spawn(svc, child=OTHER, run="run-2")
+        for target in (CHILD, OTHER, CHILD):
+            svc.record_human_direct_message(target, channel="telegram")
+        svc.open_session(PEER)
+        svc.open_session("shared", agent_id="a")
+        svc.open_session("shared", agent_id="b")
+        svc.delete_session("shared", agent_id="a")
+        svc.open_session("gone", agent_id="a")
+        svc.delete_session("gone", agent_id="a")
+        read_model = svc.read_model
+        keys = [MANAGER, PEER, "shared", "gone", "never"]
+        assert read_model.gone_keys(keys) == {"gone"}
+        assert read_model.gone_keys([]) == set()
+        watchers = [MANAGER, PEER, CHILD]
+        assert read_model.pending_of_watchers(watchers) == {
+            MANAGER: read_model.pending_to_drain(MANAGER)
+        }
+        assert len(read_model.pending_to_drain(MANAGER)) == 2
+
+    def test_cursors_and_drains_past_a_snapshot_are_read_from_it_in_the_batch(
+        self, open_svc: ServiceFactory, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-N6, R-N3 (ADR 022, 034): a cursor and a `Drains` with snapshots are read in
+        the batch's one read from their latest snapshot and the events after it, as a load
+        of each reads them, and re-delivered as before."""
+        monkeypatch.setattr(SessionStore, "snapshotting_intervals", dict.fromkeys(SNAPSHOTTED, 2))
+        svc = open_svc()
+        spawn(svc)
+        for _ in range(3):  # each opens a notice (a cursor event), each drain a Drains event
+            svc.record_human_direct_message(CHILD, channel="telegram")
+            svc.drain_notices(MANAGER)
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 5: opens
+        svc.record_human_direct_message(CHILD, channel="telegram")  # 6
+        expected = cursor(svc, MANAGER, CHILD)
+        svc.close()
+        again = open_svc()
+        [child] = again.read_model.sessions_with_key(CHILD)
+        wid, did = watch_id(MANAGER, child.session_id), drains_id(MANAGER)
+        snapshots: Any = again.store.snapshots
+        assert snapshots.get(wid, desc=True, limit=1) and snapshots.get(did, desc=True, limit=1)
+        loads = stream_loads(again, monkeypatch)
+        assert again.sweep() == 1
+        assert loads == []
+        assert expected == (4, 5, 6)
+        assert cursor(again, MANAGER, CHILD) == (4, 6, 6)
+        assert again.drain_notices(MANAGER) == [notice(CHILD, 4)]
+        assert again.pending_notices(MANAGER) == []
+        assert again.audit().clean
