@@ -4,6 +4,7 @@ service's, never inside a call (R-R1, R-N6, ADR 038)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -39,6 +40,23 @@ DEADLINE = 30.0
 
 def children(count: int) -> list[str]:
     return [f"agent:main:subagent:c{n}" for n in range(count)]
+
+
+def hold_prune_batches(
+    monkeypatch: pytest.MonkeyPatch, then: Callable[[Any], bool] | None = None
+) -> tuple[threading.Event, threading.Event]:
+    """Hold each prune batch, on whichever thread runs it, until released; then run it (or
+    `then`, in its place). The events: a batch started; release it."""
+    started, release = threading.Event(), threading.Event()
+    batch = then or retention_module.PrunePass.step
+
+    def held_step(self: Any) -> bool:
+        started.set()
+        assert release.wait(DEADLINE)
+        return batch(self)
+
+    monkeypatch.setattr(retention_module.PrunePass, "step", held_step)
+    return started, release
 
 
 def session_loads(svc: SessionAwareness) -> list[Any]:
@@ -246,16 +264,7 @@ class TestTheBackgroundTask:
         svc.record_human_direct_message(CHILD, channel="telegram")  # 2: opens
         svc.close()
         waker.woken.clear()
-        release = threading.Event()
-        started = threading.Event()
-        plan = retention_module.PrunePass.step
-
-        def held_step(self: Any) -> bool:
-            started.set()
-            assert release.wait(DEADLINE)
-            return plan(self)
-
-        monkeypatch.setattr(retention_module.PrunePass, "step", held_step)
+        started, release = hold_prune_batches(monkeypatch)
         with capture_logs() as logs:
             again = open_svc(maintenance="background")
             assert started.wait(DEADLINE)  # the maintenance is under way, on its thread
@@ -281,15 +290,7 @@ class TestTheBackgroundTask:
         svc = open_svc()
         spawn(svc)
         svc.close()
-        release, started = threading.Event(), threading.Event()
-        plan = retention_module.PrunePass.step
-
-        def held_step(self: Any) -> bool:
-            started.set()
-            assert release.wait(DEADLINE)
-            return plan(self)
-
-        monkeypatch.setattr(retention_module.PrunePass, "step", held_step)
+        started, release = hold_prune_batches(monkeypatch)
         again = open_svc(maintenance="background")
         assert started.wait(DEADLINE)  # a batch is under way, on the maintenance thread
         answers: list[object] = []
@@ -316,14 +317,11 @@ class TestTheBackgroundTask:
         ERROR `maintenance_failed` would page an operator for nothing. It is logged at INFO,
         `maintenance_interrupted`, and the next start runs the work again."""
         open_svc().close()
-        release, started = threading.Event(), threading.Event()
 
-        def held_step(self: Any) -> bool:
-            started.set()
-            assert release.wait(DEADLINE)
+        def closed(_: Any) -> bool:
             raise StoreUnavailableError("session store unavailable: the service is closed")
 
-        monkeypatch.setattr(retention_module.PrunePass, "step", held_step)
+        started, release = hold_prune_batches(monkeypatch, then=closed)
         with capture_logs() as logs:
             again = open_svc(maintenance="background")
             assert started.wait(DEADLINE)
