@@ -59,6 +59,17 @@ def hold_prune_batches(
     return started, release
 
 
+def five_watchers_of_child(svc: SessionAwareness) -> list[str]:
+    """Five main sessions watching CHILD, and CHILD's first signal: a notice open for each."""
+    watchers = [f"agent:w{n}:main" for n in range(5)]
+    svc.open_session(CHILD)
+    for watcher in watchers:
+        svc.open_session(watcher)
+        assert svc.watch(watcher, CHILD)
+    svc.record_human_direct_message(CHILD, channel="telegram")
+    return watchers
+
+
 def session_loads(svc: SessionAwareness) -> list[Any]:
     """Spy on the event store's stream reads (an aggregate load reads its stream)."""
     calls: list[Any] = []
@@ -235,12 +246,7 @@ class TestSweepInBatches:
         still re-delivers every pending notice and wakes every watcher once."""
         monkeypatch.setattr(retention_module, "SWEEP_BATCH", 2)
         svc = open_svc()
-        watchers = [f"agent:w{n}:main" for n in range(5)]
-        svc.open_session(CHILD)
-        for watcher in watchers:
-            svc.open_session(watcher)
-            assert svc.watch(watcher, CHILD)
-        svc.record_human_direct_message(CHILD, channel="telegram")  # 1: opens five notices
+        watchers = five_watchers_of_child(svc)  # 1: opens five notices
         svc.record_human_direct_message(CHILD, channel="telegram")  # 2
         svc.close()
         waker.woken.clear()
@@ -400,12 +406,7 @@ class TestSweepIsSetBased:
         skipped."""
         monkeypatch.setattr(retention_module, "SWEEP_BATCH", 3)
         svc = open_svc()
-        watchers = [f"agent:w{n}:main" for n in range(5)]
-        svc.open_session(CHILD)
-        for watcher in watchers:
-            svc.open_session(watcher)
-            assert svc.watch(watcher, CHILD)
-        svc.record_human_direct_message(CHILD, channel="telegram")  # 1: opens five notices
+        watchers = five_watchers_of_child(svc)  # 1: opens five notices
         assert svc.drain_notices(watchers[1]) == [notice(CHILD, 0)]  # w1 has Drains
         svc.record_human_direct_message(CHILD, channel="telegram")  # 2: reopens w1's
         svc.record_human_direct_message(CHILD, channel="telegram")  # 3
