@@ -11,12 +11,12 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import mcp_types as types
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.hooks.helpers import hook_env
 
@@ -62,12 +62,24 @@ async def connected(
     env: dict[str, str] | None = None,
     mode: str = "legacy",
     updates: Updates | None = None,
+    errlog: TextIO | None = None,
 ) -> AsyncIterator[Client]:
-    """A client connected to a fresh server process, closed (and the process ended) after."""
+    """A client connected to a fresh server process, closed (and the process ended) after;
+    the process's stderr goes to `errlog` when given (a file: the SDK hands it to the
+    process), else to this one's."""
     params = server_params(url, state_dir, *args, env=env)
+    server: Any = params if errlog is None else stdio_client(params, errlog=errlog)
     with anyio.fail_after(DEADLINE):
-        async with Client(params, mode=mode, message_handler=updates) as client:
+        async with Client(server, mode=mode, message_handler=updates) as client:
             yield client
+
+
+async def logged(path: Path, event: str, timeout: float = DEADLINE) -> None:
+    """Wait until a server process started with `--verbose` and `errlog` at `path` has
+    logged `event` (a deadline, not a pause: a server that never logs it fails the test)."""
+    with anyio.fail_after(timeout):
+        while event not in path.read_text():
+            await anyio.sleep(0.05)
 
 
 def run(test: Callable[[], Awaitable[None]]) -> None:
