@@ -37,9 +37,11 @@ most `--wait-maintenance` seconds; past that the calls are measured on a service
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import multiprocessing
 import os
+import pstats
 import random
 import resource
 import statistics
@@ -63,6 +65,8 @@ CHILDREN = 4
 CHILD_SIGNALS = 12
 PARENT_GOALS = 2
 SAMPLE = 50
+#: A start slower than this (seconds) has its profile printed on stderr.
+SLOW_START = 0.5
 #: How long the background maintenance of the large store may take before the run gives up.
 MAINTENANCE_DEADLINE = 6 * 3600.0
 
@@ -248,9 +252,13 @@ def opened(
     for number in range(rounds):
         if svc is not None:
             svc.close()
+        profile = cProfile.Profile()
         started = time.perf_counter()
-        svc = open_service(url)
+        svc = profile.runcall(open_service, url)
         returns.append(time.perf_counter() - started)
+        if returns[-1] > SLOW_START:  # say where a slow start went, not only that it was slow
+            print(f"start {number + 1} took {returns[-1]:.2f} s:", file=sys.stderr)
+            pstats.Stats(profile, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
         svc.sessions_list(limit=20)
         first_calls.append(time.perf_counter() - started)
         if number == 0:  # the first start does the big prune: wait for it once
