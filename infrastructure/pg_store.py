@@ -98,7 +98,14 @@ def create_in_turn(
                 # Even `IF NOT EXISTS` needs the database's CREATE privilege: ask first.
                 if conn.execute(_SCHEMA_EXISTS, (datastore.schema,)).fetchone() is None:
                     _create_schema(conn, datastore.schema)
-                create()
+                    create()
+                elif _all_in_place(conn, datastore.schema, statements):
+                    datastore.register_type_adapters()  # what the library does after creating
+                    if not _may_create(conn, datastore.schema):
+                        log.info("store_schema_in_place", role=conn.info.user,
+                                 schema=datastore.schema)  # fmt: skip
+                else:
+                    create()
             except Exception as error:
                 if not insufficient_privilege(error):
                     raise
@@ -182,6 +189,28 @@ def in_place(
         row = cursor.execute(_PRESENT[kind], params).fetchone()
         found.append((f"{name} ({kind.rpartition(' ')[2].lower()})", bool(row and row[0])))
     return found
+
+
+def _all_in_place(
+    conn: psycopg.Connection[Any], schema: str, statements: Sequence[Composable]
+) -> bool:
+    """Whether everything `statements` would create is in place, asked of the catalogue: then
+    a start runs none of them. `CREATE INDEX IF NOT EXISTS` takes its table's SHARE lock
+    before it finds the index there, so every start would queue behind a writer of another
+    process, and behind a VACUUM until PostgreSQL cancels it (after `deadlock_timeout`, 1 s):
+    the second start after a large prune waited so (ADR 045)."""
+    try:
+        return all(present for _, present in in_place(conn, schema, statements))
+    except ValueError:  # a statement this reading cannot tell: run them all, as before
+        return False
+
+
+def _may_create(conn: psycopg.Connection[Any], schema: str) -> bool:
+    """Whether the role may create in `schema`: one that may not says it used the schema in
+    place (`store_schema_in_place`), as when its `CREATE` was refused."""
+    cursor = conn.cursor(row_factory=tuple_row)
+    row = cursor.execute("SELECT has_schema_privilege(%s, 'CREATE')", (schema,)).fetchone()
+    return bool(row and row[0])
 
 
 def _unquote(identifier: str) -> str:

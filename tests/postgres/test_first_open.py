@@ -126,3 +126,35 @@ def test_a_schema_another_creator_commits_meanwhile_is_used(postgres: PostgresCl
     finally:
         for svc in opened:
             svc.close()
+
+
+def test_a_start_on_a_store_in_place_waits_for_no_lock_on_its_tables(
+    postgres: PostgresCluster,
+) -> None:
+    """ADR 045 (issue 39, item 6): a start on a store whose tables, indexes and functions are
+    all in place runs none of its DDL. `CREATE INDEX IF NOT EXISTS` takes its table's SHARE
+    lock before it finds the index there, so each start queued behind a VACUUM (which
+    PostgreSQL cancels only after `deadlock_timeout`: the first start after a
+    million-session prune took 1.1 s) or behind another process's long transaction. Here a
+    connection holds the event table as a VACUUM does; the start answers meanwhile."""
+    schema = f"p_{uuid.uuid4().hex[:12]}"
+    url = f"{postgres.url}?schema={schema}"
+    with open_service(url, maintenance="manual") as svc:
+        svc.open_session("agent:main:main")
+        table = svc.store.recorder.events_table_name  # type: ignore[attr-defined]
+    opened: list[Any] = []
+    with psycopg.connect(postgres.url) as holder:
+        holder.execute(
+            SQL("LOCK TABLE {} IN SHARE UPDATE EXCLUSIVE MODE").format(Identifier(schema, table))
+        )
+        starting = threading.Thread(
+            target=lambda: opened.append(open_service(url, maintenance="manual")), daemon=True
+        )
+        starting.start()
+        try:
+            assert wait_until(lambda: bool(opened), 20), "the start waited for the table lock"
+            assert opened[0].session_status("agent:main:main")["sessionKey"] == "agent:main:main"
+        finally:
+            holder.rollback()
+            starting.join(30)
+    opened[0].close()
