@@ -100,10 +100,7 @@ def create_in_turn(
                     _create_schema(conn, datastore.schema)
                     create()
                 elif _all_in_place(conn, datastore.schema, statements):
-                    datastore.register_type_adapters()  # what the library does after creating
-                    if not _may_create(conn, datastore.schema):
-                        log.info("store_schema_in_place", role=conn.info.user,
-                                 schema=datastore.schema)  # fmt: skip
+                    _used_in_place(conn, datastore, may_create=_may_create(conn, datastore.schema))
                 else:
                     create()
             except Exception as error:
@@ -118,8 +115,7 @@ def create_in_turn(
                         f"{', '.join(missing)}. Open the store once as a role that may create "
                         f"them (its owner), then as {conn.info.user!r} again"
                     ) from error
-                datastore.register_type_adapters()  # what the library does after creating
-                log.info("store_schema_in_place", role=conn.info.user, schema=datastore.schema)
+                _used_in_place(conn, datastore, may_create=False)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
 
@@ -203,6 +199,14 @@ def _all_in_place(
         return all(present for _, present in in_place(conn, schema, statements))
     except ValueError:  # a statement this reading cannot tell: run them all, as before
         return False
+
+
+def _used_in_place(conn: Any, datastore: PostgresDatastore, *, may_create: bool) -> None:
+    """The store's tables are used as they are: what the library does after creating them,
+    and, for a role that may not create them, `store_schema_in_place` said once."""
+    datastore.register_type_adapters()
+    if not may_create:
+        log.info("store_schema_in_place", role=conn.info.user, schema=datastore.schema)
 
 
 def _may_create(conn: psycopg.Connection[Any], schema: str) -> bool:
