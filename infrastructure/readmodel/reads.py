@@ -61,30 +61,29 @@ _MARK_SET = (
     "DO UPDATE SET value = excluded.value"
 )
 _KEY_SEEN = "SELECT 1 FROM {s}session_dedupe_keys WHERE session_id = ? AND dedupe_key = ?"
-_CURSOR_COLUMNS = (
-    "c.watch_id, c.watcher_key, c.target_id, c.target_key, c.acknowledged, "
-    f"c.notified, {DERIVED_MATERIAL} AS material, c.notice_order, "
-    f"{DERIVED_UPDATED} AS updated_at "
+_CURSOR_FROM = (
     "FROM {s}session_watch_cursors c LEFT JOIN {s}session_material m "
     "ON m.session_id = c.target_id WHERE "
 )
-_CURSOR = "SELECT " + _CURSOR_COLUMNS
-#: A page of idle cursors, walked by the stored time's index: the derived time is the
-#: greater of the stored one and another, so `c.updated_at < ?` loses no idle cursor.
-_IDLE = (
-    "SELECT c.updated_at AS stored_at, "
-    + _CURSOR_COLUMNS
-    + "c.updated_at < ? AND "
-    + DERIVED_UPDATED
-    + " < ? {after}ORDER BY c.updated_at, c.watch_id LIMIT ?"
+_CURSOR_COLUMNS = (
+    "c.watch_id, c.watcher_key, c.target_id, c.target_key, c.acknowledged, "
+    f"c.notified, {DERIVED_MATERIAL} AS material, c.notice_order, "
+    f"{DERIVED_UPDATED} AS updated_at " + _CURSOR_FROM
 )
+_CURSOR = "SELECT " + _CURSOR_COLUMNS
+#: Idle before `?` (both parameters the same time), walked by the stored time's index: the
+#: derived time is the greater of the stored one and another, so `c.updated_at < ?` loses
+#: no idle cursor.
+_IDLE_WHERE = "c.updated_at < ? AND " + DERIVED_UPDATED + " < ? "
+#: A page of idle cursors.
+_IDLE = (
+    "SELECT c.updated_at AS stored_at, " + _CURSOR_COLUMNS + _IDLE_WHERE
+    + "{after}ORDER BY c.updated_at, c.watch_id LIMIT ?"
+)  # fmt: skip
 _CURSOR_COUNTS = (
     f"SELECT COUNT(*), SUM(CASE WHEN {PENDING} THEN 1 ELSE 0 END) FROM {{s}}session_watch_cursors c"
 )
-_IDLE_COUNT = (
-    "SELECT COUNT(*) FROM {s}session_watch_cursors c LEFT JOIN {s}session_material m "
-    "ON m.session_id = c.target_id WHERE c.updated_at < ? AND " + DERIVED_UPDATED + " < ?"
-)
+_IDLE_COUNT = "SELECT COUNT(*) " + _CURSOR_FROM + _IDLE_WHERE
 _IDLE_AFTER = "AND (c.updated_at > ? OR (c.updated_at = ? AND c.watch_id > ?)) "
 _PENDING_TO_DRAIN = (
     f"SELECT c.watch_id, {DERIVED_MATERIAL} FROM {{s}}session_watch_cursors c "
