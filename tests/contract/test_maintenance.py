@@ -318,9 +318,9 @@ class TestTheBackgroundTask:
     def test_a_batch_the_close_ends_is_logged_as_interrupted_not_as_a_failure(
         self, open_svc: ServiceFactory, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """R-L9 (ADR 038): a host that closes the service while a batch runs (a restart
-        during a million-session store's start-up check) ends that batch with the store; an
-        ERROR `maintenance_failed` would page an operator for nothing. It is logged at INFO,
+        """R-R1, R-N6 (ADR 038, 045), and R-L9's levels (an expected stop stays at INFO): a
+        host that closes the service while a batch runs (a restart during a million-session
+        store's start-up check) ends that batch with the store; an ERROR `maintenance_failed` would page an operator for nothing. It is logged at INFO,
         `maintenance_interrupted`, and the next start runs the work again."""
         open_svc().close()
 
