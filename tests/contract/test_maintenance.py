@@ -320,7 +320,8 @@ class TestTheBackgroundTask:
     ) -> None:
         """R-R1, R-N6 (ADR 038, 045), and R-L9's levels (an expected stop stays at INFO): a
         host that closes the service while a batch runs (a restart during a million-session
-        store's start-up check) ends that batch with the store; an ERROR `maintenance_failed` would page an operator for nothing. It is logged at INFO,
+        store's start-up check) ends that batch with the store; an ERROR
+        `maintenance_failed` would page an operator for nothing. It is logged at INFO,
         `maintenance_interrupted`, and the next start runs the work again."""
         open_svc().close()
 
