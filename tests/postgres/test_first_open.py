@@ -134,8 +134,8 @@ def test_a_start_on_a_store_in_place_waits_for_no_lock_on_its_tables(
     """R-N7, ADR 045 (issue 39, item 6): a start on a store whose tables, indexes and
     functions are all in place runs none of its DDL. `CREATE INDEX IF NOT EXISTS` takes its
     table's SHARE lock before it finds the index there, so each start queued behind a VACUUM
-    (which PostgreSQL cancels only after `deadlock_timeout`: the first start after a
-    million-session prune took 1.1 s) or behind another process's long transaction. Here a
+    (which PostgreSQL cancels only after `deadlock_timeout`: likely why one start after a
+    million-session prune took 1.1 s) or another process's long transaction. Here a
     connection holds the event table as a VACUUM does; the start answers meanwhile."""
     schema = f"p_{uuid.uuid4().hex[:12]}"
     url = f"{postgres.url}?schema={schema}"
