@@ -59,11 +59,7 @@ class RoundTripsReadModels(PostgresReadModels):
         if not isinstance(c, _Pipelined | _Statements):
             super().write_batches(c, batches)
             return
-        for write, rows in batches.items():
-            if write.unnest is None or len(rows) < 2:
-                c.executemany(self.sql(write.template), rows)
-            else:
-                c.execute(self.sql(write.unnest), [list(col) for col in zip(*rows, strict=True)])
+        self.write_as_arrays(c, batches, keys_repeat=False)
 
 
 class PostgresRoundTripsRecorder(PostgresReadModelRecorder):

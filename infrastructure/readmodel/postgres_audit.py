@@ -73,7 +73,7 @@ class CopyingScratchStore(ScratchStore):
                 rest[write] = rows
         if rest:
             with c.connection.pipeline():
-                super().write_batches(c, rest)
+                self.write_as_arrays(c, rest, keys_repeat=True)
 
 
 class PostgresAudit(Audit):

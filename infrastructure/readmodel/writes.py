@@ -50,6 +50,9 @@ class Write:
     #: touch: writes of different lanes commute, so the bulk path may reorder them (None:
     #: the write is ordered against every other write of its key).
     lane: str | None = None
+    #: Its rows may run in any order, a key's twice (an insert that does nothing on a key
+    #: present): its array form is exact for any batch of them.
+    commutes: bool = False
 
     def copy_statement(self) -> str:
         """`COPY table (columns) FROM STDIN`, for a write that `appends`."""
@@ -92,6 +95,22 @@ class ReadModelWrites(Rendered):
         """Run each statement once per row given; the statements commute (different keys)."""
         for write, rows in batches.items():
             c.executemany(self.sql(write.template), rows)
+
+    def write_as_arrays(
+        self, c: Any, batches: dict[Write, list[Row]], *, keys_repeat: bool
+    ) -> None:
+        """`write_batches` with a write for many keys in ONE statement where it has an array
+        form (`unnest`, PostgreSQL) and that form is exact for its rows: one statement
+        instead of one per row for the server to run. With `keys_repeat` (a bulk batch: a
+        write that does not fold may hold a key's rows in order) only the writes that fold
+        (one row per key) or commute go as arrays."""
+        sql = self.sql
+        for write, rows in batches.items():
+            exact = not keys_repeat or write.fold is not None or write.commutes
+            if write.unnest is None or len(rows) < 2 or not exact:
+                c.executemany(sql(write.template), rows)
+            else:
+                c.execute(sql(write.unnest), [list(col) for col in zip(*rows, strict=True)])
 
     def notice_opened(self, c: Any, watch_id: UUID) -> None:
         """Hook: a notice opened in this transaction (PostgreSQL publishes a wake)."""
@@ -170,7 +189,17 @@ _HEAD_VERSION = Write(
     "WHERE session_id = ?",
     _greatest_first,
 )
-_KEY = Write(KEYS.name, KEYS.insert() + " ON CONFLICT DO NOTHING")
+_KEY = Write(
+    KEYS.name,
+    KEYS.insert() + " ON CONFLICT DO NOTHING",
+    # Many keys (a replay's page, a batch of records) in one statement: `DO NOTHING` takes
+    # a pair given twice, as the rows one at a time would.
+    unnest=(
+        "INSERT INTO {s}session_dedupe_keys (session_id, dedupe_key) "
+        "SELECT * FROM unnest(?::{id}[], ?::{text}[]) ON CONFLICT DO NOTHING"
+    ),
+    commutes=True,
+)
 _DROP_HISTORY = Write(
     EVENTS.name, "DELETE FROM {s}session_state_events WHERE session_id = ? AND sequence <= ?"
 )
