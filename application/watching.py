@@ -16,6 +16,7 @@ from session_awareness.domain.keys import (
     is_agent_qualified,
     may_hold_cursor,
 )
+from session_awareness.domain.notices import Handed
 from session_awareness.domain.watch import RemovalReason, notice_text
 
 
@@ -139,7 +140,7 @@ class Watching:
             self.check_known(watcher)
         return Handover(
             tuple(notice_text(row.target_key, row.acknowledged) for row in rows),
-            tuple(notices.Handed(row.watch_id, row.acknowledged, row.notified) for row in rows),
+            tuple(Handed(row.watch_id, row.acknowledged, row.notified) for row in rows),
         )
 
     def acknowledge_handed(self, watcher: str, handover: Handover) -> list[str]:
@@ -150,7 +151,7 @@ class Watching:
             return []
         return self._drain(watcher, handover.handed)
 
-    def _drain(self, watcher: str, handed: tuple[notices.Handed, ...] | None) -> list[str]:
+    def _drain(self, watcher: str, handed: tuple[Handed, ...] | None) -> list[str]:
         """Acknowledge the watcher's pending notices, all of them (`handed` None, R-N3) or
         those still as `handed` (R-N8), in one event (ADR 024); the texts acknowledged,
         oldest first."""
@@ -194,5 +195,4 @@ class Handover:
     each notice for its acknowledgement (`Watching.acknowledge_handed`)."""
 
     notices: tuple[str, ...]
-    handed: tuple[notices.Handed, ...]
-
+    handed: tuple[Handed, ...]

@@ -13,7 +13,8 @@ the same of the notices it reopened. The application saves what changed and carr
   active cursor gets one at L = 0 first (R-W4).
 - `material` is a cursor's M, derived from the target; `acknowledge` drains a pending
   notice with it (R-N3); `acknowledge_handed` drains only the notices handed over that are
-  still the ones shown (`Handed`, R-N8); `last_moved` is when the cursor last moved, M included (R-W6).
+  still the ones shown (`Handed`, R-N8); `last_moved` is when the cursor last moved, M
+  included (R-W6).
 - `redeliver` raises a pending notice's N to its M when the start-up sweep re-delivers it,
   so its drain acknowledges up to M (R-N6).
 - `seed_spawn` sets the parent's cursor at the spawn's sequence (R-W1).
