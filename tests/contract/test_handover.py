@@ -49,9 +49,7 @@ class TestHandOverThenAcknowledge:
         assert svc.pending_notices(MANAGER) == [notice(CHILD, 2)]
         assert cursor(svc, MANAGER, CHILD) == (2, 3, 3)
 
-    def test_a_notice_opened_after_the_hand_over_stays_pending(
-        self, svc: SessionAwareness
-    ) -> None:
+    def test_a_notice_opened_after_the_hand_over_stays_pending(self, svc: SessionAwareness) -> None:
         """R-N8: a cursor that became pending after the read was never handed over, so the
         acknowledgement leaves it pending, untouched."""
         spawn(svc)
