@@ -93,14 +93,7 @@ def forward(
     notices are still pending: print them, then `Relayed.confirm` (R-N8)."""
     if state.has_spooled():
         return None
-    request = json.dumps(
-        {
-            "signal": signal,
-            "agent": agent,
-            "databaseUrl": effective_url(database_url),
-            "handover": True,
-        }
-    ).encode()
+    request = relay_request(signal, agent=agent, database_url=database_url)
     pid: int | None = os.getpid()
     for _ in range(2):  # a hook runs under a shell, or directly under Claude Code
         pid = parent_of(pid) if pid is not None else None
@@ -115,6 +108,17 @@ def forward(
         except (OSError, ValueError):
             return None
     return None
+
+
+def relay_request(signal: dict[str, Any], *, agent: str, database_url: str | None) -> bytes:
+    """The one JSON line a hook sends: its signal, asking for a hand-over (R-N8)."""
+    body = {
+        "signal": signal,
+        "agent": agent,
+        "databaseUrl": effective_url(database_url),
+        "handover": True,
+    }
+    return json.dumps(body).encode()
 
 
 class Relayed:
