@@ -368,7 +368,11 @@ class HookRelay:
             log.warning("hook_relay_unconfirmed", watcher=key, notices=len(handover.notices),
                         error=repr(error))  # fmt: skip
             return
-        done = await anyio.to_thread.run_sync(self.svc.acknowledge_handed, key, handover)
+        try:
+            done = await anyio.to_thread.run_sync(self.svc.acknowledge_handed, key, handover)
+        except Exception as error:  # noqa: BLE001 -- still pending: shown again, never lost
+            log.warning("hook_relay_acknowledge_failed", watcher=key, error=repr(error))
+            return
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             await stream.send(json.dumps({"acknowledged": len(done)}).encode() + b"\n")
 

@@ -16,12 +16,15 @@ from pathlib import Path
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from session_awareness.application import open_service
 from session_awareness.infrastructure import claude_relay
 from session_awareness.infrastructure.claude_hooks import parse
 from session_awareness.infrastructure.claude_relay import relay_request, socket_path
 from session_awareness.infrastructure.claude_state import ClaudeState, process_identity
+from session_awareness.infrastructure.mcp_server import serve_hooks
+from session_awareness.infrastructure.mcp_tools import McpSurface
 from session_awareness.testing.waiting import wait_until
 from tests.hooks.helpers import (
     StalledHook,
@@ -254,3 +257,43 @@ class TestTheConfirmation:
             assert wait_until(lambda: pending(url) == [], timeout=DEADLINE)
 
         run(lambda: serving(url, state, log, scenario))
+
+    def test_an_acknowledgement_that_fails_leaves_the_notices_and_the_relay_serving(
+        self, database_url: str, tmp_path: Path
+    ) -> None:
+        """R-N8, R-L8: the server's service cannot acknowledge (here it has closed) after the
+        hook confirmed: the notices stay pending (`hook_relay_acknowledge_failed`), and the
+        relay goes on answering the next hook (an error, on which it records in-process)."""
+        url, state = database_url, tmp_path / "state"
+        path = tmp_path / "relay" / "hooks.sock"
+        expected = seed_notices(url, lead_key(LEAD), watched_targets(2))
+        svc = open_service(url)
+
+        def hook_confirms_after_the_service_closed() -> list[str]:
+            relayed = claude_relay._ask(str(path), request(url, state))
+            assert relayed is not None
+            svc.close()
+            relayed.confirm()
+            return relayed.notices
+
+        async def scenario() -> None:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(serve_hooks, McpSurface(svc, lambda: None), path, url)
+                with anyio.fail_after(DEADLINE):
+                    while not path.exists():
+                        await anyio.sleep(0.02)
+                with capture_logs() as logs:
+                    shown = await anyio.to_thread.run_sync(hook_confirms_after_the_service_closed)
+                    again = await anyio.to_thread.run_sync(
+                        claude_relay._ask, str(path), request(url, state)
+                    )
+                tasks.cancel_scope.cancel()
+            assert shown == expected
+            assert again is None  # answered with an error: the hook records in-process
+            assert [e["event"] for e in logs if e["log_level"] == "warning"] == [
+                "hook_relay_acknowledge_failed",
+                "hook_relay_failed",
+            ]
+
+        run(scenario)
+        assert pending(url) == expected
