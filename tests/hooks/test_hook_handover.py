@@ -4,9 +4,13 @@ leaves them pending for the next prompt. Run as Claude Code runs it, on both bac
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 
 from session_awareness.application import open_service
+from session_awareness.infrastructure import claude_hooks
+from session_awareness.infrastructure.claude_state import ClaudeState
 from tests.hooks.helpers import (
     StalledHook,
     fixture,
@@ -58,3 +62,28 @@ class TestInProcessHandOver:
         with open_service(database_url) as svc:
             assert svc.pending_notices(lead_key(LEAD)) == []
         assert run_hook(prompt, url=database_url, state_dir=state).context is None
+
+    def test_notices_the_output_refused_are_not_acknowledged(
+        self, database_url: str, tmp_path: Path
+    ) -> None:
+        """R-N8: the hook's entry point, recording in-process, cannot write its output (Claude
+        Code closed the pipe): nothing was shown, so nothing is acknowledged, and the hook
+        still exits 0 (R-A1)."""
+        state = tmp_path / "state"
+        expected = seed_notices(database_url, lead_key(LEAD), watched_targets(2))
+        refused = io.StringIO()
+        refused.close()
+        errors = io.StringIO()
+
+        code = claude_hooks.run(
+            io.StringIO(json.dumps(fixture("user_prompt_submit", session_id=LEAD))),
+            refused,
+            errors,
+            agent="claude",
+            database_url=database_url,
+            state=ClaudeState(state),
+        )
+
+        assert (code, errors.getvalue()) == (0, "")
+        with open_service(database_url) as svc:
+            assert svc.pending_notices(lead_key(LEAD)) == expected
