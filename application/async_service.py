@@ -184,6 +184,8 @@ class AsyncSessionAwareness(_OffLoop):
     unwatch = awaited(SessionAwareness.unwatch)
     pending_notices = awaited(SessionAwareness.pending_notices)
     drain_notices = awaited(SessionAwareness.drain_notices)
+    hand_over_notices = awaited(SessionAwareness.hand_over_notices)
+    acknowledge_handed = awaited(SessionAwareness.acknowledge_handed)
     session_status = awaited(SessionAwareness.session_status)
     sessions_list = awaited(SessionAwareness.sessions_list)
     sessions_history = awaited(SessionAwareness.sessions_history)

@@ -39,7 +39,7 @@ from session_awareness.application.store import SessionStore, log
 from session_awareness.application.transcripts import Transcripts
 from session_awareness.application.unit_of_work import STORE_ERRORS
 from session_awareness.application.wakes import DEFAULT_WAKE_COALESCE_SECONDS, WakeCoalescer
-from session_awareness.application.watching import Watching
+from session_awareness.application.watching import Handover, Watching
 from session_awareness.configuration import environment_for, redact, store_identity, url_in_force
 from session_awareness.domain.keys import InvalidKeyError, SessionRef
 from session_awareness.domain.notices import DEFAULT_MAIN_KEY, check_main_key
@@ -527,6 +527,22 @@ class SessionAwareness:
         material (R-N3). Returns the texts drained, oldest first (`[]`: nothing pending). A
         key the service has never seen raises `UnknownSessionError` (R-L9)."""
         return self._watching.drain_notices(watcher)
+
+    def hand_over_notices(self, watcher: str) -> Handover:
+        """The pending notices, oldest first (`Handover.notices`), read without acknowledging
+        them: hand them on (print them, send them), then `acknowledge_handed(watcher,
+        handover)`. Until then they stay pending, so a hand-over that fails midway loses
+        nothing and shows them again (R-N8). A key the service has never seen raises
+        `UnknownSessionError` (R-L9)."""
+        return self._watching.hand_over_notices(watcher)
+
+    def acknowledge_handed(self, watcher: str, handover: Handover) -> list[str]:
+        """Acknowledge the notices `hand_over_notices` read, each only if it is still pending
+        as it was read (R-N8): a notice drained or moved on since stays as it is now (shown
+        again if pending), one opened since is left pending; otherwise as `drain_notices`
+        (R-N3: a fresh notice for newer material). Returns the texts acknowledged, oldest
+        first. A key the service has never seen raises `UnknownSessionError` (R-L9)."""
+        return self._watching.acknowledge_handed(watcher, handover)
 
     def open_session(
         self,

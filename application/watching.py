@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 
 from session_awareness.application.errors import AmbiguousSessionError, UnknownSessionError
@@ -15,6 +16,7 @@ from session_awareness.domain.keys import (
     is_agent_qualified,
     may_hold_cursor,
 )
+from session_awareness.domain.notices import Handed
 from session_awareness.domain.watch import RemovalReason, notice_text
 
 
@@ -127,6 +129,32 @@ class Watching:
     def drain_notices(self, watcher: str) -> list[str]:
         """Hand over and acknowledge the pending notices; reopen one per pair with newer
         material (R-N3). Returns the texts drained, oldest first."""
+        return self._drain(watcher, None)
+
+    def hand_over_notices(self, watcher: str) -> Handover:
+        """The watcher's pending notices, read without acknowledging them, with what names
+        each (R-N8): once the caller has handed them on, `acknowledge_handed` acknowledges
+        exactly those; until then they stay pending."""
+        rows = self.store.read_model.cursors_of_watcher(watcher, pending_only=True)
+        if not rows:
+            self.check_known(watcher)
+        return Handover(
+            tuple(notice_text(row.target_key, row.acknowledged) for row in rows),
+            tuple(Handed(row.watch_id, row.acknowledged, row.notified) for row in rows),
+        )
+
+    def acknowledge_handed(self, watcher: str, handover: Handover) -> list[str]:
+        """Acknowledge the notices of `handover` that are still pending as they were handed
+        (R-N8, R-N3): one whose cursor moved on stays pending, a notice opened since is left.
+        Returns the texts acknowledged, oldest first."""
+        if not handover.handed:
+            return []
+        return self._drain(watcher, handover.handed)
+
+    def _drain(self, watcher: str, handed: tuple[Handed, ...] | None) -> list[str]:
+        """Acknowledge the watcher's pending notices, all of them (`handed` None, R-N3) or
+        those still as `handed` (R-N8), in one event (ADR 024); the texts acknowledged,
+        oldest first."""
 
         def attempt(uow: UnitOfWork) -> list[str]:
             now = self.store.clock()
@@ -135,7 +163,12 @@ class Watching:
             watches = uow.cursors_to_read(watcher, [wid for wid, _ in pairs])
             # each with the target's M for the watcher (ADR 023)
             cursors = zip(watches, [material for _, material in pairs], strict=True)
-            drained = notices.drain(uow.drains(watcher), watcher, cursors, at=now)
+            drains = uow.drains(watcher)
+            drained = (
+                notices.drain(drains, watcher, cursors, at=now)
+                if handed is None
+                else notices.acknowledge_handed(drains, watcher, cursors, handed, at=now)
+            )
             if drained.drains is None:
                 return []
             uow.add(drained.drains)  # one event for the whole drain (ADR 024)
@@ -154,3 +187,12 @@ class Watching:
         if not drained:
             self.check_known(watcher)
         return drained
+
+
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """Pending notices read to be handed on (R-N8): their texts, oldest first, and what names
+    each notice for its acknowledgement (`Watching.acknowledge_handed`)."""
+
+    notices: tuple[str, ...]
+    handed: tuple[Handed, ...]

@@ -12,7 +12,9 @@ the same of the notices it reopened. The application saves what changed and carr
   nothing, its material position being the target's (R-N2, ADR 023); a parent without an
   active cursor gets one at L = 0 first (R-W4).
 - `material` is a cursor's M, derived from the target; `acknowledge` drains a pending
-  notice with it (R-N3); `last_moved` is when the cursor last moved, M included (R-W6).
+  notice with it (R-N3); `acknowledge_handed` drains only the notices handed over that are
+  still the ones shown (`Handed`, R-N8); `last_moved` is when the cursor last moved, M
+  included (R-W6).
 - `redeliver` raises a pending notice's N to its M when the start-up sweep re-delivers it,
   so its drain acknowledges up to M (R-N6).
 - `seed_spawn` sets the parent's cursor at the spawn's sequence (R-W1).
@@ -310,6 +312,48 @@ def drain(
         wakes=any(wakes(watch) for watch in reopened),
         quiet=tuple(watch.id for watch in reopened if not wakes(watch)),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Handed:
+    """A pending notice as it was handed over before being acknowledged (R-N8): its cursor,
+    and the positions the notice showed, L (its text's `changesSince`) and N (the material
+    it covers). The same notice is still pending while the cursor holds both."""
+
+    watch_id: UUID
+    acknowledged: int
+    notified: int
+
+    def shows(self, watch: Watch) -> bool:
+        """Whether `watch` still holds this notice: pending at the same L and N. A cursor
+        whose notice moved on (drained elsewhere, reopened, re-delivered) holds another."""
+        return (
+            watch.id == self.watch_id
+            and watch.pending
+            and (watch.acknowledged, watch.notified) == (self.acknowledged, self.notified)
+        )
+
+
+def acknowledge_handed(
+    drains: Drains | None,
+    watcher: str,
+    cursors: Iterable[tuple[Watch | None, int]],
+    handed: Iterable[Handed],
+    *,
+    at: datetime,
+) -> Drained:
+    """Acknowledge what was handed over, and only that (R-N8): of the watcher's cursors (each
+    with its target's M, as `drain` takes them), those whose notice is still the one handed
+    are drained as `drain` drains them (R-N3), in the same one event on the watcher's `Drains`
+    (ADR 024, ADR 047). A cursor whose notice moved on since stays pending, to be handed over
+    again; a cursor that became pending after the hand-over was never handed, and is left."""
+    shown = {notice.watch_id: notice for notice in handed}
+    kept = [
+        (watch, held)
+        for watch, held in cursors
+        if watch is not None and watch.id in shown and shown[watch.id].shows(watch)
+    ]
+    return drain(drains, watcher, kept, at=at)
 
 
 def wakes(watch: Watch) -> bool:

@@ -11,7 +11,9 @@ each other; a Claude Code sub-agent's is that key plus `:subagent:<agent_id>`.
   `compact` (Claude Code) records `compacted`.
 - A human prompt (Claude Code's `UserPromptSubmit`, Gemini CLI's `BeforeAgent`): a
   `human_direct_message` via the CLI's channel (`claude-code`, `gemini-cli`; R-L6); then the
-  session's pending notices are drained into the prompt as `additionalContext` (R-N3).
+  session's pending notices are handed over into the prompt as `additionalContext`: read,
+  printed, and acknowledged only once printed (R-N8, R-N3), so a hook killed in between
+  shows them again at the next prompt rather than losing them.
 - A compaction (`PreCompact`, Gemini CLI's `PreCompress`): `compacted`, once per compaction.
 - `SubagentStart` / `SubagentStop` (Claude Code): the spawn edge, so the parent watches its
   sub-agent (R-W1) / the end of the sub-agent's run.
@@ -39,7 +41,7 @@ from session_awareness.infrastructure.claude_state import ClaudeState, state_roo
 #: third-party package. Recording in-process imports the service when it needs it.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import IO, Any, Protocol
 
     from session_awareness.application import SessionAwareness
@@ -485,13 +487,29 @@ def run(
     try:
         from session_awareness.infrastructure.claude_relay import forward  # noqa: PLC0415
 
-        notices = forward(signal.to_json(), agent=agent, database_url=database_url, state=state)
+        relayed = forward(signal.to_json(), agent=agent, database_url=database_url, state=state)
     except Exception:  # noqa: BLE001 -- the relay is an optimisation: record in-process
-        notices = None
+        relayed = None
+    if relayed is not None:  # print, then confirm: the server acknowledges on that (R-N8)
+        if deliver(stdout, relayed.notices, cli):
+            relayed.confirm()
+        else:
+            relayed.close()
+        return 0
     try:
-        if notices is None:
-            quiet_logs(verbose=verbose)
-            notices = _record(signal, agent=agent, database_url=database_url, state=state)
+        quiet_logs(verbose=verbose)
+        _record(
+            signal,
+            agent=agent,
+            database_url=database_url,
+            state=state,
+            deliver=lambda notices: deliver(stdout, notices, cli),
+        )
+    except Unacknowledged as error:
+        stderr.write(
+            "session-awareness hook: notices shown, not acknowledged (shown again): "
+            f"{_one_line(str(error.__cause__))}\n"
+        )
     except Exception as error:  # noqa: BLE001 -- kept for the next run, never raised
         dropped = state.spool(signal.to_json())
         lost = f" ({dropped} oldest kept signals dropped)" if dropped else ""
@@ -499,15 +517,46 @@ def run(
             f"session-awareness hook: store unavailable, signal kept{lost}: "
             f"{_one_line(str(error))}\n"
         )
-        return 0
-    if notices:
-        stdout.write(prompt_context(notices, cli) + "\n")
     return 0
 
 
+def deliver(stdout: IO[str], notices: list[str], cli: AgentCli) -> bool:
+    """Print the notices as the prompt's context, flushed: True once they are out (or there
+    are none), False when stdout refused them (they are then not acknowledged, R-N8)."""
+    if not notices:
+        return True
+    try:
+        stdout.write(prompt_context(notices, cli) + "\n")
+        stdout.flush()
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+class Unacknowledged(Exception):
+    """The notices were shown, and their acknowledgement failed: they stay pending and are
+    shown again at the next prompt (R-N8); the signal itself was recorded."""
+
+
+def notices_session(signal: Signal, agent: str) -> str | None:
+    """The session whose notices the signal's hook run hands over: a prompt's own (R-N3,
+    R-N8); None for every other event."""
+    if signal.event != "UserPromptSubmit":
+        return None
+    return session_key(agent, signal.session_id, signal.host)
+
+
 def _record(
-    signal: Signal, *, agent: str, database_url: str | None, state: ClaudeState
-) -> list[str]:
+    signal: Signal,
+    *,
+    agent: str,
+    database_url: str | None,
+    state: ClaudeState,
+    deliver: Callable[[list[str]], bool],
+) -> None:
+    """Record the signal in-process; for a prompt, read its session's notices, `deliver`
+    them, then acknowledge them (R-N8): a hook killed before the acknowledgement leaves them
+    pending, to be shown again."""
     from session_awareness.application import open_service  # noqa: PLC0415 -- the heavy part
 
     # The hook keeps what the store refused in its own spool (below, ClaudeState): the
@@ -521,10 +570,19 @@ def _record(
             except Exception:
                 state.spool(kept)
                 raise
-        notices = apply(svc, signal, agent=agent)
+        apply(svc, signal, agent=agent, drain=False)
         if svc.kept_signals:
             raise RuntimeError("the store failed while recording")
-    return notices
+        key = notices_session(signal, agent)
+        if key is None:
+            return
+        handover = svc.hand_over_notices(key)
+        if not handover.notices or not deliver(list(handover.notices)):
+            return
+        try:
+            svc.acknowledge_handed(key, handover)
+        except Exception as error:
+            raise Unacknowledged from error
 
 
 def _one_line(text: str) -> str:

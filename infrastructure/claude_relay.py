@@ -4,9 +4,14 @@ A hook run is a process start, and opening the service (importing it, opening th
 startup prune and sweep) costs most of it. Under Claude Code the session's MCP server already
 has the service open, so it listens on a Unix socket named after its Claude Code process; a
 hook run whose parent or grandparent is that process sends the mapped signal there (one JSON
-line) and gets the drained notices back. When no server answers — it has not started yet,
-another database URL, a relay error, or signals still kept from an outage — the hook records
-in-process as before; the human turn's idempotency key makes a repeat harmless.
+line) and gets the session's pending notices back, read, not acknowledged, with a token. The
+hook prints them, then confirms on the same connection (a second line with the token), and
+only then does the server acknowledge them (R-N8, ADR 047): a hook that times out, reads a
+broken answer or is killed before it confirms leaves them pending, and the next hook run
+(in-process or relayed) shows them, so a notice is repeated at worst, never lost. When no
+server answers — it has not started yet, another database URL, a relay error, or signals
+still kept from an outage — the hook records in-process as before; the human turn's
+idempotency key makes a repeat harmless.
 
 Only the mapped fields travel, never message text. The socket lives in a folder only this user
 can enter.
@@ -35,6 +40,9 @@ if TYPE_CHECKING:
 #: How long a hook waits for the server's answer before recording in-process.
 RELAY_TIMEOUT = 5.0
 MAX_MESSAGE = 1 << 16
+#: The longest answer a hook reads (the notices of a large fan-out are far below it); a
+#: longer one is not confirmed, so its notices stay pending and the hook shows them itself.
+MAX_ANSWER = 1 << 24
 
 
 def socket_path(state: ClaudeState, host: str) -> Path:
@@ -80,13 +88,12 @@ def effective_url(database_url: str | None) -> str | None:
 
 def forward(
     signal: dict[str, Any], *, agent: str, database_url: str | None, state: ClaudeState
-) -> list[str] | None:
-    """The notices, when the session's MCP server recorded the signal; else None."""
+) -> Relayed | None:
+    """The notices, when the session's MCP server recorded the signal; else None. The
+    notices are still pending: print them, then `Relayed.confirm` (R-N8)."""
     if state.has_spooled():
         return None
-    request = json.dumps(
-        {"signal": signal, "agent": agent, "databaseUrl": effective_url(database_url)}
-    ).encode()
+    request = relay_request(signal, agent=agent, database_url=database_url)
     pid: int | None = os.getpid()
     for _ in range(2):  # a hook runs under a shell, or directly under Claude Code
         pid = parent_of(pid) if pid is not None else None
@@ -103,23 +110,85 @@ def forward(
     return None
 
 
-def _ask(path: str, request: bytes) -> list[str] | None:
+def relay_request(signal: dict[str, Any], *, agent: str, database_url: str | None) -> bytes:
+    """The one JSON line a hook sends: its signal, asking for a hand-over (R-N8)."""
+    body = {
+        "signal": signal,
+        "agent": agent,
+        "databaseUrl": effective_url(database_url),
+        "handover": True,
+    }
+    return json.dumps(body).encode()
+
+
+class Relayed:
+    """The notices the server handed over, still pending there, and the connection it
+    waits on for their confirmation (None: an older server, which drained them already)."""
+
+    __slots__ = ("_conn", "_token", "notices")
+
+    def __init__(self, notices: list[str], conn: Any = None, token: str | None = None) -> None:
+        self.notices, self._conn, self._token = notices, conn, token
+
+    def confirm(self) -> None:
+        """Tell the server the notices are out (printed), so it acknowledges them, and wait
+        for its answer, so the next prompt finds them acknowledged. Call it only after the
+        print: a hook that ends before confirming leaves them pending, shown again at the
+        next prompt (a repeat, never a loss). A failure here is that same repeat."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            with conn:
+                conn.sendall(json.dumps({"confirm": self._token}).encode() + b"\n")
+                _line(conn, MAX_MESSAGE)
+        except (OSError, ValueError):
+            pass
+
+    def close(self) -> None:
+        """Give the notices up unconfirmed: they stay pending at the server."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
+def _ask(path: str, request: bytes) -> Relayed | None:
     import socket  # noqa: PLC0415 -- only once a server's socket is there (module docstring)
 
     if not hasattr(socket, "AF_UNIX"):
         return None
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
         conn.settimeout(RELAY_TIMEOUT)
         conn.connect(path)
         conn.sendall(request + b"\n")
-        reply = b""
-        while not reply.endswith(b"\n") and len(reply) < MAX_MESSAGE:
-            chunk = conn.recv(MAX_MESSAGE)
-            if not chunk:
-                break
-            reply += chunk
-    answer = json.loads(reply)
-    notices = answer.get("notices") if isinstance(answer, dict) else None
-    if isinstance(notices, list) and all(isinstance(n, str) for n in notices):
-        return notices
-    return None
+        answer = json.loads(_line(conn, MAX_ANSWER))
+        notices = answer.get("notices") if isinstance(answer, dict) else None
+        if not isinstance(notices, list) or not all(isinstance(n, str) for n in notices):
+            conn.close()
+            return None
+        token = answer.get("token")
+        if not isinstance(token, str) or not notices:
+            conn.close()  # nothing to confirm: no notice, or an older server that drained
+            return Relayed(notices)
+        return Relayed(notices, conn, token)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _line(conn: Any, limit: int) -> bytes:
+    """One line from the server, read to its newline; `ValueError` when the connection ends
+    first or the line runs past `limit` (the hook then records in-process, and finds the
+    notices the server handed over still pending: it acknowledges only on confirmation)."""
+    chunks: list[bytes] = []
+    size = 0
+    while not chunks or not chunks[-1].endswith(b"\n"):
+        chunk = conn.recv(MAX_MESSAGE)
+        if not chunk:
+            raise ValueError("the server closed the connection mid-answer")
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise ValueError("the server's answer is too long")
+    return b"".join(chunks)

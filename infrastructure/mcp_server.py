@@ -23,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import signal
 from contextlib import suppress
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -43,6 +44,9 @@ from session_awareness.infrastructure.mcp_handshake import INSTRUCTIONS, SERVER_
 from session_awareness.infrastructure.mcp_stdio import stdio_transport
 from session_awareness.infrastructure.mcp_tools import McpSurface
 from session_awareness.logs import get_logger
+
+if TYPE_CHECKING:
+    from session_awareness.application.watching import Handover
 
 log = get_logger()
 
@@ -274,32 +278,108 @@ async def serve_stdio(
     return stopped
 
 
-async def serve_hooks(surface: McpSurface, path: Path, database_url: str | None) -> None:
-    """Record the signals hook runs relay here, answering each with its drained notices."""
-    from session_awareness.infrastructure.claude_hooks import Signal, apply, valid_agent  # noqa: PLC0415
+#: How long the server waits for a hook's confirmation that it printed the notices handed
+#: over (a hook prints at once; Claude Code's own hook timeout is a minute).
+CONFIRM_TIMEOUT = 60.0
 
-    async def handle(stream: anyio.abc.SocketStream) -> None:
+
+class HookRelay:
+    """The server's side of the hook relay. A prompt's hook is answered with its session's
+    pending notices, read, not acknowledged, and a token; they are acknowledged when the
+    hook confirms with that token, after printing them, and not otherwise (R-N8): a hook
+    that timed out, broke or died leaves them pending (`hook_relay_unconfirmed`), for the
+    next hook run to show. A hook that does not ask for a hand-over (an older one) gets its
+    notices drained, as before."""
+
+    def __init__(self, surface: McpSurface, database_url: str | None) -> None:
+        self.svc, self.database_url = surface.svc, database_url
+
+    async def handle(self, stream: anyio.abc.SocketStream) -> None:
+        """One hook run's connection: its signal, the answer, then its confirmation."""
         async with stream:
+            received = BufferedByteReceiveStream(stream)
+            handed: tuple[str, Handover, str] | None = None
             try:
-                line = await BufferedByteReceiveStream(stream).receive_until(b"\n", 1 << 16)
-                request = json.loads(line)
-                if request.get("databaseUrl") != database_url:
-                    raise ValueError("the hook names another database")
-                agent = request.get("agent")
-                if not isinstance(agent, str) or not valid_agent(agent):
-                    raise ValueError("agent is not an agent id")
-                signal = Signal.from_json(request.get("signal"))
-                notices = await anyio.to_thread.run_sync(
-                    partial(apply, surface.svc, signal, agent=agent)
-                )
-                if surface.svc.kept_signals:
-                    raise RuntimeError("the store failed while recording")
-                reply: dict[str, Any] = {"notices": notices}
+                reply, handed = await self._answer(await received.receive_until(b"\n", 1 << 16))
             except Exception as error:  # noqa: BLE001 -- the hook then records in-process
                 log.warning("hook_relay_failed", error=repr(error))
                 reply = {"error": str(error)}
             with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await stream.send(json.dumps(reply).encode() + b"\n")
+            if handed is not None:
+                await self._confirmed(stream, received, *handed)
+
+    async def _answer(self, line: bytes) -> tuple[dict[str, Any], tuple[str, Handover, str] | None]:
+        """Record the request's signal: the answer, and for notices handed over, the
+        session, the hand-over and its token."""
+        from session_awareness.infrastructure.claude_hooks import (  # noqa: PLC0415
+            Signal,
+            apply,
+            valid_agent,
+        )
+
+        request = json.loads(line)
+        if request.get("databaseUrl") != self.database_url:
+            raise ValueError("the hook names another database")
+        agent = request.get("agent")
+        if not isinstance(agent, str) or not valid_agent(agent):
+            raise ValueError("agent is not an agent id")
+        signal = Signal.from_json(request.get("signal"))
+        if request.get("handover") is not True:  # an older hook, which never confirms
+            notices = await anyio.to_thread.run_sync(partial(apply, self.svc, signal, agent=agent))
+            self._check_recorded()
+            return {"notices": notices}, None
+        key, handover = await anyio.to_thread.run_sync(self._record, signal, agent)
+        self._check_recorded()
+        if key is None or handover is None or not handover.notices:
+            return {"notices": []}, None
+        token = secrets.token_hex(16)
+        return {"notices": list(handover.notices), "token": token}, (key, handover, token)
+
+    def _record(self, signal: Any, agent: str) -> tuple[str | None, Handover | None]:
+        from session_awareness.infrastructure.claude_hooks import (  # noqa: PLC0415
+            apply,
+            notices_session,
+        )
+
+        apply(self.svc, signal, agent=agent, drain=False)
+        key = notices_session(signal, agent)
+        return key, None if key is None else self.svc.hand_over_notices(key)
+
+    def _check_recorded(self) -> None:
+        if self.svc.kept_signals:
+            raise RuntimeError("the store failed while recording")
+
+    async def _confirmed(
+        self,
+        stream: anyio.abc.SocketStream,
+        received: BufferedByteReceiveStream,
+        key: str,
+        handover: Handover,
+        token: str,
+    ) -> None:
+        """Acknowledge the notices handed over once the hook confirms it printed them."""
+        try:
+            with anyio.fail_after(CONFIRM_TIMEOUT):
+                line = await received.receive_until(b"\n", 1 << 10)
+            if json.loads(line) != {"confirm": token}:
+                raise ValueError("not the confirmation of this answer")
+        except Exception as error:  # noqa: BLE001 -- whatever failed, nothing was confirmed
+            log.warning("hook_relay_unconfirmed", watcher=key, notices=len(handover.notices),
+                        error=repr(error))  # fmt: skip
+            return
+        try:
+            done = await anyio.to_thread.run_sync(self.svc.acknowledge_handed, key, handover)
+        except Exception as error:  # noqa: BLE001 -- still pending: shown again, never lost
+            log.warning("hook_relay_acknowledge_failed", watcher=key, error=repr(error))
+            return
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await stream.send(json.dumps({"acknowledged": len(done)}).encode() + b"\n")
+
+
+async def serve_hooks(surface: McpSurface, path: Path, database_url: str | None) -> None:
+    """Record the signals hook runs relay here (`HookRelay`)."""
+    relay = HookRelay(surface, database_url)
 
     # The socket is bound and listening under a private name, then renamed into place: the
     # path a hook connects to exists only once it accepts (bind and listen are two steps).
@@ -317,6 +397,6 @@ async def serve_hooks(surface: McpSurface, path: Path, database_url: str | None)
         log.warning("hook_relay_unavailable", path=str(path), error=repr(error))
         return
     try:
-        await listener.serve(handle)
+        await listener.serve(relay.handle)
     finally:
         path.unlink(missing_ok=True)

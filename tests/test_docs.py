@@ -53,11 +53,11 @@ class TestRules:
         assert undefined == {}
 
     def test_every_rule_is_defined_exactly_once(self) -> None:
-        """The families and their counts: K 3, L 10, W 7, N 7, S 5, R 3, C 2, E 1, U 5, T 4, M 4,
+        """The families and their counts: K 3, L 10, W 7, N 8, S 5, R 3, C 2, E 1, U 5, T 4, M 4,
         O 2, A 1."""
         ids = re.findall(r"\*\*(R-[A-Z]\d+)\.\*\*", RULES.read_text())
         families = {
-            "K": 3, "L": 10, "W": 7, "N": 7, "S": 5, "R": 3, "C": 2, "E": 1, "U": 5, "T": 4, "M": 4,
+            "K": 3, "L": 10, "W": 7, "N": 8, "S": 5, "R": 3, "C": 2, "E": 1, "U": 5, "T": 4, "M": 4,
             "O": 2, "A": 1,
         }  # fmt: skip
         expected = [f"R-{f}{n}" for f, count in families.items() for n in range(1, count + 1)]

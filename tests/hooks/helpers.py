@@ -69,3 +69,71 @@ def run_hook(
 
 def lead_key(session_id: str, agent: str = "claude") -> str:
     return f"agent:{agent}:claude:{session_id}"
+
+
+#: Enough notices (with keys near the longest a key may be) for a prompt's context of more
+#: than 64 KiB: past the relay's old answer cap, and past a pipe's usual capacity.
+MANY = 80
+
+
+def watched_targets(count: int = MANY) -> list[str]:
+    """Target keys of about 440 characters each (R-K1 allows 512)."""
+    return [f"agent:claude:worker-{n:03d}-{'x' * 420}" for n in range(count)]
+
+
+def seed_notices(url: str, watcher: str, targets: list[str]) -> list[str]:
+    """`watcher` watches each target, and a human turn on each opens one notice for it: the
+    notices' texts, oldest first."""
+    from session_awareness.application import open_service  # noqa: PLC0415
+    from session_awareness.domain.watch import notice_text  # noqa: PLC0415
+
+    with open_service(url) as svc:
+        svc.open_session(watcher)
+        for target in targets:
+            svc.open_session(target)
+            assert svc.watch(watcher, target)
+            assert svc.record_human_direct_message(target, channel="telegram") is not None
+        texts = [notice_text(target, 0) for target in targets]
+        assert set(texts) <= set(svc.pending_notices(watcher))
+    return texts
+
+
+class StalledHook:
+    """A hook process whose stdout is a pipe of the smallest capacity nobody reads: a
+    prompt's context larger than that holds the hook in its print, as a reader that has
+    stopped (or a hook about to be killed) does. `kill_while_printing` kills it there, as
+    Claude Code's hook timeout or the user's ^C would: Claude Code then ignores its output."""
+
+    def __init__(self, event: dict[str, Any], *, url: str, state_dir: Path) -> None:
+        import fcntl  # noqa: PLC0415 -- Linux's F_SETPIPE_SZ
+
+        read, write = os.pipe()
+        fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+        self.out = read
+        self.process = subprocess.Popen(
+            [*HOOK, "--database-url", url],
+            stdin=subprocess.PIPE,
+            stdout=write,
+            stderr=subprocess.DEVNULL,
+            env=hook_env(state_dir),
+        )
+        os.close(write)
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(event).encode())
+        self.process.stdin.close()
+
+    def kill_while_printing(self) -> None:
+        """Wait (with a deadline) until the hook has begun its output, then SIGKILL it: it
+        cannot have finished printing, the pipe being full."""
+        import select  # noqa: PLC0415
+
+        from session_awareness.testing.waiting import wait_until  # noqa: PLC0415
+
+        printing = wait_until(
+            lambda: bool(select.select([self.out], [], [], 0)[0]), timeout=TIMEOUT
+        )
+        assert printing, "the hook printed nothing"
+        assert self.process.poll() is None, "the hook finished its print"
+        self.process.kill()
+        self.process.wait(timeout=TIMEOUT)
+        os.close(self.out)

@@ -354,10 +354,12 @@ RECORDING_DATACLASSES = [
     "session_awareness.application.ports.UpstreamLinkRow",
     "session_awareness.application.retention.Retention",
     "session_awareness.application.unit_of_work.Absent",
+    "session_awareness.application.watching.Handover",  # a prompt's hand-over (R-N8)
     "session_awareness.domain.drains.Acknowledgement",
     "session_awareness.domain.intake.SignalRequest",
     "session_awareness.domain.keys.SessionRef",
     "session_awareness.domain.notices.Drained",
+    "session_awareness.domain.notices.Handed",
     "session_awareness.domain.notices.Needs",
     "session_awareness.domain.notices.Notice",
     "session_awareness.domain.notices.Opened",
