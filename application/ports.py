@@ -124,6 +124,16 @@ class CursorRow:
 
 
 @dataclass(frozen=True, slots=True)
+class CursorPage:
+    """One page of the live cursors a filter selects, and how many it selects in all."""
+
+    rows: list[CursorRow]
+    #: The cursors the filter selects, and how many of them have a notice open (R-N1).
+    total: int
+    pending: int
+
+
+@dataclass(frozen=True, slots=True)
 class SessionState:
     head: Head
     changes: list[ChangeRow]
@@ -218,8 +228,10 @@ class ReadModel(Protocol):
         pairs sorted by key: every agent's, so a bare parent key's children of other agents
         are among them (`application.queries.children_by_pair` keeps a parent's own)."""
 
-    def cursors_of_watcher(self, watcher_key: str, *, pending_only: bool) -> list[CursorRow]:
-        """A watcher's cursors; pending ones come oldest notice first."""
+    def cursors_of_watcher(
+        self, watcher_key: str, *, pending_only: bool, limit: int | None = None
+    ) -> list[CursorRow]:
+        """A watcher's cursors; pending ones come oldest notice first; at most `limit`."""
 
     def pending_to_drain(self, watcher_key: str) -> list[tuple[UUID, int]]:
         """A drain's read: each pending cursor of the watcher (oldest notice first) and its
@@ -231,7 +243,23 @@ class ReadModel(Protocol):
         """`pending_to_drain` of each watcher of a bounded batch, in one statement; watchers
         without a pending cursor are left out."""
 
-    def cursors_on_target(self, target_id: UUID) -> list[CursorRow]: ...
+    def cursors_on_target(self, target_id: UUID, *, limit: int | None = None) -> list[CursorRow]:
+        """The cursors on a session, by watcher key; at most `limit`."""
+
+    def cursor_page(
+        self,
+        *,
+        watcher_key: str | None = None,
+        target_key: str | None = None,
+        pending_only: bool = False,
+        offset: int = 0,
+        limit: int,
+    ) -> CursorPage:
+        """The live cursors of a watcher, on a target key (every agent's session with that
+        key) and with a notice open, each filter when given: at most `limit` of them after
+        the first `offset`, by watcher key, target key (both by code point) and target id,
+        read in that order from an index or from one target's cursors; and how many the
+        filters select, counted by the store (the console's cursor pages, issue 39)."""
 
     def cursors_updated_before(self, before: int) -> list[CursorRow]: ...
 
