@@ -295,6 +295,11 @@ class ReadModel(Protocol):
         planned: one bounded batch, whose cost grows with the rows it removes, not the
         store (a pass gives each batch the last position the one before removed)."""
 
+    def prune_preview_plan(self, *, recorded_before: int, keep_rows: int) -> list[PrunePlan]:
+        """`prune_plan`'s whole plan narrowed to what a prune would raise now: the live
+        sessions whose head's pruned watermark is below the plan's, each with its agent and
+        key, in the plan's order; one statement, whatever the number of sessions."""
+
     def aggregate_versions(self, ids: Collection[UUID]) -> dict[UUID, int]:
         """The latest stored version of each aggregate of `ids` that has events (a bounded
         batch: one statement, its ids one bound parameter)."""

@@ -130,7 +130,7 @@ _LINK = (
     "ON r.session_id = l.session_id WHERE r.deleted = 0"
 )
 _WATCHED = " AND EXISTS (SELECT 1 FROM {s}session_watch_cursors c WHERE c.target_id = l.session_id)"
-_PRUNE_PLAN = """
+_DOOMED = """
     WITH cutoff AS (
         SELECT position FROM {s}session_state_events ORDER BY position DESC LIMIT 1 OFFSET ?),
     doomed AS (
@@ -139,8 +139,17 @@ _PRUNE_PLAN = """
         GROUP BY session_id)
     SELECT d.session_id, d.watermark,
            (SELECT COUNT(*) FROM {s}session_state_events e
-            WHERE e.session_id = d.session_id AND e.sequence <= d.watermark) AS row_count
-    FROM doomed d ORDER BY d.session_id"""
+            WHERE e.session_id = d.session_id AND e.sequence <= d.watermark) AS row_count"""
+_PRUNE_PLAN = _DOOMED + " FROM doomed d ORDER BY d.session_id"
+#: The whole plan of the live sessions whose head's pruned watermark is below it (what a
+#: prune would raise now), with each session's agent and key: a preview's one read.
+_PRUNE_PREVIEW = (
+    _DOOMED
+    + """, r.agent_id, r.session_key
+    FROM doomed d JOIN {s}session_registry r ON r.session_id = d.session_id
+    JOIN {s}session_state_heads h ON h.session_id = d.session_id
+    WHERE r.deleted = 0 AND d.watermark > h.pruned_watermark ORDER BY d.session_id"""
+)
 #: One batch of the plan: the oldest doomed rows by recording position after `after` (the
 #: last position an earlier batch removed, so the scan never walks the entries it left
 #: behind), at most `limit` of them, read through the position index and grouped by
@@ -418,6 +427,16 @@ class ReadModelQueries(Rendered):
             PrunePlan(
                 _uuid(r["session_id"]), r["watermark"], r["row_count"], r["agent_id"],
                 r["session_key"], r["last_position"],
+            )
+            for r in rows
+        ]  # fmt: skip
+
+    def prune_preview_plan(self, *, recorded_before: int, keep_rows: int) -> list[PrunePlan]:
+        rows = self.fetch(_PRUNE_PREVIEW, (keep_rows, recorded_before))
+        return [
+            PrunePlan(
+                _uuid(r["session_id"]), r["watermark"], r["row_count"], r["agent_id"],
+                r["session_key"],
             )
             for r in rows
         ]  # fmt: skip
