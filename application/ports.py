@@ -281,6 +281,9 @@ class ReadModel(Protocol):
 
     def watchers_with_pending(self) -> list[str]: ...
 
+    def watchers_pending_count(self) -> int:
+        """How many watchers `watchers_with_pending` would list, counted by the store."""
+
     def newest_recorded(self, *, before: int) -> int | None:
         """The newest bookkeeping time (ms) of a retained row or a cursor earlier than
         `before`; None when there is none."""

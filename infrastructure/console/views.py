@@ -143,6 +143,6 @@ def health(svc: SessionAwareness, retention: Retention) -> dict[str, Any]:
     report["keptSignals"] = svc.kept_signals
     report["retention"] = {"days": retention.days, "rows": retention.rows}
     report["prunePreview"] = svc.prune_preview()
-    report["pendingWatchers"] = len(svc.read_model.watchers_with_pending())
+    report["pendingWatchers"] = svc.read_model.watchers_pending_count()
     report["cursors"] = svc.read_model.cursor_counts()[0]
     return report

@@ -90,6 +90,9 @@ _CURSOR_COUNTS = (
     f"SELECT COUNT(*), SUM(CASE WHEN {PENDING} THEN 1 ELSE 0 END) FROM {{s}}session_watch_cursors c"
 )
 _IDLE_COUNT = "SELECT COUNT(*) " + _CURSOR_FROM + _IDLE_WHERE
+_WATCHERS_PENDING = (
+    f"SELECT COUNT(DISTINCT c.watcher_key) FROM {{s}}session_watch_cursors c WHERE {PENDING}"
+)
 _IDLE_AFTER = "AND (c.updated_at > ? OR (c.updated_at = ? AND c.watch_id > ?)) "
 #: The console's cursor pages (`cursor_page`): a watcher's, through the pairs index (its
 #: key compared as the index orders it) ...
@@ -398,6 +401,10 @@ class ReadModelQueries(Rendered):
             f"WHERE {PENDING} ORDER BY c.watcher_key"
         )
         return [row["watcher_key"] for row in rows]
+
+    def watchers_pending_count(self) -> int:
+        [(count,)] = self.fetch_tuples(_WATCHERS_PENDING)
+        return int(count)
 
     def upstream_links(self, *, watched_only: bool = False) -> list[UpstreamLinkRow]:
         sql = _LINK + (_WATCHED if watched_only else "") + " ORDER BY r.agent_id, r.session_key"
