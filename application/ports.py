@@ -123,14 +123,10 @@ class CursorRow:
         return notice_open(self.acknowledged, self.notified)
 
 
-@dataclass(frozen=True, slots=True)
-class CursorPage:
-    """One page of the live cursors a filter selects, and how many it selects in all."""
-
-    rows: list[CursorRow]
-    #: The cursors the filter selects, and how many of them have a notice open (R-N1).
-    total: int
-    pending: int
+#: One page of the live cursors a filter selects, as `cursor_page` returns it: (the page's
+#: rows, how many cursors the filter selects, how many of those have a notice open, R-N1).
+#: A plain tuple, as `ChangeRow`: importing the ports (the hook's start-up) builds no class.
+CursorPage = tuple[list[CursorRow], int, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,15 +104,15 @@ def watches(
     before the first."""
     if page < 0:
         raise ValueError(f"page must be 0 or more, not {page}")
-    found = svc.read_model.cursor_page(
+    rows, total, pending = svc.read_model.cursor_page(
         watcher_key=watcher,
         target_key=target,
         pending_only=pending_only,
         offset=page * page_size,
         limit=page_size,
     )
-    more = found.total > (page + 1) * page_size
-    return Watches(edges(svc, found.rows), found.total, found.pending, page, more)
+    more = total > (page + 1) * page_size
+    return Watches(edges(svc, rows), total, pending, page, more)
 
 
 # -- a session ----------------------------------------------------------------------------------

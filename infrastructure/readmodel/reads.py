@@ -364,7 +364,7 @@ class ReadModelQueries(Rendered):
             rows = [_cursor(r) for r in c.fetchall()]
             c.execute(self.sql(counts), params)
             counts = c.fetchone()
-        return CursorPage(rows, int(counts["total"]), int(counts["pending"] or 0))
+        return rows, int(counts["total"]), int(counts["pending"] or 0)
 
     def cursors_updated_before(self, before: int) -> list[CursorRow]:
         return [
