@@ -123,6 +123,12 @@ class CursorRow:
         return notice_open(self.acknowledged, self.notified)
 
 
+#: One page of the live cursors a filter selects, as `cursor_page` returns it: (the page's
+#: rows, how many cursors the filter selects, how many of those have a notice open, R-N1).
+#: A plain tuple, as `ChangeRow`: importing the ports (the hook's start-up) builds no class.
+CursorPage = tuple[list[CursorRow], int, int]
+
+
 @dataclass(frozen=True, slots=True)
 class SessionState:
     head: Head
@@ -218,8 +224,10 @@ class ReadModel(Protocol):
         pairs sorted by key: every agent's, so a bare parent key's children of other agents
         are among them (`application.queries.children_by_pair` keeps a parent's own)."""
 
-    def cursors_of_watcher(self, watcher_key: str, *, pending_only: bool) -> list[CursorRow]:
-        """A watcher's cursors; pending ones come oldest notice first."""
+    def cursors_of_watcher(
+        self, watcher_key: str, *, pending_only: bool, limit: int | None = None
+    ) -> list[CursorRow]:
+        """A watcher's cursors; pending ones come oldest notice first; at most `limit`."""
 
     def pending_to_drain(self, watcher_key: str) -> list[tuple[UUID, int]]:
         """A drain's read: each pending cursor of the watcher (oldest notice first) and its
@@ -231,7 +239,23 @@ class ReadModel(Protocol):
         """`pending_to_drain` of each watcher of a bounded batch, in one statement; watchers
         without a pending cursor are left out."""
 
-    def cursors_on_target(self, target_id: UUID) -> list[CursorRow]: ...
+    def cursors_on_target(self, target_id: UUID, *, limit: int | None = None) -> list[CursorRow]:
+        """The cursors on a session, by watcher key; at most `limit`."""
+
+    def cursor_page(
+        self,
+        *,
+        watcher_key: str | None = None,
+        target_key: str | None = None,
+        pending_only: bool = False,
+        offset: int = 0,
+        limit: int,
+    ) -> CursorPage:
+        """The live cursors of a watcher, on a target key (every agent's session with that
+        key) and with a notice open, each filter when given: at most `limit` of them after
+        the first `offset`, by watcher key, target key (both by code point) and target id,
+        read in that order from an index or from one target's cursors; and how many the
+        filters select, counted by the store (the console's cursor pages, issue 39)."""
 
     def cursors_updated_before(self, before: int) -> list[CursorRow]: ...
 
@@ -253,6 +277,9 @@ class ReadModel(Protocol):
 
     def watchers_with_pending(self) -> list[str]: ...
 
+    def watchers_pending_count(self) -> int:
+        """How many watchers `watchers_with_pending` would list, counted by the store."""
+
     def newest_recorded(self, *, before: int) -> int | None:
         """The newest bookkeeping time (ms) of a retained row or a cursor earlier than
         `before`; None when there is none."""
@@ -266,6 +293,11 @@ class ReadModel(Protocol):
         With `limit`, only the oldest `limit` such rows recorded after position `after` are
         planned: one bounded batch, whose cost grows with the rows it removes, not the
         store (a pass gives each batch the last position the one before removed)."""
+
+    def prune_preview_plan(self, *, recorded_before: int, keep_rows: int) -> list[PrunePlan]:
+        """`prune_plan`'s whole plan narrowed to what a prune would raise now: the live
+        sessions whose head's pruned watermark is below the plan's, each with its agent and
+        key, in the plan's order; one statement, whatever the number of sessions."""
 
     def aggregate_versions(self, ids: Collection[UUID]) -> dict[UUID, int]:
         """The latest stored version of each aggregate of `ids` that has events (a bounded

@@ -316,22 +316,18 @@ class Maintenance:
         return [watcher for watcher in watchers if watcher not in gone]
 
     def prune_preview(self) -> dict[str, Any]:
-        """What `prune()` would do now, in its shape, changing nothing (R-R1, R-W6)."""
+        """What `prune()` would do now, in its shape, changing nothing (R-R1, R-W6): two
+        reads of the store, whatever the number of sessions."""
         cutoff = to_ms(self.store.clock() - timedelta(days=self.retention.days))
-        plans = self.store.read_model.prune_plan(
+        plans = self.store.read_model.prune_preview_plan(
             recorded_before=cutoff, keep_rows=self.retention.rows
         )
-        raised, removed = [], 0
-        for plan in plans:
-            row = self.store.read_model.session(plan.session_id)
-            state = self.store.read_model.session_state(plan.session_id, after=None, limit=0)
-            if row is None or state is None or plan.watermark <= state.head.pruned_watermark:
-                continue
-            removed += plan.rows
-            raised.append(
-                {"sessionKey": row.key, "agentId": row.agent_id, "watermark": plan.watermark}
-            )
+        raised = [
+            {"sessionKey": plan.key, "agentId": plan.agent_id, "watermark": plan.watermark}
+            for plan in plans
+        ]
         expired = self.store.read_model.cursors_idle_count(cutoff)
+        removed = sum(plan.rows for plan in plans)
         return {"removedRows": removed, "watermarks": raised, "expiredCursors": expired}
 
 

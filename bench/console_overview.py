@@ -13,6 +13,12 @@ in a block), so both states are measured in the same minutes on this noisy machi
 
 Pages: `/` (the first page, what an operator opens), `/?page=N/100` (halfway down) and
 `/?agentId=a7` (one agent's). Prints each page's median and 95th percentile per state.
+
+With `--watches`, the cursor pages instead (issue 39, item 6; each child is watched by its
+manager, so N sessions hold about N cursors): `/watches` (the first page), one watcher's
+and the pending ones', as the console serves them now ("after": one page read from the
+store, counted there) and as it computed them before ("before": every cursor read, then
+filtered, sorted and sliced in Python, `whole_list_watches`), in alternating blocks.
 """
 
 from __future__ import annotations
@@ -41,6 +47,51 @@ def pages(sessions: int) -> tuple[str, ...]:
 AGENTS = 10
 CHILDREN = 99
 INDEX = "session_registry_updated"
+
+
+def watch_pages() -> tuple[str, ...]:
+    """The first page of every cursor, one manager's (99 children), the pending ones."""
+    return ("/watches", "/watches?watcher=agent:a7:m0", "/watches?state=pending")
+
+
+def whole_list_watches(
+    svc: Any,
+    *,
+    watcher: str | None = None,
+    target: str | None = None,
+    pending_only: bool = False,
+    page: int = 0,
+    page_size: int = 100,
+) -> Any:
+    """The watches page as the console computed it before issue 39's fix: every live
+    cursor read, then filtered, sorted and sliced here (the figure `before`)."""
+    from session_awareness.infrastructure.console import cursors  # noqa: PLC0415
+
+    every = [
+        c
+        for c in svc.read_model.cursors_updated_before(2**62)
+        if (watcher is None or c.watcher_key == watcher)
+        and (target is None or c.target_key == target)
+        and (c.pending or not pending_only)
+    ]
+    every.sort(key=lambda c: (c.watcher_key, c.target_key, c.target_id))
+    shown = every[page * page_size : (page + 1) * page_size]
+    more = len(every) > (page + 1) * page_size
+    pending = sum(c.pending for c in every)
+    return cursors.Watches(cursors.edges(svc, shown), len(every), pending, page, more)
+
+
+@contextmanager
+def whole_list() -> Iterator[None]:
+    """The console's watches page computed as before (`whole_list_watches`)."""
+    from session_awareness.infrastructure.console import cursors  # noqa: PLC0415
+
+    now = cursors.watches
+    cursors.watches = whole_list_watches
+    try:
+        yield
+    finally:
+        cursors.watches = now
 
 
 def stepping_clock(start: datetime, step: timedelta) -> Callable[[], datetime]:
@@ -175,15 +226,44 @@ def run(backend: str, sessions: int, rounds: int, blocks: int) -> dict[str, dict
         }
 
 
+def run_watches(backend: str, sessions: int, rounds: int, blocks: int) -> dict[str, dict[str, Any]]:
+    """The cursor pages before and after, in alternating blocks over one store."""
+    quiet_logs()
+    with run_context(quick=False, backends=(backend,)) as ctx:
+        url, _ = ctx.database(backend, "watches")
+        started = time.perf_counter()
+        seed(url, sessions)
+        print(f"[watches] {backend}: {sessions} sessions seeded in "
+              f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+        found: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
+        for block in range(blocks):
+            for state in ("after", "before") if block % 2 else ("before", "after"):
+                with whole_list() if state == "before" else nullcontext(), console(url) as client:
+                    for page, times in measure(client, rounds, watch_pages()).items():
+                        found[state].setdefault(page, []).extend(times)
+        return {
+            state: {
+                page: {"median_ms": median(t) * 1000, "p95_ms": percentile(t, 0.95) * 1000}
+                for page, t in times.items()
+            }
+            for state, times in found.items()
+        }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=100_000)
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--blocks", type=int, default=2)
+    parser.add_argument("--watches", action="store_true", help="the cursor pages instead")
     args = parser.parse_args()
-    figures = run(args.backend, args.sessions, args.rounds, args.blocks)
-    asked = " | ".join(f"`{page}`" for page in pages(args.sessions))
+    if args.watches:
+        figures = run_watches(args.backend, args.sessions, args.rounds, args.blocks)
+        asked = " | ".join(f"`{page}`" for page in watch_pages())
+    else:
+        figures = run(args.backend, args.sessions, args.rounds, args.blocks)
+        asked = " | ".join(f"`{page}`" for page in pages(args.sessions))
     print(f"| {args.backend}, {args.sessions:,} sessions | {asked} |")
     for state, shown in figures.items():
         cells = [f"{p['median_ms']:.1f} ms (p95 {p['p95_ms']:.1f})" for p in shown.values()]

@@ -14,7 +14,7 @@ from session_awareness.application.ports import CursorRow, SessionRow
 from session_awareness.domain.keys import agent_of
 from session_awareness.domain.watch import notice_text
 from session_awareness.infrastructure.cli.history_lines import describe
-from session_awareness.infrastructure.console.views import EVERY, session_href
+from session_awareness.infrastructure.console.views import session_href
 
 #: Cursors on one page of the watches.
 EDGES_PAGE = 100
@@ -99,23 +99,20 @@ def watches(
     page_size: int = EDGES_PAGE,
 ) -> Watches:
     """One page of the live cursors, by watcher then target; `watcher`, `target` (keys) and
-    `pending_only` narrow them."""
-    cursors = [
-        c
-        for c in svc.read_model.cursors_updated_before(EVERY)
-        if (watcher is None or c.watcher_key == watcher)
-        and (target is None or c.target_key == target)
-        and (c.pending or not pending_only)
-    ]
-    cursors.sort(key=lambda c: (c.watcher_key, c.target_key, c.target_id))
-    shown = cursors[page * page_size : (page + 1) * page_size]
-    return Watches(
-        edges(svc, shown),
-        len(cursors),
-        sum(c.pending for c in cursors),
-        page,
-        len(cursors) > (page + 1) * page_size,
+    `pending_only` narrow them. The store reads the page and counts the rest (issue 39): a
+    page costs one page of rows, whatever the number of cursors. `ValueError` for a page
+    before the first."""
+    if page < 0:
+        raise ValueError(f"page must be 0 or more, not {page}")
+    rows, total, pending = svc.read_model.cursor_page(
+        watcher_key=watcher,
+        target_key=target,
+        pending_only=pending_only,
+        offset=page * page_size,
+        limit=page_size,
     )
+    more = total > (page + 1) * page_size
+    return Watches(edges(svc, rows), total, pending, page, more)
 
 
 # -- a session ----------------------------------------------------------------------------------
@@ -131,6 +128,10 @@ class SessionPage:
     watching: list[Edge]
     transitions: list[dict[str, Any]]
     transitions_total: int
+    #: Whether more cursors are on it, or of it, than `watchers` and `watching` show (each
+    #: at most `EDGES_PAGE`; the watches page lists them all, a page at a time).
+    more_watchers: bool = False
+    more_watching: bool = False
 
 
 def session_page(
@@ -149,12 +150,13 @@ def session_page(
     row = svc.read_model.session(session_id)
     if row is None or state is None:  # deleted since resolve() found it live
         raise UnknownSessionError(key)
-    watchers = edges(svc, svc.read_model.cursors_on_target(session_id))
-    watching = (
-        edges(svc, svc.read_model.cursors_of_watcher(ref.key, pending_only=False))
+    on_it = svc.read_model.cursors_on_target(session_id, limit=EDGES_PAGE + 1)
+    of_it = (
+        svc.read_model.cursors_of_watcher(ref.key, pending_only=False, limit=EDGES_PAGE + 1)
         if ref.key.startswith("agent:")
         else []
     )
+    watchers, watching = edges(svc, on_it[:EDGES_PAGE]), edges(svc, of_it[:EDGES_PAGE])
     steps = [
         {**entry, "by": by, "what": what, "details": details}
         for entry in svc.history(ref.key, agent_id=ref.agent_id)
@@ -163,5 +165,6 @@ def session_page(
     ]
     return SessionPage(
         row, status, since, state.head.pruned_watermark, watchers, watching,
-        steps[-TRANSITIONS_SHOWN:], len(steps),
+        steps[-TRANSITIONS_SHOWN:], len(steps), len(on_it) > EDGES_PAGE,
+        len(of_it) > EDGES_PAGE,
     )  # fmt: skip

@@ -155,7 +155,7 @@ class StoreCollector(Collector):
                    pending),
             _gauge("session_awareness_cursors", "Live cursors.", live),
             _gauge("session_awareness_watchers_pending", "Watchers with a pending notice.",
-                   len(svc.read_model.watchers_with_pending())),
+                   svc.read_model.watchers_pending_count()),
             _gauge("session_awareness_retention_removable_rows",
                    "changesSince rows a prune would remove now (R-R1).", preview["removedRows"]),
             _gauge("session_awareness_event_store_head", "The newest notification id.",

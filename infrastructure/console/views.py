@@ -20,8 +20,6 @@ from session_awareness.application.ports import SessionRow
 from session_awareness.application.retention import Retention
 from session_awareness.application.unit_of_work import STORE_ERRORS, closed_error
 
-#: Later than any stored time: `cursors_updated_before(EVERY)` lists every cursor.
-EVERY = 2**62
 #: Sessions on one page of the overview.
 PAGE_SIZE = 50
 
@@ -91,12 +89,10 @@ def overview(
     )
     more = len(rows) > page_size
     rows = rows[:page_size]
-    waiting = set(svc.read_model.watchers_with_pending())
-    pending = {
-        row.key: len(svc.read_model.cursors_of_watcher(row.key, pending_only=True))
-        for row in rows
-        if row.key in waiting
-    }
+    # One statement for the page's watchers, not every watcher with a notice in the store
+    # and then one read per row (issue 39).
+    waiting = svc.read_model.pending_of_watchers([row.key for row in rows])
+    pending = {key: len(cursors) for key, cursors in waiting.items()}
     by_agent: dict[str, list[SessionRow]] = defaultdict(list)
     for row in rows:
         by_agent[row.agent_id].append(row)
@@ -147,6 +143,6 @@ def health(svc: SessionAwareness, retention: Retention) -> dict[str, Any]:
     report["keptSignals"] = svc.kept_signals
     report["retention"] = {"days": retention.days, "rows": retention.rows}
     report["prunePreview"] = svc.prune_preview()
-    report["pendingWatchers"] = len(svc.read_model.watchers_with_pending())
+    report["pendingWatchers"] = svc.read_model.watchers_pending_count()
     report["cursors"] = svc.read_model.cursor_counts()[0]
     return report

@@ -1,8 +1,9 @@
 """How a backend spells the read models' SQL; each backend module defines its own.
 
 Statements are written once as templates with `?` placeholders and holes — `{s}` (the
-schema prefix), `{greatest}`, and the column types `{id}`, `{int}`, `{text}` and `{keyed}`
-(`schema`) — that `render` fills in for the backend.
+schema prefix), `{greatest}`, `{bytewise}` (after a text column: compared by code point),
+and the column types `{id}`, `{int}`, `{text}` and `{keyed}` (`schema`) — that `render`
+fills in for the backend.
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ class Dialect:
     int_type: str = "INTEGER"
     text_type: str = "TEXT"
     keyed: str = ""  # what follows a table with a composite key
+    #: What follows a text column compared or ordered by code point, as Python orders str
+    #: (SQLite's default, BINARY, already does; PostgreSQL's follows the database's locale).
+    bytewise: str = ""
 
     def render(self, template: str) -> str:
         """A statement template (`{s}`, `{greatest}`, … and `?` placeholders) for this backend."""
         text = template.format(
             s=self.schema_prefix, greatest=self.greatest, id=self.id_type, int=self.int_type,
-            text=self.text_type, keyed=self.keyed,
+            text=self.text_type, keyed=self.keyed, bytewise=self.bytewise,
         )  # fmt: skip
         return text.replace("?", self.placeholder) if self.placeholder != "?" else text
 

@@ -66,6 +66,7 @@ class PostgresDialect(Dialect):
     id_type: str = "uuid"
     int_type: str = "bigint"
     text_type: str = "text"
+    bytewise: str = ' COLLATE "C"'
 
     def bind_id(self, value: UUID) -> Any:
         return value

@@ -11,7 +11,13 @@ from collections.abc import Collection, Sequence
 from typing import Any
 from uuid import UUID
 
-from session_awareness.application.ports import CursorRow, PrunePlan, SessionRow, UpstreamLinkRow
+from session_awareness.application.ports import (
+    CursorPage,
+    CursorRow,
+    PrunePlan,
+    SessionRow,
+    UpstreamLinkRow,
+)
 from session_awareness.domain.upstream import UpstreamLink, UpstreamSource
 from session_awareness.infrastructure.readmodel.dialect import Rendered
 from session_awareness.infrastructure.readmodel.tables import (
@@ -84,7 +90,28 @@ _CURSOR_COUNTS = (
     f"SELECT COUNT(*), SUM(CASE WHEN {PENDING} THEN 1 ELSE 0 END) FROM {{s}}session_watch_cursors c"
 )
 _IDLE_COUNT = "SELECT COUNT(*) " + _CURSOR_FROM + _IDLE_WHERE
+_WATCHERS_PENDING = (
+    f"SELECT COUNT(DISTINCT c.watcher_key) FROM {{s}}session_watch_cursors c WHERE {PENDING}"
+)
 _IDLE_AFTER = "AND (c.updated_at > ? OR (c.updated_at = ? AND c.watch_id > ?)) "
+#: The console's cursor pages (`cursor_page`): a watcher's, through the pairs index (its
+#: key compared as the index orders it) ...
+_PAGE_WATCHER = "c.watcher_key{bytewise} = ?"
+#: ... one target key's, through the registry's key index and the cursors' target index
+#: (a target's id is its session's, so its key is its session's key): a bounded read, the
+#: watchers of one key's sessions ...
+_PAGE_TARGET = (
+    "c.target_id IN (SELECT r.session_id FROM {s}session_registry r WHERE r.session_key = ?) "
+    "AND c.target_key = ?"
+)
+#: ... in the order of the pairs index, which serves it without a filter or with a watcher.
+_PAGE_ORDER = (
+    " ORDER BY c.watcher_key{bytewise}, c.target_key{bytewise}, c.target_id LIMIT ? OFFSET ?"
+)
+_PAGE_COUNTS = (
+    f"SELECT COUNT(*) AS total, SUM(CASE WHEN {PENDING} THEN 1 ELSE 0 END) AS pending "
+    "FROM {s}session_watch_cursors c WHERE "
+)
 _PENDING_TO_DRAIN = (
     f"SELECT c.watch_id, {DERIVED_MATERIAL} FROM {{s}}session_watch_cursors c "
     "LEFT JOIN {s}session_material m ON m.session_id = c.target_id "
@@ -106,7 +133,7 @@ _LINK = (
     "ON r.session_id = l.session_id WHERE r.deleted = 0"
 )
 _WATCHED = " AND EXISTS (SELECT 1 FROM {s}session_watch_cursors c WHERE c.target_id = l.session_id)"
-_PRUNE_PLAN = """
+_DOOMED = """
     WITH cutoff AS (
         SELECT position FROM {s}session_state_events ORDER BY position DESC LIMIT 1 OFFSET ?),
     doomed AS (
@@ -115,8 +142,17 @@ _PRUNE_PLAN = """
         GROUP BY session_id)
     SELECT d.session_id, d.watermark,
            (SELECT COUNT(*) FROM {s}session_state_events e
-            WHERE e.session_id = d.session_id AND e.sequence <= d.watermark) AS row_count
-    FROM doomed d ORDER BY d.session_id"""
+            WHERE e.session_id = d.session_id AND e.sequence <= d.watermark) AS row_count"""
+_PRUNE_PLAN = _DOOMED + " FROM doomed d ORDER BY d.session_id"
+#: The whole plan of the live sessions whose head's pruned watermark is below it (what a
+#: prune would raise now), with each session's agent and key: a preview's one read.
+_PRUNE_PREVIEW = (
+    _DOOMED
+    + """, r.agent_id, r.session_key
+    FROM doomed d JOIN {s}session_registry r ON r.session_id = d.session_id
+    JOIN {s}session_state_heads h ON h.session_id = d.session_id
+    WHERE r.deleted = 0 AND d.watermark > h.pruned_watermark ORDER BY d.session_id"""
+)
 #: One batch of the plan: the oldest doomed rows by recording position after `after` (the
 #: last position an earlier batch removed, so the scan never walks the entries it left
 #: behind), at most `limit` of them, read through the position index and grouped by
@@ -271,12 +307,15 @@ class ReadModelQueries(Rendered):
             return False
         return bool(self.fetch_tuples(_KEY_SEEN, (self.dialect.bind_id(session_id), dedupe_key)))
 
-    def cursors_of_watcher(self, watcher_key: str, *, pending_only: bool) -> list[CursorRow]:
+    def cursors_of_watcher(
+        self, watcher_key: str, *, pending_only: bool, limit: int | None = None
+    ) -> list[CursorRow]:
         pending = f" AND {PENDING}" if pending_only else ""
-        rows = self.fetch(
-            _CURSOR + "c.watcher_key = ?" + pending + " ORDER BY c.notice_order, c.target_key",
-            (watcher_key,),
-        )
+        sql = _CURSOR + "c.watcher_key = ?" + pending + " ORDER BY c.notice_order, c.target_key"
+        if limit is None:
+            rows = self.fetch(sql, (watcher_key,))
+        else:
+            rows = self.fetch(sql + " LIMIT ?", (watcher_key, limit))
         return [_cursor(r) for r in rows]
 
     def pending_to_drain(self, watcher_key: str) -> list[tuple[UUID, int]]:
@@ -297,11 +336,35 @@ class ReadModelQueries(Rendered):
             out.setdefault(watcher, []).append((_uuid(wid), material))
         return out
 
-    def cursors_on_target(self, target_id: UUID) -> list[CursorRow]:
-        rows = self.fetch(
-            _CURSOR + "c.target_id = ? ORDER BY c.watcher_key", (self.dialect.bind_id(target_id),)
-        )
+    def cursors_on_target(self, target_id: UUID, *, limit: int | None = None) -> list[CursorRow]:
+        sql = _CURSOR + "c.target_id = ? ORDER BY c.watcher_key"
+        if limit is None:
+            rows = self.fetch(sql, (self.dialect.bind_id(target_id),))
+        else:
+            rows = self.fetch(sql + " LIMIT ?", (self.dialect.bind_id(target_id), limit))
         return [_cursor(r) for r in rows]
+
+    def cursor_page(
+        self,
+        *,
+        watcher_key: str | None = None,
+        target_key: str | None = None,
+        pending_only: bool = False,
+        offset: int = 0,
+        limit: int,
+    ) -> CursorPage:
+        """The page and its counts in one read-only transaction, two statements: the page
+        reads at most `offset + limit` entries of the pairs index (or one target key's
+        cursors), the counts count the filtered cursors without reading their rows."""
+        if offset < 0 or limit < 0:
+            raise ValueError(f"a page's offset and limit are never negative: {offset}, {limit}")
+        page, counts, params = cursor_page_statements(watcher_key, target_key, pending_only)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(self.sql(page), (*params, limit, offset))
+            rows = [_cursor(r) for r in c.fetchall()]
+            c.execute(self.sql(counts), params)
+            counts = c.fetchone()
+        return rows, int(counts["total"]), int(counts["pending"] or 0)
 
     def cursors_updated_before(self, before: int) -> list[CursorRow]:
         return [
@@ -339,6 +402,10 @@ class ReadModelQueries(Rendered):
         )
         return [row["watcher_key"] for row in rows]
 
+    def watchers_pending_count(self) -> int:
+        [(count,)] = self.fetch_tuples(_WATCHERS_PENDING)
+        return int(count)
+
     def upstream_links(self, *, watched_only: bool = False) -> list[UpstreamLinkRow]:
         sql = _LINK + (_WATCHED if watched_only else "") + " ORDER BY r.agent_id, r.session_key"
         return [_link(r) for r in self.fetch(sql)]
@@ -370,6 +437,36 @@ class ReadModelQueries(Rendered):
             )
             for r in rows
         ]  # fmt: skip
+
+    def prune_preview_plan(self, *, recorded_before: int, keep_rows: int) -> list[PrunePlan]:
+        rows = self.fetch(_PRUNE_PREVIEW, (keep_rows, recorded_before))
+        return [
+            PrunePlan(
+                _uuid(r["session_id"]), r["watermark"], r["row_count"], r["agent_id"],
+                r["session_key"],
+            )
+            for r in rows
+        ]  # fmt: skip
+
+
+def cursor_page_statements(
+    watcher_key: str | None, target_key: str | None, pending_only: bool
+) -> tuple[str, str, list[Any]]:
+    """`cursor_page`'s two statements for its filters (templates): the page's, which takes
+    the filters' parameters then the limit and the offset, and the counts', which takes the
+    filters' parameters; and those parameters."""
+    where: list[str] = []
+    params: list[Any] = []
+    if watcher_key is not None:
+        where.append(_PAGE_WATCHER)
+        params.append(watcher_key)
+    if target_key is not None:
+        where.append(_PAGE_TARGET)
+        params += [target_key, target_key]
+    if pending_only:
+        where.append(PENDING)
+    filtered = " AND ".join(where) if where else "1 = 1"
+    return _CURSOR + filtered + _PAGE_ORDER, _PAGE_COUNTS + filtered, params
 
 
 def _uuid(value: Any) -> UUID:

@@ -143,6 +143,13 @@ CURSORS = Table(
         ("session_watch_cursors_watcher", "watcher_key"),
         ("session_watch_cursors_target", "target_id"),
         ("session_watch_cursors_updated", "updated_at"),
+        # The console's cursor pages, in their order (watcher, target, target id), a page
+        # read in index order, not every cursor sorted; a store an earlier version wrote
+        # gets it on its next open, as every index does.
+        (
+            "session_watch_cursors_pairs",
+            "watcher_key{bytewise}, target_key{bytewise}, target_id",
+        ),
     ),
 )  # fmt: skip
 LINKS = Table(

@@ -75,6 +75,22 @@ class TestMetrics:
         assert figures["session_awareness_pending_notices", ()] == 2
         assert reader.read_model.cursor_counts() == (3, 2)
 
+    def test_a_scrape_counts_the_waiting_watchers_without_listing_them(
+        self, client: TestClient, reader: SessionAwareness, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-O1 (issue 39, item 6): the gauge of watchers with a pending notice is counted by
+        the store; a scrape listed every such watcher, 200,000 keys at a million sessions."""
+        waiting = len(reader.read_model.watchers_with_pending())
+        assert waiting == 1  # the manager, for the child's notice and the group's
+
+        def every_watcher() -> Any:
+            raise AssertionError("a scrape listed every watcher with a pending notice")
+
+        monkeypatch.setattr(reader.store.read_model, "watchers_with_pending", every_watcher)
+        figures = scrape(client)
+        assert figures["session_awareness_watchers_pending", ()] == waiting
+        assert reader.read_model.watchers_pending_count() == waiting
+
     def test_a_closed_store_is_reported_down_not_as_an_error_page(
         self, client: TestClient, reader: SessionAwareness
     ) -> None:

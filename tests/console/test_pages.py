@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import re
+from typing import Any
 from urllib.parse import quote
 
+import pytest
 from markupsafe import escape
 from starlette.testclient import TestClient
 
 from session_awareness.application import SessionAwareness
-from session_awareness.infrastructure.console import create_app
+from session_awareness.infrastructure.console import create_app, cursors
 from session_awareness.infrastructure.console.views import session_href, store_head
 from session_awareness.testing.read_models import read_model_rows
 from tests.conftest import ServiceFactory
@@ -68,6 +71,22 @@ class TestOverview:
         assert "older" not in pages[2]
         assert len({k for page in keys for k in page}) == 5
 
+    def test_counts_the_pages_pending_notices_without_reading_every_watchers(
+        self, client: TestClient, reader: SessionAwareness, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-O1 (issue 39): the page's pending notices are counted for its own sessions in
+        one read, not from every watcher with a notice in the store, then one read a row."""
+
+        def forbidden(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("the overview read beyond its page's watchers")
+
+        monkeypatch.setattr(reader.store.read_model, "watchers_with_pending", forbidden)
+        monkeypatch.setattr(reader.store.read_model, "cursors_of_watcher", forbidden)
+        html = client.get("/").text
+        manager, child = html.index(f'data-key="{MANAGER}"'), html.index(f'data-key="{CHILD}"')
+        assert "2 pending notices" in text_of(html[manager:child])
+        assert html.count("pending notice") == 1
+
     def test_the_forms_empty_fields_mean_any(self, client: TestClient) -> None:
         """R-O1: the filter form as a browser submits it, nothing chosen, lists everything."""
         page = client.get("/?agentId=&kind=&label=&activeMinutes=")
@@ -111,6 +130,90 @@ class TestWatches:
             first, second = small.get("/watches").text, small.get("/watches?page=1").text
         assert first.count('<tr class="edge') == 2 and "next" in first
         assert second.count('<tr class="edge') == 1 and "3 cursors, 2 pending" in second
+
+
+class TestWatchesReadOnePage:
+    """Issue 39, item 6: a cursor page costs one page of rows, whatever the store holds."""
+
+    def test_serves_every_filter_without_reading_every_cursor(
+        self, client: TestClient, reader: SessionAwareness, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-O1: the watches page, filtered or not, a page at a time, with its counts, is
+        served without listing every cursor: at a million sessions that list was 800,000
+        rows for one page view."""
+
+        def every_row(before: int) -> Any:
+            raise AssertionError(f"a page read every cursor updated before {before}")
+
+        monkeypatch.setattr(reader.store.read_model, "cursors_updated_before", every_row)
+        whole = client.get("/watches").text
+        assert whole.count('<tr class="edge') == 3 and "3 cursors, 2 pending" in whole
+        assert len(re.findall(r'<tr class="edge', client.get("/watches?state=pending").text)) == 2
+        narrowed = client.get(f"/watches?watcher={quote(MANAGER)}&target={quote(CHILD)}").text
+        assert re.findall(r'<tr class="edge (\w+)">', narrowed) == ["pending"]
+        assert "1 cursor, 1 pending" in narrowed
+        with TestClient(create_app(reader, edges_page=2), base_url="http://localhost") as small:
+            assert small.get("/watches?page=1").text.count('<tr class="edge') == 1
+            assert small.get("/watches?page=-1").status_code == 400
+
+    def test_each_page_is_the_one_the_whole_list_gave(
+        self, reader: SessionAwareness, writer: SessionAwareness
+    ) -> None:
+        """R-O1: for each filter (a watcher, a target, the pending ones, together, none
+        matching) and each page of one or two cursors, the edges, the counts and whether
+        more follow are those of the whole list, filtered and sorted as the page did before
+        (watcher key, target key, target id)."""
+        writer.watch(HOSTILE_KEY, CHILD)  # a second watcher on the child, synced
+        writer.watch(HOSTILE_KEY, GROUP)
+        every = reader.read_model.cursors_updated_before(2**62)
+        for watcher, target, pending_only in itertools.product(
+            (None, MANAGER, HOSTILE_KEY, "agent:main:nobody"),
+            (None, CHILD, GROUP, "agent:main:nobody"),
+            (False, True),
+        ):
+            chosen = sorted(
+                (c for c in every
+                 if watcher in (None, c.watcher_key) and target in (None, c.target_key)
+                 and (c.pending or not pending_only)),
+                key=lambda c: (c.watcher_key, c.target_key, c.target_id),
+            )  # fmt: skip
+            for size in (1, 2):
+                for number in range(len(chosen) // size + 2):
+                    found = cursors.watches(
+                        reader, watcher=watcher, target=target, pending_only=pending_only,
+                        page=number, page_size=size,
+                    )  # fmt: skip
+                    shown = chosen[number * size : (number + 1) * size]
+                    assert found.edges == cursors.edges(reader, shown)
+                    assert (found.total, found.pending, found.page, found.more) == (
+                        len(chosen),
+                        sum(c.pending for c in chosen),
+                        number,
+                        len(chosen) > (number + 1) * size,
+                    )
+
+    def test_a_session_page_shows_a_page_of_its_cursors_and_links_to_the_rest(
+        self,
+        reader: SessionAwareness,
+        writer: SessionAwareness,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """R-O1: a session's watchers and what it watches are each at most one page of the
+        watches page, read as one; beyond it the page says more follow and links to the
+        watches page filtered to the session."""
+        writer.watch(HOSTILE_KEY, CHILD)  # the child's second watcher
+        monkeypatch.setattr(cursors, "EDGES_PAGE", 1)
+        with TestClient(create_app(reader), base_url="http://localhost") as client:
+            child = client.get(session_href(CHILD)).text
+            manager = client.get(session_href(MANAGER)).text
+            single = client.get(session_href(HOSTILE_KEY)).text
+        watchers = child[child.index('id="watchers"') : child.index('id="watching"')]
+        assert watchers.count('<tr class="edge') == 1
+        assert f'href="/watches?target={quote(CHILD, safe="/")}"' in watchers
+        watching = manager[manager.index('id="watching"') : manager.index('id="transitions"')]
+        assert watching.count('<tr class="edge') == 1  # of its three cursors
+        assert f'href="/watches?watcher={quote(MANAGER, safe="/")}"' in watching
+        assert 'id="more-watchers"' not in single and 'id="more-watching"' not in single
 
 
 class TestSessionPage:

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application import retention as retention_module
 from session_awareness.application.errors import ConfigurationError, StoreUnavailableError
-from session_awareness.application.store import SessionStore
+from session_awareness.application.store import READ_MODEL_QUERIES, SessionStore
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import drains_id, watch_id
@@ -31,6 +31,7 @@ from tests.contract.helpers import (
     sequences,
     spawn,
 )
+from tests.ops.helpers import tamper
 
 #: The aggregates the store snapshots (ADR 022).
 SNAPSHOTTED = (Session, Watch, Drains)
@@ -236,6 +237,102 @@ class TestPruneInBatches:
         assert sequences(svc, CHILD) == [2]
         assert svc.session_status(CHILD, changes_since=0)["stateChanges"]["historyGap"] is True
         assert svc.audit().clean
+
+
+def preview_as_before(svc: SessionAwareness, clock: FakeClock, keep_rows: int) -> dict[str, Any]:
+    """What `prune_preview` computed before (issue 39): the plan, then each planned
+    session's row and head read one at a time."""
+    read_model = svc.read_model
+    cutoff = int(clock.now.timestamp() * 1000) - 30 * 86_400_000
+    raised, removed = [], 0
+    for plan in read_model.prune_plan(recorded_before=cutoff, keep_rows=keep_rows):
+        row = read_model.session(plan.session_id)
+        state = read_model.session_state(plan.session_id, after=None, limit=0)
+        if row is None or state is None or plan.watermark <= state.head.pruned_watermark:
+            continue
+        removed += plan.rows
+        raised.append({"sessionKey": row.key, "agentId": row.agent_id, "watermark": plan.watermark})
+    expired = read_model.cursors_idle_count(cutoff)
+    return {"removedRows": removed, "watermarks": raised, "expiredCursors": expired}
+
+
+def counted_reads(svc: SessionAwareness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every read-model query the service asks from now on, by name; a session's row or
+    head asked one at a time fails the test."""
+    asked: list[str] = []
+    guarded: Any = svc.store.read_model
+    for name in READ_MODEL_QUERIES:
+        inner = getattr(guarded, name)
+
+        def counting(*args: Any, _name: str = name, _inner: Any = inner, **kwargs: Any) -> Any:
+            if _name in ("session", "session_state"):
+                raise AssertionError(f"the preview asked {_name} of one session")
+            asked.append(_name)
+            return _inner(*args, **kwargs)
+
+        monkeypatch.setattr(guarded, name, counting)
+    return asked
+
+
+class TestPrunePreviewIsOneRead:
+    def test_the_preview_is_what_it_was_with_one_read_of_the_plan(
+        self, open_svc: ServiceFactory, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-R1, R-W6 (issue 39, item 6): over sessions past the row cap, some pruned
+        before and past it again, one deleted, one whose head already holds the plan's
+        watermark, and idle cursors, the preview is what reading each planned session's row
+        and head gave, in the same order, from one read of the plan and one count."""
+        svc = open_svc(retention_rows=4)
+        keys = children(6)
+        for number, key in enumerate(keys):
+            spawn(svc, child=key, run=f"run-{number}")  # the manager watches each child
+            for turn in range(number % 3 + 1):
+                svc.record_goal_changed(key, summary=f"goal {turn}")
+        svc.prune()  # some sessions pruned, then past the cap again
+        for key in keys[::2]:
+            svc.record_goal_changed(key, summary="goal again")
+            svc.record_goal_changed(key, summary="goal again and again")
+        svc.delete_session(keys[1])
+        held = svc.resolve_id(keys[4])[1]
+        clock.advance(days=31)  # every row older than the age limit, every cursor idle
+        svc.record_goal_changed(keys[5], summary="new")  # one row younger
+        before = preview_as_before(svc, clock, keep_rows=4)
+        [(watermark, _)] = [
+            (w["watermark"], w) for w in before["watermarks"] if w["sessionKey"] == keys[4]
+        ]
+        tamper(svc, "UPDATE {s}session_state_heads SET pruned_watermark = ? WHERE session_id = ?",
+               watermark, held)  # fmt: skip
+        try:
+            expected = preview_as_before(svc, clock, keep_rows=4)
+            assert keys[4] not in [w["sessionKey"] for w in expected["watermarks"]]
+            assert len(expected["watermarks"]) >= 3 and expected["expiredCursors"] >= 3
+            asked = counted_reads(svc, monkeypatch)
+            assert svc.prune_preview() == expected
+            assert sorted(asked) == ["cursors_idle_count", "prune_preview_plan"]
+        finally:
+            tamper(svc, "UPDATE {s}session_state_heads SET pruned_watermark = 0 "
+                   "WHERE session_id = ?", held)  # fmt: skip
+
+    def test_the_preview_asks_as_many_reads_for_many_sessions_as_for_few(
+        self, open_svc: ServiceFactory, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-R1 (issue 39, item 6): the preview's reads do not grow with the sessions it
+        reaches: two for three sessions past the limits, two for twelve. It asked two
+        reads of the store per session before (its row, its head)."""
+        svc = open_svc(retention_rows=2)
+        found = []
+        for count in (3, 12):
+            for key in children(count):
+                svc.open_session(key)
+                svc.record_goal_changed(key, summary="goal created")
+                svc.record_goal_changed(key, summary="goal updated")
+            clock.advance(days=31)
+            with monkeypatch.context() as patched:
+                asked = counted_reads(svc, patched)
+                preview = svc.prune_preview()
+            assert len(preview["watermarks"]) == count
+            found.append(len(asked))
+        assert found == [2, 2]
 
 
 class TestSweepInBatches:
