@@ -268,8 +268,8 @@ class SessionAwareness:
         if self.closed:
             store = "closed"
         else:
-            try:
-                self.read_model.watchers_with_pending()
+            try:  # one row: a check of the store must not grow with it (issue 39)
+                self.read_model.read_models_complete()
                 store = "ok"
             except StoreUnavailableError as error:
                 store = str(error)

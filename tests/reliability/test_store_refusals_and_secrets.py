@@ -265,6 +265,22 @@ class TestClosedService:
             "off",
         )
 
+    def test_health_checks_the_store_without_listing_its_waiting_watchers(
+        self, open_svc: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-O1 (issue 39, item 6): health() checked the store by listing every watcher with
+        a pending notice, 200,000 keys at a million sessions; one row answers as well."""
+        svc = open_svc()
+        spawn(svc)
+        svc.record_goal_changed(CHILD, summary="goal updated")
+        assert svc.read_model.watchers_with_pending()
+
+        def listed() -> Any:
+            raise AssertionError("health() listed every watcher with a pending notice")
+
+        monkeypatch.setattr(svc.store.read_model, "watchers_with_pending", listed)
+        assert svc.health()["store"] == "ok"
+
     def test_a_tool_after_close_answers_service_error(self, open_svc: Any) -> None:
         """R-T1: a closed service's tool answers `service_error`, not `internal_error`."""
         svc = open_svc(visibility="agent")
