@@ -59,7 +59,7 @@ class RoundTripsReadModels(PostgresReadModels):
         if not isinstance(c, _Pipelined | _Statements):
             super().write_batches(c, batches)
             return
-        self.write_as_arrays(c, batches, keys_repeat=False)
+        self.write_as_arrays(c, batches)
 
 
 class PostgresRoundTripsRecorder(PostgresReadModelRecorder):

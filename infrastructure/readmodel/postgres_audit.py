@@ -73,7 +73,7 @@ class CopyingScratchStore(ScratchStore):
                 rest[write] = rows
         if rest:
             with c.connection.pipeline():
-                self.write_as_arrays(c, rest, keys_repeat=True)
+                self.write_as_arrays(c, rest)
 
 
 class PostgresAudit(Audit):

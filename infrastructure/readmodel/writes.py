@@ -53,6 +53,8 @@ class Write:
     #: Its rows may run in any order, a key's twice (an insert that does nothing on a key
     #: present): its array form is exact for any batch of them.
     commutes: bool = False
+    #: Where its key is among its parameters.
+    key_at: int = -1
 
     def copy_statement(self) -> str:
         """`COPY table (columns) FROM STDIN`, for a write that `appends`."""
@@ -96,24 +98,29 @@ class ReadModelWrites(Rendered):
         for write, rows in batches.items():
             c.executemany(self.sql(write.template), rows)
 
-    def write_as_arrays(
-        self, c: Any, batches: dict[Write, list[Row]], *, keys_repeat: bool
-    ) -> None:
+    def write_as_arrays(self, c: Any, batches: dict[Write, list[Row]]) -> None:
         """`write_batches` with a write for many keys in ONE statement where it has an array
         form (`unnest`, PostgreSQL) and that form is exact for its rows: one statement
-        instead of one per row for the server to run. With `keys_repeat` (a bulk batch: a
-        write that does not fold may hold a key's rows in order) only the writes that fold
-        (one row per key) or commute go as arrays."""
+        instead of one per row for the server to run. It is exact when the rows commute or
+        name each key once; a batch that holds a key's rows in order (a replay's, where one
+        session's writes that do not fold follow one another) goes row by row, since an
+        `UPDATE … FROM unnest` would set the key from any one of them."""
         sql = self.sql
         for write, rows in batches.items():
-            exact = not keys_repeat or write.fold is not None or write.commutes
-            if write.unnest is None or len(rows) < 2 or not exact:
-                c.executemany(sql(write.template), rows)
-            else:
+            if write.unnest is not None and len(rows) > 1 and _exact_as_arrays(write, rows):
                 c.execute(sql(write.unnest), [list(col) for col in zip(*rows, strict=True)])
+            else:
+                c.executemany(sql(write.template), rows)
 
     def notice_opened(self, c: Any, watch_id: UUID) -> None:
         """Hook: a notice opened in this transaction (PostgreSQL publishes a wake)."""
+
+
+def _exact_as_arrays(write: Write, rows: list[Row]) -> bool:
+    if write.commutes:
+        return True
+    at = write.key_at
+    return len({row[at] for row in rows}) == len(rows)
 
 
 def wakes(change: p.RowChange, quiet: Collection[UUID]) -> bool:
@@ -286,6 +293,14 @@ _RUN_END = Write(
     "THEN run_started_at END, run_id = ?, run_status = ?, run_ended_at = ? "
     "WHERE session_id = ? AND (run_status IS NULL OR run_status <> 'running' OR run_id = ?)",
     lane="run",
+    unnest=(
+        "UPDATE {s}session_activity AS a SET run_started_at = CASE WHEN a.run_id = v.ran "
+        "THEN a.run_started_at END, run_id = v.run, run_status = v.status, run_ended_at = v.at "
+        "FROM unnest(?::{text}[], ?::{text}[], ?::{text}[], ?::{int}[], ?::{id}[], ?::{text}[]) "
+        "AS v(ran, run, status, at, sid, named) WHERE a.session_id = v.sid AND "
+        "(a.run_status IS NULL OR a.run_status <> 'running' OR a.run_id = v.named)"
+    ),
+    key_at=4,
 )
 _LINK_SET = Write(LINKS.name, LINKS.upsert())
 _LINK_ADVANCE = Write(

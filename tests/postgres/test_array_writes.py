@@ -29,43 +29,36 @@ class Statements:
         self.sent.append((sql, len(rows)))
 
 
-def arrays_sent(batches: dict[writes.Write, list[Any]], *, keys_repeat: bool) -> list[bool]:
+def arrays_sent(batches: dict[writes.Write, list[Any]]) -> list[bool]:
     """Whether each batch went as ONE array statement."""
     cursor = Statements()
-    ScratchStore(Dialect()).write_as_arrays(cursor, batches, keys_repeat=keys_repeat)
-    return [sql.startswith("INSERT INTO session_dedupe_keys (session_id, dedupe_key) SELECT")
-            or " FROM unnest(" in sql for sql, _ in cursor.sent]  # fmt: skip
+    ScratchStore(Dialect()).write_as_arrays(cursor, batches)
+    return [" unnest(" in sql for sql, _ in cursor.sent]
 
 
 class TestWhichWritesGoAsArrays:
     def test_the_keys_of_a_page_go_as_one_statement(self) -> None:
-        """R-R2: 800 idempotency keys of a replay's page are one statement, not 800."""
+        """R-R2: 800 idempotency keys of a replay's page are one statement, not 800; a pair
+        given twice is harmless there (`DO NOTHING`)."""
         sid = uuid4()
-        rows = [(sid, f"turn-{n}") for n in range(800)]
-        assert arrays_sent({writes._KEY: rows}, keys_repeat=True) == [True]
+        rows = [(sid, f"turn-{n}") for n in range(800)] + [(sid, "turn-1")]
+        assert arrays_sent({writes._KEY: rows}) == [True]
 
-    def test_a_write_that_neither_folds_nor_commutes_goes_row_by_row_where_keys_repeat(
-        self,
-    ) -> None:
-        """R-R2: in a replay's batch a cursor drained twice has two rows of the drain's
-        write, in order; an `UPDATE … FROM unnest` would set it from either, so the rows go
-        one at a time. A save's batch (a key once) keeps the array form."""
+    def test_rows_of_one_key_in_order_go_row_by_row(self) -> None:
+        """R-R2: in a replay's batch one session's run reports (or a cursor drained twice)
+        are rows of one key, in order; an `UPDATE … FROM unnest` would set the row from any
+        one of them, so they go one at a time. Each key once: one statement."""
+        one, other = uuid4(), uuid4()
+        ends = [("r1", "r1", "completed", 10, one, "r1"), ("r2", "r2", "failed", 11, one, "r2")]
+        assert arrays_sent({writes._RUN_END: ends}) == [False]
+        distinct = [ends[0], ("r2", "r2", "failed", 11, other, "r2")]
+        assert arrays_sent({writes._RUN_END: distinct}) == [True]
         wid = uuid4().hex
-        rows = [(1, 2, 2, 10, wid), (2, 3, 3, 11, wid)]
-        write = writes._CURSOR_ACKNOWLEDGE
-        assert write.fold is None and not write.commutes and write.unnest is not None
-        assert arrays_sent({write: rows}, keys_repeat=True) == [False]
-        assert arrays_sent({write: rows}, keys_repeat=False) == [True]
-
-    def test_a_write_that_folds_goes_as_arrays_where_keys_repeat(self) -> None:
-        """A folding write holds one row per key in a batch: its array form is exact."""
-        write = writes._CURSOR_MOVE
-        assert write.fold is not None and write.unnest is not None
-        rows = [(1, 2, 2, None, 10, uuid4()), (1, 2, 2, None, 10, uuid4())]
-        assert arrays_sent({write: rows}, keys_repeat=True) == [True]
+        drained = [(1, 2, 2, 10, wid), (2, 3, 3, 11, wid)]
+        assert arrays_sent({writes._CURSOR_ACKNOWLEDGE: drained}) == [False]
 
     def test_one_row_goes_as_it_is(self) -> None:
-        assert arrays_sent({writes._KEY: [(uuid4(), "k")]}, keys_repeat=True) == [False]
+        assert arrays_sent({writes._KEY: [(uuid4(), "k")]}) == [False]
 
 
 def keys_of(svc: SessionAwareness, sid: UUID) -> list[str]:
@@ -86,9 +79,9 @@ def test_the_array_form_of_the_keys_inserts_each_pair_once(pg_url: str) -> None:
         read_model: Any = svc.store.recorder.read_models  # type: ignore[attr-defined]
         sid = uuid4()
         with svc.store.recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
-            read_model.write_as_arrays(c, {writes._KEY: [(sid, "a")]}, keys_repeat=True)
+            read_model.write_as_arrays(c, {writes._KEY: [(sid, "a")]})
             rows = [(sid, "b"), (sid, "a"), (sid, "c"), (sid, "b")]
-            read_model.write_as_arrays(c, {writes._KEY: rows}, keys_repeat=True)
+            read_model.write_as_arrays(c, {writes._KEY: rows})
         assert keys_of(svc, sid) == ["a", "b", "c"]
 
 
@@ -106,3 +99,64 @@ def test_a_rebuild_keeps_every_idempotency_key_of_a_page(pg_url: str) -> None:
         assert report.clean, report.differences
         again = svc.record_human_direct_message(CHILD, channel="telegram", idempotency_key="t7")
         assert again is None
+
+
+def activity(svc: SessionAwareness, sids: list[UUID]) -> list[tuple[Any, ...]]:
+    prefix = svc.store.recorder.read_models.dialect.schema_prefix  # type: ignore[attr-defined]
+    with svc.store.recorder.datastore.transaction(commit=False) as c:  # type: ignore[attr-defined]
+        c.execute(
+            "SELECT session_id, run_id, run_status, run_started_at, run_ended_at "  # noqa: S608 -- the store's own prefix
+            f"FROM {prefix}session_activity WHERE session_id = ANY(%s)",
+            (sids,),
+        )
+        found = {row["session_id"]: tuple(row.values())[1:] for row in c.fetchall()}
+    return [found[sid] for sid in sids]
+
+
+def test_the_array_form_of_run_reports_ends_as_the_rows_one_at_a_time(pg_url: str) -> None:
+    """R-R2 on a real server: a report for the running run ends it and drops its start
+    time only when it names another run; a report for another run than a running one is
+    ignored; after a finished run any report applies. The same batch, one statement or one
+    row at a time, leaves the same rows."""
+    states = [
+        ("r1", "running", 5, None),  # the report names it: ended, start kept
+        ("r0", "running", 5, None),  # another run is running: ignored
+        ("r0", "completed", 5, 6),  # a finished run: the report applies, no start
+        (None, None, None, None),  # never ran
+    ]
+    with open_service(pg_url) as svc:
+        models: Any = svc.store.recorder.read_models  # type: ignore[attr-defined]
+        prefix = models.dialect.schema_prefix
+        ends: dict[bool, list[UUID]] = {}
+        for as_arrays in (True, False):
+            sids = ends[as_arrays] = [uuid4() for _ in states]
+            with svc.store.recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+                for sid, (run, status, started, ended) in zip(sids, states, strict=True):
+                    c.execute(
+                        f"INSERT INTO {prefix}session_activity (session_id, run_id, "  # noqa: S608 -- the store's own prefix
+                        "run_status, run_started_at, run_ended_at) VALUES (%s, %s, %s, %s, %s)",
+                        (sid, run, status, started, ended),
+                    )
+                rows = [("r1", "r1", "failed", 9, sid, "r1") for sid in sids]
+                if as_arrays:
+                    models.write_as_arrays(c, {writes._RUN_END: rows})
+                else:
+                    models.write_batches(c, {writes._RUN_END: rows})
+        assert activity(svc, ends[True]) == activity(svc, ends[False])
+        assert activity(svc, ends[True]) == [
+            ("r1", "failed", 5, 9), ("r0", "running", 5, None), ("r1", "failed", None, 9),
+            ("r1", "failed", None, 9),
+        ]  # fmt: skip
+
+
+def test_a_rebuild_keeps_one_sessions_run_reports_in_order(pg_url: str) -> None:
+    """R-R2: a replay page with one session's runs started and ended one after another
+    (rows of one key in order) rebuilds the activity exactly."""
+    with open_service(pg_url) as svc:
+        svc.open_session(LEAD)
+        svc.record_child_spawned(CHILD, parent=LEAD, run_id="run-0")
+        for run in range(1, 40):
+            svc.record_run_terminal(CHILD, run_id=f"run-{run - 1}", outcome="completed")
+            svc.record_run_terminal(CHILD, run_id=f"late-{run}", outcome="failed")
+        report = svc.audit(rebuild=True, page_size=500)
+        assert report.clean, report.differences
