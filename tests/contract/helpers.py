@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from session_awareness.application import SessionAwareness
 
@@ -50,3 +51,18 @@ def restart(open_svc: Callable[..., SessionAwareness], **options: object) -> Ses
     svc = open_svc(**options)
     svc.maintain()
     return svc
+
+
+def has_index(svc: SessionAwareness, index: str) -> bool:
+    """Whether the store's read models have the index named `index` (either backend)."""
+    recorder: Any = svc.store.recorder
+    models = recorder.read_models
+    if models.dialect.placeholder == "?":  # SQLite
+        template = "SELECT count(*) AS n FROM sqlite_master WHERE type = 'index' AND name = ?"
+        name = index
+    else:
+        template, name = "SELECT count(to_regclass(?)) AS n", models.sql("{s}" + index)
+    with recorder.datastore.transaction(commit=False) as c:
+        c.execute(models.sql(template), (name,))
+        row = c.fetchone()
+        return bool(row["n"] if isinstance(row, dict) else row[0])

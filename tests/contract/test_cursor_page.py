@@ -17,7 +17,7 @@ from session_awareness.application.ports import CursorRow
 from session_awareness.infrastructure.readmodel.reads import cursor_page_statements
 from session_awareness.infrastructure.readmodel.tables import CURSORS
 from tests.conftest import FakeClock, ServiceFactory
-from tests.contract.helpers import MANAGER
+from tests.contract.helpers import MANAGER, has_index
 from tests.ops.helpers import copied_store, tamper
 
 INDEX = "session_watch_cursors_pairs"
@@ -141,20 +141,6 @@ class TestTheCursorPage:
             svc.read_model.cursor_page(limit=-1)
 
 
-def has_index(svc: SessionAwareness) -> bool:
-    recorder: Any = svc.store.recorder
-    models = recorder.read_models
-    if models.dialect.placeholder == "?":  # SQLite
-        template = "SELECT count(*) AS n FROM sqlite_master WHERE type = 'index' AND name = ?"
-        name = INDEX
-    else:
-        template, name = "SELECT count(to_regclass(?)) AS n", models.sql("{s}" + INDEX)
-    with recorder.datastore.transaction(commit=False) as c:
-        c.execute(models.sql(template), (name,))
-        row = c.fetchone()
-        return bool(row["n"] if isinstance(row, dict) else row[0])
-
-
 def page_plan(
     svc: SessionAwareness,
     watcher: str | None = None,
@@ -188,7 +174,7 @@ class TestThePairsIndex:
         of one watcher's is read in its order, not sorted; one target key's is its few
         cursors, found through the registry's key and the cursors' target index."""
         assert INDEX in dict(CURSORS.indexes)
-        assert has_index(svc)
+        assert has_index(svc, INDEX)
         build(svc)
         for filters in ({}, {"watcher": WATCHERS[1]}):
             plan = page_plan(svc, **filters)
@@ -205,11 +191,11 @@ class TestThePairsIndex:
         are the same as the whole list's."""
         build(svc)
         tamper(svc, "DROP INDEX {s}" + INDEX)
-        assert not has_index(svc)
+        assert not has_index(svc, INDEX)
         before = whole_list(svc, None, None, False)
         svc.close()
         again = open_svc()
-        assert has_index(again)
+        assert has_index(again, INDEX)
         assert again.read_model.cursor_page(limit=100)[0] == before
         assert again.audit().clean
 
@@ -224,7 +210,7 @@ class TestThePairsIndex:
             found = db.execute("SELECT name FROM sqlite_master WHERE name = ?", (INDEX,))
             assert found.fetchall() == []
         with open_service(url, clock=clock, maintenance="manual") as svc:
-            assert has_index(svc)
+            assert has_index(svc, INDEX)
             every = whole_list(svc, None, None, False)
             assert every, "the earlier store has cursors"
             rows, total, _ = svc.read_model.cursor_page(limit=len(every))

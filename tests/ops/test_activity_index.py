@@ -7,32 +7,17 @@ from __future__ import annotations
 import sqlite3
 from contextlib import closing
 from pathlib import Path
-from typing import Any
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.infrastructure.readmodel.tables import REGISTRY
 from tests.conftest import FakeClock, ServiceFactory
-from tests.contract.helpers import CHILD, MANAGER, OTHER, spawn
+from tests.contract.helpers import CHILD, MANAGER, OTHER, has_index, spawn
 from tests.ops.helpers import copied_store, tamper
 
 INDEX = "session_registry_updated"
 #: A store the version before drains wrote (tests/ops/fixtures/make_store_before_drains.py):
 #: its DDL had no activity index.
 EARLIER_STORE = Path(__file__).parent / "fixtures" / "store-before-drains.db"
-
-
-def has_index(svc: SessionAwareness) -> bool:
-    recorder: Any = svc.store.recorder
-    models = recorder.read_models
-    if models.dialect.placeholder == "?":  # SQLite
-        template = "SELECT count(*) AS n FROM sqlite_master WHERE type = 'index' AND name = ?"
-        name = INDEX
-    else:
-        template, name = "SELECT count(to_regclass(?)) AS n", models.sql("{s}" + INDEX)
-    with recorder.datastore.transaction(commit=False) as c:
-        c.execute(models.sql(template), (name,))
-        row = c.fetchone()
-        return bool(row["n"] if isinstance(row, dict) else row[0])
 
 
 def sqlite_plan(path: str, sql: str) -> list[str]:
@@ -44,7 +29,7 @@ class TestTheActivityIndex:
     def test_a_new_store_has_it(self, svc: SessionAwareness) -> None:
         """R-O1: the DDL creates the index with the registry."""
         assert INDEX in dict(REGISTRY.indexes)
-        assert has_index(svc)
+        assert has_index(svc, INDEX)
 
     def test_a_store_without_it_gets_it_on_its_next_open(
         self, open_svc: ServiceFactory, clock: FakeClock
@@ -60,10 +45,10 @@ class TestTheActivityIndex:
         svc.record_human_direct_message(CHILD, channel="slack")
         before = [row["sessionKey"] for row in svc.sessions_list()]
         tamper(svc, "DROP INDEX {s}" + INDEX)
-        assert not has_index(svc)
+        assert not has_index(svc, INDEX)
         svc.close()
         again = open_svc()
-        assert has_index(again)
+        assert has_index(again, INDEX)
         assert [row["sessionKey"] for row in again.sessions_list()] == before
         assert before == [CHILD, OTHER, MANAGER]
         assert again.audit().clean
@@ -79,7 +64,7 @@ class TestTheActivityIndex:
             found = db.execute("SELECT name FROM sqlite_master WHERE name = ?", (INDEX,))
             assert found.fetchall() == []
         with open_service(url, clock=clock) as svc:
-            assert has_index(svc)
+            assert has_index(svc, INDEX)
             assert svc.sessions_list(limit=3)
         plan = sqlite_plan(
             path,
