@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from session_awareness.application.errors import InvalidArgumentError, UnknownSessionError
 from session_awareness.application.ports import CursorRow
 from session_awareness.application.store import SessionStore
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import notices
+from session_awareness.domain.cursors import RemovalReason
 from session_awareness.domain.keys import (
     InvalidKeyError,
     SessionRef,
@@ -25,8 +26,10 @@ from session_awareness.domain.session import (
     open_or_describe,
 )
 from session_awareness.domain.signals import InvalidSignalError, check_label
-from session_awareness.domain.watch import RemovalReason, Watch
 from session_awareness.logs import get_logger
+
+if TYPE_CHECKING:
+    from session_awareness.domain.watch import Watch
 
 log = get_logger()
 
@@ -185,7 +188,7 @@ def remove_cursors(
 
 def _still_active(uow: UnitOfWork, row: CursorRow) -> Watch | None:
     """The row's cursor, unless it was removed since the read model was read."""
-    watch = cast(Watch | None, uow.get(row.watch_id))
+    watch = cast("Watch | None", uow.get(row.watch_id))
     return watch if watch is not None and watch.active else None
 
 

@@ -12,10 +12,9 @@ from functools import singledispatch
 from typing import Any, NamedTuple, TypeVar
 from uuid import UUID
 
-from session_awareness.domain.drains import Drains, notice_open
+from session_awareness.domain.cursors import notice_open
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import RUN_STATUSES, RunOutcome, to_ms
-from session_awareness.domain.watch import Watch
 
 _T = TypeVar("_T", bound=tuple[Any, ...])
 
@@ -306,9 +305,21 @@ def project(recorded: Iterable[tuple[int, Any]]) -> list[RowChange]:
     for position, event in recorded:
         rows = by_class.get(type(event))
         if rows is None:  # `_rows`' own choice for the class, looked up once
-            rows = by_class[type(event)] = _rows.dispatch(type(event))
+            rows = by_class[type(event)] = _row_function(type(event))
         changes.extend(rows(event, position))
     return changes
+
+
+def _row_function(cls: type) -> Callable[[Any, int], list[RowChange]]:
+    """`_rows`' choice for an event class. The row functions of the cursor's and the drains'
+    events (`Watch`, `Drains`) are registered by their own module, `cursor_rows`, imported
+    here when the first event of another aggregate than `Session` is projected: a process
+    that records a turn nobody watches builds no such event and imports neither aggregate's
+    module, while an event of theirs, built or decoded, has imported its class already (issue
+    39, ADR 039)."""
+    if not issubclass(cls, Session.Event):
+        from session_awareness.application import cursor_rows  # noqa: F401, PLC0415
+    return _rows.dispatch(cls)
 
 
 #: Each event class's row function: `singledispatch` resolves it; calling through its
@@ -490,75 +501,3 @@ def _(event: Session.UpstreamUnlinked, position: int) -> list[RowChange]:
         UpstreamLinkRemoved(event.originator_id),
         SessionTouched(event.originator_id, to_ms(event.timestamp)),
     ]
-
-
-@_rows.register(Watch.Started)
-def _(event: Watch.Started, position: int) -> list[RowChange]:
-    return _cursor_started(event)
-
-
-@_rows.register(Watch.Restarted)
-def _(event: Watch.Restarted, position: int) -> list[RowChange]:
-    return _cursor_started(event)
-
-
-def _cursor_started(event: Watch.Started | Watch.Restarted) -> list[RowChange]:
-    return [
-        CursorStarted(
-            event.originator_id,
-            event.watcher,
-            event.target_id,
-            event.target_key,
-            event.at_sequence,
-            to_ms(event.timestamp),
-        )
-    ]
-
-
-@_rows.register(Watch.Moved)
-def _(event: Watch.Moved, position: int) -> list[RowChange]:
-    opens = isinstance(event, Watch.NoticeOpened) or (
-        isinstance(event, Watch.Acknowledged) and notice_open(event.acknowledged, event.notified)
-    )
-    return [
-        CursorMoved(
-            event.originator_id,
-            event.acknowledged,
-            event.notified,
-            event.material,
-            position if opens else None,
-            to_ms(event.timestamp),
-        )
-    ]
-
-
-@_rows.register(Watch.Removed)
-def _(event: Watch.Removed, position: int) -> list[RowChange]:
-    return [CursorRemoved(event.originator_id)]
-
-
-@_rows.register(Drains.Started)
-def _(event: Drains.Started, position: int) -> list[RowChange]:
-    return _drained(event, position)
-
-
-@_rows.register(Drains.Drained)
-def _(event: Drains.Drained, position: int) -> list[RowChange]:
-    return _drained(event, position)
-
-
-@_rows.register(Drains.Redelivered)
-def _(event: Drains.Redelivered, position: int) -> list[RowChange]:
-    """Each re-delivered notice keeps its place and its L; N moves to M (R-N6, ADR 034). No
-    wake is published: the sweep wakes its watchers itself."""
-    return [CursorsAcknowledged(_entries(event), to_ms(event.timestamp), position, False)]
-
-
-def _drained(event: Drains.Started | Drains.Drained, position: int) -> list[RowChange]:
-    """Each drained cursor moves as a stored `Acknowledged` moved it (ADR 024)."""
-    return [CursorsAcknowledged(_entries(event), to_ms(event.timestamp), position)]
-
-
-def _entries(event: Drains.Started | Drains.Drained | Drains.Redelivered) -> Any:
-    """The event's entries as stored, made immutable (a row change is hashable)."""
-    return tuple(map(tuple, event.entries))

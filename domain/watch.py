@@ -21,42 +21,24 @@ acknowledgement of this very version (`overlay`).
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
 from session_awareness.domain.copying import copy_state
-from session_awareness.domain.drains import Acknowledgement, notice_open
+from session_awareness.domain.cursors import (
+    WATCH_TOPIC,
+    Acknowledgement,
+    RemovalReason,
+    Via,
+    notice_open,
+    notice_text,
+)
 from session_awareness.domain.keys import SessionRef, watch_id
 from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
 
-T = "session_awareness:Watch"
-
-
-class Via(StrEnum):
-    """How a cursor came to exist."""
-
-    SPAWN = "spawn"  # the spawn edge seeds the parent's cursor (R-W1)
-    WATCH = "watch"  # an explicit watch, e.g. sessions_send watch: true (R-W2)
-    PARENT = "parent"  # a parent without a cursor, on a notify-eligible event (R-W4)
-    AMBIENT = "ambient"  # a main session on its agent's group, on a human turn (R-W7)
-
-
-class RemovalReason(StrEnum):
-    RESET = "reset"
-    DELETED = "deleted"
-    EXPIRED = "expired"
-    UNWATCHED = "unwatched"
-
-
-def notice_text(target_key: str, since: int) -> str:
-    """The notice line, byte-stable while pending (R-N1)."""
-    return (
-        f'Session "{target_key}" changed (other actor). Reconcile before acting: '
-        f'session_status sessionKey "{target_key}" changesSince {since}.'
-    )
+T = WATCH_TOPIC
 
 
 class Watch(Aggregate):
@@ -359,3 +341,6 @@ class Watch(Aggregate):
 
 class WatchStateError(Exception):
     """A cursor transition that the cursor's current state does not allow."""
+
+
+__all__ = ["RemovalReason", "Via", "Watch", "WatchStateError", "notice_text"]
