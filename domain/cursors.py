@@ -5,16 +5,13 @@ their event classes are many, each made a frozen dataclass by the library when i
 imported. A process that records a turn on a session nobody watches builds neither, yet it
 names how a cursor came to be (`Via`), why one went (`RemovalReason`), when a notice is open
 (`notice_open`) and what it says (`notice_text`). Those live here, so such a process does not
-import the two aggregates' modules (issue 39, ADR 039); both modules still export them.
+import the two aggregates' modules (issue 39, ADR 039); each of those still exports the names
+it had.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
-from typing import Any
-from uuid import UUID
 
 #: The topics of the two aggregates' classes (their events' topics start with them): a stored
 #: event or snapshot names its class by topic, so its module need not be imported to tell it.
@@ -53,38 +50,9 @@ def notice_text(target_key: str, since: int) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Acknowledgement:
-    """One drained pair: the cursor, the `Watch` version the drain read, and the positions
-    it left (L = the old N; N = M = the target's M, R-N3), at the drain's time."""
-
-    watch_id: UUID
-    version: int
-    acknowledged: int
-    notified: int
-    material: int
-    at: datetime | None = None
-
-    @property
-    def reopened(self) -> bool:
-        """Whether a fresh notice opened for material newer than the drained notice."""
-        return notice_open(self.acknowledged, self.notified)
-
-    def stored(self) -> list[Any]:
-        """The entry as a `Drained` event stores it (JSON's types; the time is the event's)."""
-        return [self.watch_id.hex, self.version, self.acknowledged, self.notified, self.material]
-
-    @classmethod
-    def of(cls, entry: list[Any], at: datetime | None) -> Acknowledgement:
-        wid, version, acknowledged, notified, material = entry
-        # `UUID(int=…)`: half the time of parsing the hex (a drain reads one per pair).
-        return cls(UUID(int=int(wid, 16)), version, acknowledged, notified, material, at)
-
-
 __all__ = [
     "DRAINS_TOPIC",
     "WATCH_TOPIC",
-    "Acknowledgement",
     "RemovalReason",
     "Via",
     "notice_open",

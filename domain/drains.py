@@ -16,6 +16,7 @@ entry always names the version the cursor had when the drain committed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID
@@ -23,11 +24,39 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from session_awareness.domain.copying import copy_state
-from session_awareness.domain.cursors import DRAINS_TOPIC, Acknowledgement, notice_open
+from session_awareness.domain.cursors import DRAINS_TOPIC, notice_open
 from session_awareness.domain.keys import drains_id
 from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
 
 T = DRAINS_TOPIC
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledgement:
+    """One drained pair: the cursor, the `Watch` version the drain read, and the positions
+    it left (L = the old N; N = M = the target's M, R-N3), at the drain's time."""
+
+    watch_id: UUID
+    version: int
+    acknowledged: int
+    notified: int
+    material: int
+    at: datetime | None = None
+
+    @property
+    def reopened(self) -> bool:
+        """Whether a fresh notice opened for material newer than the drained notice."""
+        return notice_open(self.acknowledged, self.notified)
+
+    def stored(self) -> list[Any]:
+        """The entry as a `Drained` event stores it (JSON's types; the time is the event's)."""
+        return [self.watch_id.hex, self.version, self.acknowledged, self.notified, self.material]
+
+    @classmethod
+    def of(cls, entry: list[Any], at: datetime | None) -> Acknowledgement:
+        wid, version, acknowledged, notified, material = entry
+        # `UUID(int=…)`: half the time of parsing the hex (a drain reads one per pair).
+        return cls(UUID(int=int(wid, 16)), version, acknowledged, notified, material, at)
 
 
 class Drains(Aggregate):

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from session_awareness.domain import material as rule
-from session_awareness.domain.cursors import Acknowledgement, Via
+from session_awareness.domain.cursors import Via
 from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import (
     AGENT_PREFIX,
@@ -46,7 +46,7 @@ from session_awareness.domain.signals import SignalKind
 
 if TYPE_CHECKING:  # imported where a cursor or a drain is built: a record that tells no one
     # builds neither, and their event classes are a tenth of a hook run (ADR 039)
-    from session_awareness.domain.drains import Drains
+    from session_awareness.domain.drains import Acknowledgement, Drains
     from session_awareness.domain.watch import Watch
 
 

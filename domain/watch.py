@@ -21,7 +21,7 @@ acknowledgement of this very version (`overlay`).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
@@ -29,7 +29,6 @@ from eventsourcing.domain import Aggregate
 from session_awareness.domain.copying import copy_state
 from session_awareness.domain.cursors import (
     WATCH_TOPIC,
-    Acknowledgement,
     RemovalReason,
     Via,
     notice_open,
@@ -37,6 +36,9 @@ from session_awareness.domain.cursors import (
 )
 from session_awareness.domain.keys import SessionRef, watch_id
 from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
+
+if TYPE_CHECKING:  # imported by the two commands that build one: a drain's, a sweep's
+    from session_awareness.domain.drains import Acknowledgement
 
 T = WATCH_TOPIC
 
@@ -298,6 +300,8 @@ class Watch(Aggregate):
         `Drains` stores it (ADR 024); the cursor itself does not change."""
         if not self.pending:
             raise WatchStateError("no pending notice to acknowledge")
+        from session_awareness.domain.drains import Acknowledgement  # noqa: PLC0415
+
         notified = max(self.material, material)
         return Acknowledgement(self.id, self.version, self.notified, notified, notified, at)
 
@@ -312,6 +316,8 @@ class Watch(Aggregate):
         held = max(self.material, material)
         if held <= self.notified:
             return None
+        from session_awareness.domain.drains import Acknowledgement  # noqa: PLC0415
+
         return Acknowledgement(self.id, self.version, self.acknowledged, held, held, at)
 
     def acknowledge(self, *, material: int, at: datetime) -> bool:

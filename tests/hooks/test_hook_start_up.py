@@ -527,7 +527,6 @@ RECORDING_DATACLASSES = [
     "session_awareness.application.ports.UpstreamLinkRow",
     "session_awareness.application.retention.Retention",
     "session_awareness.application.unit_of_work.Absent",
-    "session_awareness.domain.cursors.Acknowledgement",  # the cursor's words (ADR 039)
     "session_awareness.domain.intake.SignalRequest",
     "session_awareness.domain.keys.SessionRef",
     "session_awareness.domain.notices.Drained",
