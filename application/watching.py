@@ -132,6 +132,8 @@ class Watching:
             now = self.store.clock()
             uow.look_first()  # so that a save no other save followed skips the race checks
             pairs = self.store.read_model.pending_to_drain(watcher)
+            if not pairs:  # nothing to drain: the cursors and the watcher's `Drains` unread
+                return []
             watches = uow.cursors_to_read(watcher, [wid for wid, _ in pairs])
             # each with the target's M for the watcher (ADR 023)
             cursors = zip(watches, [material for _, material in pairs], strict=True)

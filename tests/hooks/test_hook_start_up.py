@@ -289,6 +289,26 @@ class TestTheCursorsOnFirstNeed:
         with open_service(url) as svc:
             assert [row.key for row in svc.session_rows()] == [lead_key("lead-1")]
 
+    def test_a_prompt_with_no_pending_notice_on_a_lead_that_drained_imports_none(
+        self, tmp_path: Path
+    ) -> None:
+        """A lead that watches a worker and drained its notice before has a cursor and a
+        `Drains` in the store; a prompt with nothing pending reads neither, and imports
+        neither module (R-N3: nothing to drain; R-A1)."""
+        state = tmp_path / "state"
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        lead = lead_key("lead-1")
+        child = f"{lead}:subagent:w1"
+        with open_service(url) as svc:
+            svc.open_session(lead)
+            assert svc.record_child_spawned(child, parent=lead, run_id="run-1") is not None
+            svc.record_human_direct_message(child, channel="terminal")
+            assert len(svc.drain_notices(lead)) == 1
+        event = fixture("user_prompt_submit", session_id="lead-1")
+        stdout, modules = hook_modules(event, url, state, tmp_path / "modules.txt")
+        assert stdout == ""
+        assert sorted(modules & CURSOR_MODULES) == []
+
     def test_a_prompt_with_a_pending_notice_imports_them_and_drains_it(
         self, tmp_path: Path
     ) -> None:
