@@ -11,13 +11,13 @@ from session_awareness.application.ports import CursorRow
 from session_awareness.application.store import SessionStore
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import notices
-from session_awareness.domain.cursors import RemovalReason
 from session_awareness.domain.keys import (
     InvalidKeyError,
     SessionRef,
     check_key,
     is_agent_qualified,
 )
+from session_awareness.domain.positions import RemovalReason
 from session_awareness.domain.session import (
     MAX_LINEAGE,
     SESSION_KINDS,

@@ -34,9 +34,9 @@ from session_awareness.application.unit_of_work import (
 )
 from session_awareness.domain import intake as produce
 from session_awareness.domain import notices
-from session_awareness.domain.cursors import Via
 from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import SessionRef, agent_of
+from session_awareness.domain.positions import Via
 from session_awareness.domain.session import (
     ParentRefusedError,
     Session,

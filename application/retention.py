@@ -15,8 +15,8 @@ from session_awareness.application.ports import PrunePlan
 from session_awareness.application.store import SessionStore
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import notices
-from session_awareness.domain.cursors import RemovalReason
 from session_awareness.domain.keys import drains_id, is_subagent
+from session_awareness.domain.positions import RemovalReason
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import to_ms
 from session_awareness.logs import get_logger

@@ -16,7 +16,7 @@ from typing import Any
 
 from eventsourcing.persistence import EventStore
 
-from session_awareness.domain.cursors import DRAINS_TOPIC, WATCH_TOPIC
+from session_awareness.domain.positions import DRAINS_TOPIC, WATCH_TOPIC
 from session_awareness.domain.session import Session
 from session_awareness.logs import get_logger
 

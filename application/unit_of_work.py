@@ -33,8 +33,8 @@ from eventsourcing.persistence import (
 
 from session_awareness.application.aggregate_cache import AggregateCache
 from session_awareness.application.errors import StoreUnavailableError
-from session_awareness.domain.cursors import WATCH_TOPIC
 from session_awareness.domain.keys import SessionRef, drains_id, watch_id
+from session_awareness.domain.positions import WATCH_TOPIC
 from session_awareness.domain.session import Session
 from session_awareness.logs import get_logger
 

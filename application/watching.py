@@ -8,7 +8,6 @@ from session_awareness.application.errors import AmbiguousSessionError, UnknownS
 from session_awareness.application.store import SessionStore, log
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import notices
-from session_awareness.domain.cursors import RemovalReason, notice_text
 from session_awareness.domain.keys import (
     InvalidKeyError,
     SessionRef,
@@ -16,6 +15,7 @@ from session_awareness.domain.keys import (
     is_agent_qualified,
     may_hold_cursor,
 )
+from session_awareness.domain.positions import RemovalReason, notice_text
 
 
 class Watching:

@@ -24,8 +24,8 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from session_awareness.domain.copying import copy_state
-from session_awareness.domain.cursors import DRAINS_TOPIC, notice_open
 from session_awareness.domain.keys import drains_id
+from session_awareness.domain.positions import DRAINS_TOPIC, notice_open
 from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
 
 T = DRAINS_TOPIC

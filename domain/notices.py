@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from session_awareness.domain import material as rule
-from session_awareness.domain.cursors import Via
 from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import (
     AGENT_PREFIX,
@@ -41,6 +40,7 @@ from session_awareness.domain.keys import (
     check_key,
     may_hold_cursor,
 )
+from session_awareness.domain.positions import Via
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import SignalKind
 

@@ -27,14 +27,14 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from session_awareness.domain.copying import copy_state
-from session_awareness.domain.cursors import (
+from session_awareness.domain.keys import SessionRef, watch_id
+from session_awareness.domain.positions import (
     WATCH_TOPIC,
     RemovalReason,
     Via,
     notice_open,
     notice_text,
 )
-from session_awareness.domain.keys import SessionRef, watch_id
 from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
 
 if TYPE_CHECKING:  # imported by the two commands that build one: a drain's, a sweep's

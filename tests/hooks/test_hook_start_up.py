@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 
 from session_awareness.application import (
     ConfigurationError,
-    cursor_rows,
     figures,
     open_service,
     process_metrics,
@@ -261,13 +260,9 @@ class TestInProcess:
         assert not [m for m in modules if m.startswith("session_awareness.application")]
 
 
-#: The modules of the cursor's and the drains' aggregates, and the projection's rows of their
-#: events: a hook run imports them when it builds or meets one of their events (ADR 039).
-CURSOR_MODULES = {
-    "session_awareness.application.cursor_rows",
-    "session_awareness.domain.drains",
-    "session_awareness.domain.watch",
-}
+#: The modules of the cursor's and the drains' aggregates: a hook run imports each when it
+#: builds or meets one of its events (ADR 039).
+CURSOR_MODULES = {"session_awareness.domain.drains", "session_awareness.domain.watch"}
 
 
 class TestTheCursorsOnFirstNeed:
@@ -346,10 +341,7 @@ class TestTheCursorsOnFirstNeed:
         event = fixture("subagent_start", session_id="lead-1", agent_id="agent-7")
         stdout, modules = hook_modules(event, url, state, tmp_path / "modules.txt")
         assert stdout == ""
-        assert {
-            "session_awareness.application.cursor_rows",
-            "session_awareness.domain.watch",
-        } <= modules
+        assert "session_awareness.domain.watch" in modules
         child = f"{lead}:subagent:agent-7"
         with open_service(url) as svc:
             [cursor] = svc.store.read_model.cursors_of_watcher(lead, pending_only=False)
@@ -651,12 +643,14 @@ class TestTheServiceImport:
             check=True,
         )
         assert done.stdout.strip() == "[]"
+        for cls in (Watch.Started, Drains.Started):  # registered with their first event
+            projection._row_function(cls)
         rows = projection._rows.registry
-        assert cursor_rows._rows is projection._rows  # the cursor's and drains' rows too
         assert {Watch.Started, Watch.Moved, Drains.Started, Drains.Drained} <= set(rows)
+        later = {"Watch": Watch, "Drains": Drains}  # the projection imports them then
         for cls, function in rows.items():
             if cls is not object:
-                annotation = typing.get_type_hints(function)["event"]
+                annotation = typing.get_type_hints(function, localns=later)["event"]
                 assert annotation is cls, function
 
     def test_reading_the_figures_is_what_loads_their_classes(self, tmp_path: Path) -> None:

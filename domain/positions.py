@@ -1,4 +1,4 @@
-"""What is said of a cursor without its aggregates: the words, the notice, the positions.
+"""A cursor's positions and what is said of them, without its aggregates.
 
 `Watch` (domain/watch.py) is the cursor and `Drains` (domain/drains.py) a watcher's drains;
 their event classes are many, each made a frozen dataclass by the library when its module is
