@@ -321,7 +321,7 @@ def _row_function(cls: type) -> Callable[[Any, int], list[RowChange]]:
     register = _LATER.get(aggregate)
     if register is not None:
         register()
-        _LATER.pop(aggregate, None)  # only once all are registered: another thread may look
+        _LATER.pop(aggregate, None)  # after: a thread that finds it gone finds them registered
     return _rows.dispatch(cls)
 
 

@@ -28,6 +28,7 @@ from session_awareness.application import (
     process_metrics,
     projection,
     service,
+    snapshotting,
     store,
 )
 from session_awareness.application.upstream import monitor
@@ -386,6 +387,19 @@ print(json.dumps(out, default=str))
 
 #: The aggregates the store snapshots (ADR 022).
 SNAPSHOTTED = (Session, Watch, Drains)
+
+
+class TestTheSnapshottingIntervals:
+    def test_each_aggregate_is_snapshotted_at_its_interval_found_by_its_topic(self) -> None:
+        """The store's intervals name no aggregate class (R-A1: naming `Watch` and `Drains`
+        imports them), yet give each of the three its interval when first asked, and none
+        to any other class; the library's check that snapshotting is on holds from the
+        start (ADR 022)."""
+        intervals = snapshotting.SnapshottingIntervals(snapshotting.SNAPSHOTTED_TOPICS)
+        assert intervals and len(intervals) == 0
+        assert [intervals.get(cls) for cls in SNAPSHOTTED] == [snapshotting.SNAPSHOT_INTERVAL] * 3
+        assert [intervals.get(cls) for cls in (Session.Opened, Watch.Started, object)] == [None] * 3
+        assert isinstance(store.SessionStore.snapshotting_intervals, type(intervals))
 
 
 class TestStoredEventsOfAModuleNotImported:
