@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import typing
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +38,7 @@ from session_awareness.configuration import (
     plain_sqlite_path,
     sqlite_environment,
 )
+from session_awareness.domain import keys
 from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import drains_id, watch_id
 from session_awareness.domain.session import Session
@@ -170,11 +172,14 @@ class TestARelayedPrompt:
 #: process configured (`session_awareness.logs`), nor `urllib.parse` (with `ipaddress`):
 #: the URL `install` writes is read without it, and once, the spool being off. The read
 #: side (queries, status, marks) and the metrics' figures are built when first asked for.
+#: Nor `hashlib`, whose OpenSSL binding `uuid.uuid5` would load: the ids are derived with
+#: the interpreter's own SHA-1 (`domain/keys.py`).
 EVENTSOURCING = {"eventsourcing", "typing_extensions"}  # the library, and what it imports
 NOT_IN_PROCESS = {
     "argparse",
     "asyncio",
     "concurrent.futures",
+    "hashlib",
     "ipaddress",
     "logging",
     "pathlib",
@@ -589,6 +594,26 @@ class TestTheDataclassesOfARecording:
             check=True,
         )  # fmt: skip
         assert done.stderr.split("\n") == RECORDING_DATACLASSES
+
+
+class TestTheIds:
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(), st.text())
+    def test_each_id_is_the_uuid5_the_standard_library_derives(self, agent: str, key: str) -> None:
+        """A session's, a cursor's and a drains' id are `uuid.uuid5` of their names, though
+        derived without `hashlib` (R-K1: the same key names the same stream, in stores
+        written before too; R-A1: OpenSSL's load is about 4 ms of a hook run)."""
+        session = keys._session_id(agent, key)
+        assert session == uuid.uuid5(keys.ID_NAMESPACE, f"session\x00{agent}\x00{key}")
+        assert keys.watch_id(key, session) == uuid.uuid5(
+            keys.ID_NAMESPACE, f"watch\x00{key}\x00{session}"
+        )
+        assert keys.drains_id(key) == uuid.uuid5(keys.ID_NAMESPACE, f"drains\x00{key}")
+
+    def test_a_known_session_keeps_its_id(self) -> None:
+        """The id of a key is the one every earlier version stored its events under (R-K1)."""
+        ref = keys.SessionRef.of("agent:main:main")
+        assert ref.session_id == uuid.UUID("c46e200f-6048-539c-b2d4-f12782312375")
 
 
 class TestTheSQLiteUrl:
