@@ -1,8 +1,9 @@
 """session-awareness: keeps multi-agent sessions aware of each other.
 
-This package root holds the version and the library's logging convention. The code lives in
-its layers, `session_awareness.domain`, `.application` and `.infrastructure`; helpers for a
-host's own tests are in `session_awareness.testing`.
+This package root holds the version, the library's logging convention and the aggregates'
+classes by the names their stored topics give them. The code lives in its layers,
+`session_awareness.domain`, `.application` and `.infrastructure`; helpers for a host's own
+tests are in `session_awareness.testing`.
 """
 
 from __future__ import annotations
