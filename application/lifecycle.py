@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from session_awareness.application.errors import InvalidArgumentError, UnknownSessionError
 from session_awareness.application.ports import CursorRow
@@ -17,6 +17,7 @@ from session_awareness.domain.keys import (
     check_key,
     is_agent_qualified,
 )
+from session_awareness.domain.positions import RemovalReason
 from session_awareness.domain.session import (
     MAX_LINEAGE,
     SESSION_KINDS,
@@ -25,8 +26,10 @@ from session_awareness.domain.session import (
     open_or_describe,
 )
 from session_awareness.domain.signals import InvalidSignalError, check_label
-from session_awareness.domain.watch import RemovalReason, Watch
 from session_awareness.logs import get_logger
+
+if TYPE_CHECKING:
+    from session_awareness.domain.watch import Watch
 
 log = get_logger()
 
@@ -185,7 +188,7 @@ def remove_cursors(
 
 def _still_active(uow: UnitOfWork, row: CursorRow) -> Watch | None:
     """The row's cursor, unless it was removed since the read model was read."""
-    watch = cast(Watch | None, uow.get(row.watch_id))
+    watch = cast("Watch | None", uow.get(row.watch_id))
     return watch if watch is not None and watch.active else None
 
 

@@ -11,7 +11,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
-from session_awareness.domain.drains import notice_open
+from session_awareness.domain.positions import notice_open
 from session_awareness.domain.upstream import UpstreamLink
 
 if TYPE_CHECKING:

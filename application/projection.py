@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import singledispatch
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from uuid import UUID
 
-from session_awareness.domain.drains import Drains, notice_open
+from session_awareness.domain.positions import DRAINS_TOPIC, WATCH_TOPIC, notice_open
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import RUN_STATUSES, RunOutcome, to_ms
-from session_awareness.domain.watch import Watch
+
+if TYPE_CHECKING:  # imported when the first event of each is projected (`_LATER`)
+    from session_awareness.domain.drains import Drains
+    from session_awareness.domain.watch import Watch
 
 _T = TypeVar("_T", bound=tuple[Any, ...])
 
@@ -306,9 +309,20 @@ def project(recorded: Iterable[tuple[int, Any]]) -> list[RowChange]:
     for position, event in recorded:
         rows = by_class.get(type(event))
         if rows is None:  # `_rows`' own choice for the class, looked up once
-            rows = by_class[type(event)] = _rows.dispatch(type(event))
+            rows = by_class[type(event)] = _row_function(type(event))
         changes.extend(rows(event, position))
     return changes
+
+
+def _row_function(cls: type) -> Callable[[Any, int], list[RowChange]]:
+    """`_rows`' choice for an event class, the rows of its aggregate's events registered
+    first if they are registered later (`_LATER`)."""
+    aggregate = str(getattr(cls, "TOPIC", "")).partition(".")[0]
+    register = _LATER.get(aggregate)
+    if register is not None:
+        register()
+        _LATER.pop(aggregate, None)  # after: a thread that finds it gone finds them registered
+    return _rows.dispatch(cls)
 
 
 #: Each event class's row function: `singledispatch` resolves it; calling through its
@@ -492,63 +506,67 @@ def _(event: Session.UpstreamUnlinked, position: int) -> list[RowChange]:
     ]
 
 
-@_rows.register(Watch.Started)
-def _(event: Watch.Started, position: int) -> list[RowChange]:
-    return _cursor_started(event)
+# -- the cursor's and the drains' rows, registered with their aggregate's first event ------
 
 
-@_rows.register(Watch.Restarted)
-def _(event: Watch.Restarted, position: int) -> list[RowChange]:
-    return _cursor_started(event)
+def _watch_started(event: Watch.Started, position: int) -> list[RowChange]:
+    return [_cursor_started(event)]
 
 
-def _cursor_started(event: Watch.Started | Watch.Restarted) -> list[RowChange]:
-    return [
-        CursorStarted(
-            event.originator_id,
-            event.watcher,
-            event.target_id,
-            event.target_key,
-            event.at_sequence,
-            to_ms(event.timestamp),
-        )
-    ]
+def _watch_restarted(event: Watch.Restarted, position: int) -> list[RowChange]:
+    return [_cursor_started(event)]
 
 
-@_rows.register(Watch.Moved)
-def _(event: Watch.Moved, position: int) -> list[RowChange]:
-    opens = isinstance(event, Watch.NoticeOpened) or (
-        isinstance(event, Watch.Acknowledged) and notice_open(event.acknowledged, event.notified)
+def _cursor_started(event: Watch.Started | Watch.Restarted) -> CursorStarted:
+    return CursorStarted(
+        event.originator_id,
+        event.watcher,
+        event.target_id,
+        event.target_key,
+        event.at_sequence,
+        to_ms(event.timestamp),
     )
-    return [
-        CursorMoved(
-            event.originator_id,
-            event.acknowledged,
-            event.notified,
-            event.material,
-            position if opens else None,
-            to_ms(event.timestamp),
-        )
-    ]
 
 
-@_rows.register(Watch.Removed)
-def _(event: Watch.Removed, position: int) -> list[RowChange]:
+def _watch_moved(event: Watch.Moved, position: int) -> list[RowChange]:
+    """Positions that open no notice (`MaterialAdvanced`, kept to replay older stores)."""
+    return [_cursor_moved(event, None)]
+
+
+def _notice_opened(event: Watch.NoticeOpened, position: int) -> list[RowChange]:
+    return [_cursor_moved(event, position)]
+
+
+def _acknowledged(event: Watch.Acknowledged, position: int) -> list[RowChange]:
+    """A drain stored on the cursor itself (before ADR 024): a fresh notice when it reopened."""
+    opens = notice_open(event.acknowledged, event.notified)
+    return [_cursor_moved(event, position if opens else None)]
+
+
+def _cursor_moved(event: Watch.Moved, notice_order: int | None) -> CursorMoved:
+    return CursorMoved(
+        event.originator_id,
+        event.acknowledged,
+        event.notified,
+        event.material,
+        notice_order,
+        to_ms(event.timestamp),
+    )
+
+
+def _watch_removed(event: Watch.Removed, position: int) -> list[RowChange]:
     return [CursorRemoved(event.originator_id)]
 
 
-@_rows.register(Drains.Started)
-def _(event: Drains.Started, position: int) -> list[RowChange]:
+def _drains_started(event: Drains.Started, position: int) -> list[RowChange]:
     return _drained(event, position)
 
 
-@_rows.register(Drains.Drained)
-def _(event: Drains.Drained, position: int) -> list[RowChange]:
+def _drains_drained(event: Drains.Drained, position: int) -> list[RowChange]:
     return _drained(event, position)
 
 
-@_rows.register(Drains.Redelivered)
-def _(event: Drains.Redelivered, position: int) -> list[RowChange]:
+def _drains_redelivered(event: Drains.Redelivered, position: int) -> list[RowChange]:
     """Each re-delivered notice keeps its place and its L; N moves to M (R-N6, ADR 034). No
     wake is published: the sweep wakes its watchers itself."""
     return [CursorsAcknowledged(_entries(event), to_ms(event.timestamp), position, False)]
@@ -562,3 +580,34 @@ def _drained(event: Drains.Started | Drains.Drained, position: int) -> list[RowC
 def _entries(event: Drains.Started | Drains.Drained | Drains.Redelivered) -> Any:
     """The event's entries as stored, made immutable (a row change is hashable)."""
     return tuple(map(tuple, event.entries))
+
+
+def _register_watch_rows() -> None:
+    from session_awareness.domain.watch import Watch  # noqa: PLC0415 -- see `_LATER`
+
+    _rows.register(Watch.Started, _watch_started)
+    _rows.register(Watch.Restarted, _watch_restarted)
+    _rows.register(Watch.Moved, _watch_moved)
+    _rows.register(Watch.NoticeOpened, _notice_opened)
+    _rows.register(Watch.Acknowledged, _acknowledged)
+    _rows.register(Watch.Removed, _watch_removed)
+
+
+def _register_drains_rows() -> None:
+    from session_awareness.domain.drains import Drains  # noqa: PLC0415 -- see `_LATER`
+
+    _rows.register(Drains.Started, _drains_started)
+    _rows.register(Drains.Drained, _drains_drained)
+    _rows.register(Drains.Redelivered, _drains_redelivered)
+
+
+#: The row functions of a cursor's and a watcher's drains' events (`Watch`, `Drains`), by the
+#: aggregate's topic, registered on `_rows` when the first event of that aggregate is
+#: projected: naming their classes here would import both aggregates' modules, and their
+#: many event classes, into every process that records, though one that records a turn
+#: nobody watches builds or decodes no event of theirs (issue 39, ADR 039). An event of
+#: theirs, built or decoded, has imported its class already.
+_LATER: dict[str, Callable[[], None]] = {
+    WATCH_TOPIC: _register_watch_rows,
+    DRAINS_TOPIC: _register_drains_rows,
+}

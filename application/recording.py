@@ -36,6 +36,7 @@ from session_awareness.domain import intake as produce
 from session_awareness.domain import notices
 from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import SessionRef, agent_of
+from session_awareness.domain.positions import Via
 from session_awareness.domain.session import (
     ParentRefusedError,
     Session,
@@ -43,7 +44,6 @@ from session_awareness.domain.session import (
     ensure_open,
 )
 from session_awareness.domain.signals import ActorTypeWord, RunOutcomeWord
-from session_awareness.domain.watch import Via
 
 #: How long closing waits for the backlog's flusher to finish its attempt, at most: an
 #: attempt is bounded by the store's `connect_timeout`, and closing waits that plus a little.

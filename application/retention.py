@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from session_awareness.application.errors import StoreUnavailableError
@@ -15,12 +15,14 @@ from session_awareness.application.ports import PrunePlan
 from session_awareness.application.store import SessionStore
 from session_awareness.application.unit_of_work import UnitOfWork
 from session_awareness.domain import notices
-from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import drains_id, is_subagent
+from session_awareness.domain.positions import RemovalReason
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import to_ms
-from session_awareness.domain.watch import RemovalReason
 from session_awareness.logs import get_logger
+
+if TYPE_CHECKING:
+    from session_awareness.domain.drains import Drains
 
 log = get_logger()
 PRUNE_INTERVAL = timedelta(hours=1)
@@ -215,7 +217,7 @@ class SweepPass:
                 uow.drains(watcher), watcher, pending, at=self._store.clock()
             )
             if entries:
-                uow.add(cast(Drains, drained))
+                uow.add(cast("Drains", drained))
             redelivered += len(entries)
         return redelivered
 

@@ -16,19 +16,50 @@ from typing import Any
 
 from eventsourcing.persistence import EventStore
 
-from session_awareness.domain.drains import Drains
+from session_awareness.domain.positions import DRAINS_TOPIC, WATCH_TOPIC
 from session_awareness.domain.session import Session
-from session_awareness.domain.watch import Watch
 from session_awareness.logs import get_logger
 
 log = get_logger()
 
 #: Events between two snapshots of one aggregate: a load replays at most this many.
 SNAPSHOT_INTERVAL = 100
+#: The aggregates snapshotted, by their classes' topics, and how often.
+SNAPSHOTTED_TOPICS: Mapping[str, int] = dict.fromkeys(
+    (Session.TOPIC, WATCH_TOPIC, DRAINS_TOPIC), SNAPSHOT_INTERVAL
+)
+
+
+class SnapshottingIntervals(dict[type, int]):
+    """The library's `snapshotting_intervals`, keyed by class as it asks, made from intervals
+    keyed by topic: a class's entry is made when the class is first looked up, from its own
+    topic. Naming `Watch` and `Drains` here would import their modules, and their many event
+    classes, into every process that records, though one that builds or loads neither has
+    none of them to snapshot (issue 39, ADR 039)."""
+
+    def __init__(self, by_topic: Mapping[str, int]) -> None:
+        super().__init__()
+        self.by_topic = dict(by_topic)
+
+    def __missing__(self, cls: type) -> int:
+        interval = self.by_topic.get(cls.__dict__.get("TOPIC"))  # type: ignore[arg-type]
+        if interval is None:
+            raise KeyError(cls)
+        self[cls] = interval
+        return interval
+
+    def get(self, cls: type, default: Any = None) -> Any:
+        try:
+            return self[cls]
+        except KeyError:
+            return default
+
+    def __bool__(self) -> bool:
+        return bool(self.by_topic)
+
+
 #: The aggregates snapshotted, and how often (the library's `snapshotting_intervals`).
-SNAPSHOTTING_INTERVALS: Mapping[type, int] = {
-    Session: SNAPSHOT_INTERVAL, Watch: SNAPSHOT_INTERVAL, Drains: SNAPSHOT_INTERVAL,
-}  # fmt: skip
+SNAPSHOTTING_INTERVALS: Mapping[type, int] = SnapshottingIntervals(SNAPSHOTTED_TOPICS)
 
 
 def take_due_snapshots(
@@ -54,4 +85,10 @@ def take_due_snapshots(
     return len(due)
 
 
-__all__ = ["SNAPSHOTTING_INTERVALS", "SNAPSHOT_INTERVAL", "take_due_snapshots"]
+__all__ = [
+    "SNAPSHOTTED_TOPICS",
+    "SNAPSHOTTING_INTERVALS",
+    "SNAPSHOT_INTERVAL",
+    "SnapshottingIntervals",
+    "take_due_snapshots",
+]

@@ -23,7 +23,11 @@ from session_awareness.application.errors import (
 )
 from session_awareness.application.ports import AuditStore, Clock, ReadModel, Waker
 from session_awareness.application.process_metrics import Metrics
-from session_awareness.application.snapshotting import SNAPSHOTTING_INTERVALS, take_due_snapshots
+from session_awareness.application.snapshotting import (
+    SNAPSHOTTED_TOPICS,
+    SnapshottingIntervals,
+    take_due_snapshots,
+)
 from session_awareness.application.unit_of_work import (
     FAST_FAILURE,
     STORE_ERRORS,
@@ -142,7 +146,7 @@ class SessionStore(Application[UUID]):
     #: variables keep their `SESSIONAWARENESS_` prefix.
     name = "SessionAwareness"
     #: Sessions and cursors are snapshotted, so loads do not depend on history (ADR 022).
-    snapshotting_intervals = dict(SNAPSHOTTING_INTERVALS)
+    snapshotting_intervals = SnapshottingIntervals(SNAPSHOTTED_TOPICS)
 
     def __init__(
         self,

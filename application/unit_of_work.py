@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from types import EllipsisType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
@@ -33,14 +33,16 @@ from eventsourcing.persistence import (
 
 from session_awareness.application.aggregate_cache import AggregateCache
 from session_awareness.application.errors import StoreUnavailableError
-from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import SessionRef, drains_id, watch_id
+from session_awareness.domain.positions import WATCH_TOPIC
 from session_awareness.domain.session import Session
-from session_awareness.domain.watch import Watch
 from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:
     from eventsourcing.application import Application
+
+    from session_awareness.domain.drains import Drains
+    from session_awareness.domain.watch import Watch
 
 A = TypeVar("A", bound=Aggregate)
 R = TypeVar("R")
@@ -89,6 +91,13 @@ def _as_cached(aggregate: Any) -> Any:
     return aggregate
 
 
+def _a_cursor(aggregate: object) -> TypeGuard[Watch]:
+    """Whether the aggregate is a cursor (`Watch`), told by its class's own topic: the
+    cursor's module is imported by the first cursor built or decoded, and a command that
+    meets none does not import it (ADR 039)."""
+    return type(aggregate).__dict__.get("TOPIC") == WATCH_TOPIC
+
+
 def _mutate(aggregate: Any, events: Iterable[Any]) -> Any:
     """The library's `project_aggregate` without its per-event Protocol `isinstance` assert."""
     for event in events:
@@ -126,7 +135,7 @@ class UnitOfWork:
     def get(self, aggregate_id: UUID) -> Any:
         if aggregate_id not in self._loaded:
             loaded = self._loaded[aggregate_id] = self._load(aggregate_id)
-            if type(loaded) is Watch and loaded.pending:
+            if _a_cursor(loaded) and loaded.pending:
                 drained = self._drained(loaded)
                 if drained is not None:
                     loaded.overlay(drained)
@@ -148,7 +157,7 @@ class UnitOfWork:
         did = drains_id(watcher)
         if did not in self._loaded:
             self._loaded[did] = self._load(did, absent_kept=True)
-        return cast(Drains | None, self._loaded[did])
+        return cast("Drains | None", self._loaded[did])
 
     def _drained(self, watch: Watch) -> Any:
         """The drain that gives a cursor loaded as pending its positions, if any."""
@@ -214,7 +223,7 @@ class UnitOfWork:
             for i, cached in stale.items()
         ]
         for aggregate in loaded:
-            if type(aggregate) is Watch and aggregate.pending:
+            if _a_cursor(aggregate) and aggregate.pending:
                 drained = self._drained(aggregate)
                 if drained is not None:
                     aggregate.overlay(drained)
@@ -326,7 +335,7 @@ class UnitOfWork:
     def watch(self, watcher: str, target: SessionRef | UUID) -> Watch | None:
         """The (watcher, target) cursor; `target` is the session's ref or its id."""
         target_id = target if isinstance(target, UUID) else target.session_id
-        return cast(Watch | None, self.get(watch_id(watcher, target_id)))
+        return cast("Watch | None", self.get(watch_id(watcher, target_id)))
 
     def watch_to_tell(self, watcher: str, target_id: UUID) -> Watch | None:
         """The cursor a fan-out tells: a pending one as the cache holds it, uncopied (telling
@@ -339,7 +348,7 @@ class UnitOfWork:
         """A cursor the command only reads (a drain's, which stores on the watcher's
         `Drains`): as the cache holds it, uncopied, unless a drain gives it other positions;
         otherwise as `get` loads it."""
-        return self._uncopied(wid, pending_only=False) or cast(Watch | None, self.get(wid))
+        return self._uncopied(wid, pending_only=False) or cast("Watch | None", self.get(wid))
 
     def cursors_to_read(self, watcher: str, wids: Iterable[UUID]) -> list[Watch | None]:
         """`cursor_to_read` of each of one watcher's cursors (a drain's), with ONE look at
@@ -349,7 +358,7 @@ class UnitOfWork:
         drains = self._drains_to_read(watcher)
         return [
             self._uncopied(wid, pending_only=False, drains=drains)
-            or cast(Watch | None, self.get(wid))
+            or cast("Watch | None", self.get(wid))
             for wid in wids
         ]
 
@@ -359,11 +368,11 @@ class UnitOfWork:
         assert self._cache is not None  # noqa: S101 -- only called with a cache
         did = drains_id(watcher)
         if did in self._loaded:
-            return cast(Drains | None, self._loaded[did])
+            return cast("Drains | None", self._loaded[did])
         cached = self._cache.peek(did)
         if type(cached) is Absent:
             return None
-        return cast(Drains, cached) if cached is not None else self.drains(watcher)
+        return cast("Drains", cached) if cached is not None else self.drains(watcher)
 
     def _uncopied(
         self, wid: UUID, *, pending_only: bool, drains: Drains | EllipsisType | None = ...
@@ -378,7 +387,7 @@ class UnitOfWork:
         if self._seen_at is None:
             self._seen_at = self._look(self._cache)
         cached = self._cache.peek(wid)
-        if not isinstance(cached, Watch):
+        if not _a_cursor(cached):
             return None
         if cached.pending:
             if drains is ...:

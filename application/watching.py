@@ -17,7 +17,7 @@ from session_awareness.domain.keys import (
     may_hold_cursor,
 )
 from session_awareness.domain.notices import Handed
-from session_awareness.domain.watch import RemovalReason, notice_text
+from session_awareness.domain.positions import RemovalReason, notice_text
 
 
 class Watching:
@@ -160,6 +160,8 @@ class Watching:
             now = self.store.clock()
             uow.look_first()  # so that a save no other save followed skips the race checks
             pairs = self.store.read_model.pending_to_drain(watcher)
+            if not pairs:  # nothing to drain: the cursors and the watcher's `Drains` unread
+                return []
             watches = uow.cursors_to_read(watcher, [wid for wid, _ in pairs])
             # each with the target's M for the watcher (ADR 023)
             cursors = zip(watches, [material for _, material in pairs], strict=True)

@@ -1,5 +1,5 @@
-"""`python -m bench.hook_ab REV [--runs N] [--rounds R]`: the hook's start-up on another tree
-of this repository and on this one, alternately, in the same minutes (issue 39).
+"""`python -m bench.hook_ab REV [--runs N] [--rounds R] [--watching]`: the hook's start-up on
+another tree of this repository and on this one, alternately, in the same minutes (issue 39).
 
 `bench.hook_timing`'s hook rows (the command each tree's `install claude-code` writes, run
 through `sh -c` with the event on stdin: in-process with no server up, then relayed to the
@@ -9,6 +9,10 @@ sources come from `git archive`); every process finds a bytecode cache (a warm-u
 row). Prints, per row and tree, the median wall time with its 10th and 90th percentiles and
 the median CPU time (user + system) of the process, which a shared machine's load moves far
 less than the wall time.
+
+With `--watching`, each store is first given, by its own tree's code, a lead as a real one
+is: it spawned a worker, whose human turn opened a notice the lead then drained, so its
+cursor and its `Drains` are in the store and nothing is pending when the timed prompts come.
 """
 
 from __future__ import annotations
@@ -37,6 +41,21 @@ from session_awareness.infrastructure.install_claude import hook_command
 url, state = sys.argv[1:]
 print(hook_command(url, "claude"))
 print(socket_path(ClaudeState(state), str(process_identity(os.getppid()))))
+"""
+#: `--watching`: the hook's lead spawns a worker and drains the notice the worker's human turn
+#: opened, so that the timed prompts find a cursor and a `Drains` and nothing pending.
+WATCHING = """
+import sys
+from session_awareness.application import open_service
+from session_awareness.infrastructure.claude_hooks import session_key
+url, = sys.argv[1:]
+lead = session_key("claude", "lead-1")
+worker = f"{lead}:subagent:w1"
+with open_service(url, spool=False, maintenance="manual") as svc:
+    svc.open_session(lead, kind="main")
+    svc.record_child_spawned(worker, parent=lead, run_id="run-1")
+    svc.record_human_direct_message(worker, channel="bench")
+    assert len(svc.drain_notices(lead)) == 1
 """
 
 
@@ -72,6 +91,7 @@ def main() -> None:
     parser.add_argument("rev")
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--watching", action="store_true", help="a lead that drained before")
     args = parser.parse_args()
     rows: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as folder:
@@ -101,6 +121,10 @@ def main() -> None:
                 ).stdout.splitlines()  # fmt: skip
                 commands[tree, mode] = told[0]
                 sockets[tree] = Path(told[1])
+                if args.watching:
+                    subprocess.run(  # noqa: S603 -- a fixed argument list
+                        [sys.executable, "-c", WATCHING, url], env=env, check=True
+                    )
 
         def hook_rows(mode: str) -> None:
             for tree, env in envs.items():
@@ -149,7 +173,8 @@ def main() -> None:
             for server in servers:
                 server.stdin.close()  # type: ignore[union-attr]
                 server.wait(timeout=30)
-    print(f"runs {args.runs} x rounds {args.rounds}; load average {os.getloadavg()[0]:.1f}")
+    lead = "; the lead drained before (--watching)" if args.watching else ""
+    print(f"runs {args.runs} x rounds {args.rounds}; load average {os.getloadavg()[0]:.1f}{lead}")
     print("| path | event | tree | wall median ms (p10–p90) | CPU median ms |")
     print("|---|---|---|---:|---:|")
     for (mode, name, tree), runs in rows.items():

@@ -25,16 +25,10 @@ from eventsourcing.domain import Aggregate
 
 from session_awareness.domain.copying import copy_state
 from session_awareness.domain.keys import drains_id
+from session_awareness.domain.positions import DRAINS_TOPIC, notice_open
 from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
 
-T = "session_awareness:Drains"
-
-
-def notice_open(acknowledged: int, notified: int) -> bool:
-    """Whether a cursor at these positions has a notice open: N > L (pending, R-N1; after an
-    acknowledgement, a fresh notice reopened, R-N3). The one Python spelling; the SQL's is
-    `tables.PENDING`."""
-    return notified > acknowledged
+T = DRAINS_TOPIC
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,4 +176,4 @@ def acknowledgements(
     return [Acknowledgement.of(entry, event.timestamp) for entry in event.entries]
 
 
-__all__ = ["Acknowledgement", "Drains", "acknowledgements"]
+__all__ = ["Acknowledgement", "Drains", "acknowledgements", "notice_open"]

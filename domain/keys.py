@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from uuid import UUID, uuid5
+from importlib import import_module
+from typing import Any
+from uuid import UUID
 
 from session_awareness.domain.signals import CONTROL_CHARACTERS
 
@@ -93,21 +95,39 @@ class SessionRef:
 _DERIVED_IDS = 65_536
 
 
+def _sha1() -> Any:
+    """The interpreter's own SHA-1 (CPython's `_sha1`, which `hashlib` falls back to), else
+    `hashlib`'s. `uuid.uuid5` imports `hashlib`, whose OpenSSL binding costs about 4 ms of
+    CPU at the start of every process that derives an id, a hook run among them (issue 39)."""
+    try:
+        return import_module("_sha1").sha1
+    except ImportError:  # an interpreter without it
+        return import_module("hashlib").sha1
+
+
+_SHA1 = _sha1()
+
+
+def _uuid5(name: str) -> UUID:
+    """`uuid.uuid5(ID_NAMESPACE, name)`, computed as the standard library computes it."""
+    return UUID(bytes=_SHA1(ID_NAMESPACE.bytes + bytes(name, "utf-8")).digest()[:16], version=5)
+
+
 @lru_cache(maxsize=_DERIVED_IDS)
 def _session_id(agent_id: str, key: str) -> UUID:
-    return uuid5(ID_NAMESPACE, f"session\x00{agent_id}\x00{key}")
+    return _uuid5(f"session\x00{agent_id}\x00{key}")
 
 
 @lru_cache(maxsize=_DERIVED_IDS)
 def watch_id(watcher_key: str, target_id: UUID) -> UUID:
     """The Watch aggregate's id for one (watcher, target) pair."""
-    return uuid5(ID_NAMESPACE, f"watch\x00{watcher_key}\x00{target_id}")
+    return _uuid5(f"watch\x00{watcher_key}\x00{target_id}")
 
 
 @lru_cache(maxsize=_DERIVED_IDS)
 def drains_id(watcher_key: str) -> UUID:
     """The Drains aggregate's id for one watcher (ADR 024)."""
-    return uuid5(ID_NAMESPACE, f"drains\x00{watcher_key}")
+    return _uuid5(f"drains\x00{watcher_key}")
 
 
 MAX_KEY_LENGTH = 512

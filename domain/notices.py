@@ -30,10 +30,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from session_awareness.domain import material as rule
-from session_awareness.domain.drains import Acknowledgement, Drains
 from session_awareness.domain.intake import SignalRequest
 from session_awareness.domain.keys import (
     AGENT_PREFIX,
@@ -42,9 +42,14 @@ from session_awareness.domain.keys import (
     check_key,
     may_hold_cursor,
 )
+from session_awareness.domain.positions import Via
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import SignalKind
-from session_awareness.domain.watch import Via, Watch
+
+if TYPE_CHECKING:  # imported where a cursor or a drain is built: a record that tells no one
+    # builds neither, and their event classes are a tenth of a hook run (ADR 039)
+    from session_awareness.domain.drains import Acknowledgement, Drains
+    from session_awareness.domain.watch import Watch
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +310,8 @@ def drain(
     texts = tuple(str(watch.notice) for watch, _ in pending)
     drained = tuple(watch.acknowledgement(material=held, at=at) for watch, held in pending)
     reopened = [watch for (watch, _), ack in zip(pending, drained, strict=True) if ack.reopened]
+    from session_awareness.domain.drains import Drains  # noqa: PLC0415 -- see the imports
+
     return Drained(
         Drains.record(drains, watcher, list(drained), at=at),
         texts,
@@ -373,6 +380,8 @@ def redeliver(
     entries = [entry for entry in moved if entry is not None]
     if not entries:
         return drains, entries
+    from session_awareness.domain.drains import Drains  # noqa: PLC0415 -- see the imports
+
     return Drains.redeliver(drains, watcher, entries, at=at), entries
 
 
@@ -429,6 +438,8 @@ def _place(
     """Start the pair's cursor at `at_sequence` (or restart the one it held) and put the
     watcher on the session's index: every cursor origin's last step."""
     if watch is None:
+        from session_awareness.domain.watch import Watch  # noqa: PLC0415 -- see the imports
+
         watch = Watch.start(watcher, session.ref, via=via, at_sequence=at_sequence, at=at)
     else:
         watch.restart(via=via, at_sequence=at_sequence, at=at)

@@ -21,42 +21,26 @@ acknowledgement of this very version (`overlay`).
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
 from session_awareness.domain.copying import copy_state
-from session_awareness.domain.drains import Acknowledgement, notice_open
 from session_awareness.domain.keys import SessionRef, watch_id
+from session_awareness.domain.positions import (
+    WATCH_TOPIC,
+    RemovalReason,
+    Via,
+    notice_open,
+    notice_text,
+)
 from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
 
-T = "session_awareness:Watch"
+if TYPE_CHECKING:  # imported by the two commands that build one: a drain's, a sweep's
+    from session_awareness.domain.drains import Acknowledgement
 
-
-class Via(StrEnum):
-    """How a cursor came to exist."""
-
-    SPAWN = "spawn"  # the spawn edge seeds the parent's cursor (R-W1)
-    WATCH = "watch"  # an explicit watch, e.g. sessions_send watch: true (R-W2)
-    PARENT = "parent"  # a parent without a cursor, on a notify-eligible event (R-W4)
-    AMBIENT = "ambient"  # a main session on its agent's group, on a human turn (R-W7)
-
-
-class RemovalReason(StrEnum):
-    RESET = "reset"
-    DELETED = "deleted"
-    EXPIRED = "expired"
-    UNWATCHED = "unwatched"
-
-
-def notice_text(target_key: str, since: int) -> str:
-    """The notice line, byte-stable while pending (R-N1)."""
-    return (
-        f'Session "{target_key}" changed (other actor). Reconcile before acting: '
-        f'session_status sessionKey "{target_key}" changesSince {since}.'
-    )
+T = WATCH_TOPIC
 
 
 class Watch(Aggregate):
@@ -316,6 +300,8 @@ class Watch(Aggregate):
         `Drains` stores it (ADR 024); the cursor itself does not change."""
         if not self.pending:
             raise WatchStateError("no pending notice to acknowledge")
+        from session_awareness.domain.drains import Acknowledgement  # noqa: PLC0415
+
         notified = max(self.material, material)
         return Acknowledgement(self.id, self.version, self.notified, notified, notified, at)
 
@@ -330,6 +316,8 @@ class Watch(Aggregate):
         held = max(self.material, material)
         if held <= self.notified:
             return None
+        from session_awareness.domain.drains import Acknowledgement  # noqa: PLC0415
+
         return Acknowledgement(self.id, self.version, self.acknowledged, held, held, at)
 
     def acknowledge(self, *, material: int, at: datetime) -> bool:
@@ -359,3 +347,6 @@ class Watch(Aggregate):
 
 class WatchStateError(Exception):
     """A cursor transition that the cursor's current state does not allow."""
+
+
+__all__ = ["RemovalReason", "Via", "Watch", "WatchStateError", "notice_text"]

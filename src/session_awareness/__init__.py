@@ -1,8 +1,9 @@
 """session-awareness: keeps multi-agent sessions aware of each other.
 
-This package root holds the version and the library's logging convention. The code lives in
-its layers, `session_awareness.domain`, `.application` and `.infrastructure`; helpers for a
-host's own tests are in `session_awareness.testing`.
+This package root holds the version, the library's logging convention and the aggregates'
+classes by the names their stored topics give them. The code lives in its layers,
+`session_awareness.domain`, `.application` and `.infrastructure`; helpers for a host's own
+tests are in `session_awareness.testing`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,27 @@ if TYPE_CHECKING:
     __version__: str
 
 
-def __getattr__(name: str) -> str:
+#: The aggregates by the names their topics give them (`session_awareness:Watch.Started`),
+#: with the domain module that defines each. A stored event or snapshot names its class by
+#: topic, and the library resolves a topic it has not seen by importing the module before the
+#: colon, this package, and walking the names after it: so a process that has not imported an
+#: aggregate's module (a hook run imports `Watch` and `Drains` only when it builds or meets
+#: one, ADR 039) decodes its events all the same.
+AGGREGATES = {
+    "Session": "session_awareness.domain.session",
+    "Watch": "session_awareness.domain.watch",
+    "Drains": "session_awareness.domain.drains",
+}
+
+
+def __getattr__(name: str) -> object:
     """`__version__`, read from the installed distribution's metadata when first asked for:
-    `importlib.metadata` is slow to import, and a hook run is a process start."""
+    `importlib.metadata` is slow to import, and a hook run is a process start. An aggregate's
+    class (`AGGREGATES`), its module imported when first asked for."""
+    if name in AGGREGATES:
+        from importlib import import_module  # noqa: PLC0415
+
+        return getattr(import_module(AGGREGATES[name]), name)
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
@@ -35,4 +54,4 @@ def __getattr__(name: str) -> str:
     return found
 
 
-__all__ = ["LOGGER_NAME", "__version__"]
+__all__ = ["AGGREGATES", "LOGGER_NAME", "__version__"]

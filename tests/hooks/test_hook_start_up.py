@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import typing
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +29,8 @@ from session_awareness.application import (
     process_metrics,
     projection,
     service,
+    snapshotting,
+    store,
 )
 from session_awareness.application.upstream import monitor
 from session_awareness.configuration import (
@@ -35,6 +38,11 @@ from session_awareness.configuration import (
     plain_sqlite_path,
     sqlite_environment,
 )
+from session_awareness.domain import keys
+from session_awareness.domain.drains import Drains
+from session_awareness.domain.keys import drains_id, watch_id
+from session_awareness.domain.session import Session
+from session_awareness.domain.watch import Watch
 from session_awareness.infrastructure import claude_hooks
 from session_awareness.infrastructure.claude_relay import socket_path
 from session_awareness.infrastructure.claude_state import ClaudeState, process_identity
@@ -164,11 +172,14 @@ class TestARelayedPrompt:
 #: process configured (`session_awareness.logs`), nor `urllib.parse` (with `ipaddress`):
 #: the URL `install` writes is read without it, and once, the spool being off. The read
 #: side (queries, status, marks) and the metrics' figures are built when first asked for.
+#: Nor `hashlib`, whose OpenSSL binding `uuid.uuid5` would load: the ids are derived with
+#: the interpreter's own SHA-1 (`domain/keys.py`).
 EVENTSOURCING = {"eventsourcing", "typing_extensions"}  # the library, and what it imports
 NOT_IN_PROCESS = {
     "argparse",
     "asyncio",
     "concurrent.futures",
+    "hashlib",
     "ipaddress",
     "logging",
     "pathlib",
@@ -253,6 +264,199 @@ class TestInProcess:
         modules = set(out.read_text().split())
         assert third_party(modules) == []
         assert not [m for m in modules if m.startswith("session_awareness.application")]
+
+
+#: The modules of the cursor's and the drains' aggregates: a hook run imports each when it
+#: builds or meets one of its events (ADR 039).
+CURSOR_MODULES = {"session_awareness.domain.drains", "session_awareness.domain.watch"}
+
+
+class TestTheCursorsOnFirstNeed:
+    @pytest.mark.parametrize("name", ["session_start", "user_prompt_submit"])
+    def test_a_session_nobody_watches_imports_no_cursor_module(
+        self, name: str, tmp_path: Path
+    ) -> None:
+        """A session start and a prompt, recorded in-process on a session that has no
+        cursor and no pending notice, build no `Watch` or `Drains` event and import neither
+        aggregate's module, their event classes being a tenth of the run (R-A1: the hook's
+        start-up is the user's wait); the turn is recorded all the same."""
+        state = tmp_path / "state"
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        event = fixture(name, session_id="lead-1")
+        stdout, modules = hook_modules(event, url, state, tmp_path / "modules.txt")
+        assert stdout == ""
+        assert "session_awareness.application.recording" in modules
+        assert sorted(modules & CURSOR_MODULES) == []
+        with open_service(url) as svc:
+            assert [row.key for row in svc.session_rows()] == [lead_key("lead-1")]
+
+    def test_a_prompt_with_no_pending_notice_on_a_lead_that_drained_imports_none(
+        self, tmp_path: Path
+    ) -> None:
+        """A lead that watches a worker and drained its notice before has a cursor and a
+        `Drains` in the store; a prompt with nothing pending reads neither, and imports
+        neither module (R-N3: nothing to drain; R-A1)."""
+        state = tmp_path / "state"
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        lead = lead_key("lead-1")
+        child = f"{lead}:subagent:w1"
+        with open_service(url) as svc:
+            svc.open_session(lead)
+            assert svc.record_child_spawned(child, parent=lead, run_id="run-1") is not None
+            svc.record_human_direct_message(child, channel="terminal")
+            assert len(svc.drain_notices(lead)) == 1
+        event = fixture("user_prompt_submit", session_id="lead-1")
+        stdout, modules = hook_modules(event, url, state, tmp_path / "modules.txt")
+        assert stdout == ""
+        assert sorted(modules & CURSOR_MODULES) == []
+
+    def test_a_prompt_with_a_pending_notice_imports_them_and_drains_it(
+        self, tmp_path: Path
+    ) -> None:
+        """A prompt on a lead with a pending notice loads its cursor and stores its drain,
+        importing the two modules then: the notice is the hook's output and is drained, the
+        read model's rows written by the same process (R-N1, R-N3, R-A1)."""
+        state = tmp_path / "state"
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        lead = lead_key("lead-1")
+        child = f"{lead}:subagent:w1"
+        with open_service(url) as svc:
+            svc.open_session(lead)
+            assert svc.record_child_spawned(child, parent=lead, run_id="run-1") is not None
+            svc.record_human_direct_message(child, channel="terminal")
+        event = fixture("user_prompt_submit", session_id="lead-1")
+        stdout, modules = hook_modules(event, url, state, tmp_path / "modules.txt")
+        assert json.loads(stdout)["hookSpecificOutput"]["additionalContext"].endswith(
+            f'session_status sessionKey "{child}" changesSince 1.'
+        )
+        assert sorted(modules & CURSOR_MODULES) == sorted(CURSOR_MODULES)
+        with open_service(url) as svc:
+            assert svc.drain_notices(lead) == []
+            [cursor] = svc.store.read_model.cursors_of_watcher(lead, pending_only=False)
+            assert (cursor.target_key, cursor.acknowledged, cursor.notified) == (child, 2, 2)
+
+    def test_a_subagent_start_builds_the_parents_cursor_and_its_row(self, tmp_path: Path) -> None:
+        """A sub-agent's start spawns a child the parent watches: the hook builds the
+        cursor, importing its module then, and projects its row, so the child's next human
+        turn reaches the parent's next prompt (R-W1, R-N1, R-A1)."""
+        state = tmp_path / "state"
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        lead = lead_key("lead-1")
+        with open_service(url) as svc:
+            svc.open_session(lead)
+        event = fixture("subagent_start", session_id="lead-1", agent_id="agent-7")
+        stdout, modules = hook_modules(event, url, state, tmp_path / "modules.txt")
+        assert stdout == ""
+        assert "session_awareness.domain.watch" in modules
+        child = f"{lead}:subagent:agent-7"
+        with open_service(url) as svc:
+            [cursor] = svc.store.read_model.cursors_of_watcher(lead, pending_only=False)
+            assert cursor.target_key == child
+            svc.record_human_direct_message(child, channel="terminal")
+            assert svc.drain_notices(lead) == [
+                f'Session "{child}" changed (other actor). Reconcile before acting: '
+                f'session_status sessionKey "{child}" changesSince 1.'
+            ]
+
+
+#: Opens the store in a fresh interpreter, then decodes, first thing, the cursor's latest
+#: snapshot and its events, then the watcher's drains' (each aggregate's module not imported
+#: until then), and prints, as JSON, what it decoded, the aggregate the snapshot and the
+#: events after it make, and which of the two modules were imported before each.
+DECODE_PROBE = """
+import json, sys
+from session_awareness.application import open_service
+from session_awareness.domain.keys import SessionRef, drains_id, watch_id
+url, watcher, target = sys.argv[1:]
+modules = ["session_awareness.domain.watch", "session_awareness.domain.drains"]
+out = {"imported": [m for m in modules if m in sys.modules]}
+with open_service(url, spool=False, maintenance="manual") as svc:
+    for name, aggregate_id in (
+        ("watch", watch_id(watcher, SessionRef.of(target).session_id)),
+        ("drains", drains_id(watcher)),
+    ):
+        out[name + "_imported"] = [m for m in modules if m in sys.modules]
+        [snapshot] = list(svc.store.snapshots.get(aggregate_id))[-1:]
+        restored = snapshot.mutate(None)
+        out[name] = {"snapshot": [type(snapshot).TOPIC, type(restored).TOPIC, restored.version]}
+        events = list(svc.store.events.get(aggregate_id))
+        for event in events[restored.version:]:
+            restored = event.mutate(restored)
+        out[name] |= {
+            "events": [type(e).TOPIC for e in events],
+            "state": [restored.version, restored.snapshot_state()],
+        }
+print(json.dumps(out, default=str))
+"""
+
+
+#: The aggregates the store snapshots (ADR 022).
+SNAPSHOTTED = (Session, Watch, Drains)
+
+
+class TestTheSnapshottingIntervals:
+    def test_each_aggregate_is_snapshotted_at_its_interval_found_by_its_topic(self) -> None:
+        """The store's intervals name no aggregate class (R-A1: naming `Watch` and `Drains`
+        imports them), yet give each of the three its interval when first asked, and none
+        to any other class; the library's check that snapshotting is on holds from the
+        start (ADR 022)."""
+        intervals = snapshotting.SnapshottingIntervals(snapshotting.SNAPSHOTTED_TOPICS)
+        assert intervals and len(intervals) == 0
+        assert [intervals.get(cls) for cls in SNAPSHOTTED] == [snapshotting.SNAPSHOT_INTERVAL] * 3
+        assert [intervals.get(cls) for cls in (Session.Opened, Watch.Started, object)] == [None] * 3
+        assert isinstance(store.SessionStore.snapshotting_intervals, type(intervals))
+
+
+class TestStoredEventsOfAModuleNotImported:
+    def test_a_fresh_process_decodes_a_cursors_and_a_drains_events_and_snapshots(
+        self, database_url: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A process that has not imported the cursor's or the drains' module (a hook run
+        imports each on first need, ADR 039) decodes their stored events and snapshots by
+        topic all the same, first thing, into the classes and the state that wrote them: the
+        store stays readable (R-R2, R-A1)."""
+        monkeypatch.setattr(
+            store.SessionStore, "snapshotting_intervals", dict.fromkeys(SNAPSHOTTED, 2)
+        )
+        lead, child = "agent:main:main", "agent:main:subagent:w1"
+        with open_service(database_url, spool=False, maintenance="manual") as svc:
+            svc.open_session(lead)
+            assert svc.record_child_spawned(child, parent=lead, run_id="run-1") is not None
+            for _ in range(2):
+                svc.record_human_direct_message(child, channel="terminal")
+                assert len(svc.drain_notices(lead)) == 1
+            wid = watch_id(lead, svc.store.resolve_id(child)[1])
+            expected = {
+                name: svc.store.repository.get(aggregate_id)
+                for name, aggregate_id in (("watch", wid), ("drains", drains_id(lead)))
+            }
+        done = subprocess.run(
+            [sys.executable, "-c", DECODE_PROBE, database_url, lead, child],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout)
+        assert (out["imported"], out["watch_imported"]) == ([], [])
+        assert out["drains_imported"] == ["session_awareness.domain.watch"]
+        assert out["watch"]["events"] == [
+            "session_awareness:Watch.Started",
+            "session_awareness:Watch.NoticeOpened",  # each turn opens one, each drain ends it
+            "session_awareness:Watch.NoticeOpened",
+        ]
+        assert out["drains"]["events"] == [
+            "session_awareness:Drains.Started",
+            "session_awareness:Drains.Drained",
+        ]
+        for name, topic in (("watch", "session_awareness:Watch"),
+                            ("drains", "session_awareness:Drains")):  # fmt: skip
+            aggregate = expected[name]
+            assert out[name]["snapshot"] == [f"{topic}.Snapshot", topic, 2]
+            assert out[name]["state"] == json.loads(
+                json.dumps([aggregate.version, aggregate.snapshot_state()], default=str)
+            )
 
 
 class TestTheServiceBuildsOnFirstUse:
@@ -355,7 +559,6 @@ RECORDING_DATACLASSES = [
     "session_awareness.application.retention.Retention",
     "session_awareness.application.unit_of_work.Absent",
     "session_awareness.application.watching.Handover",  # a prompt's hand-over (R-N8)
-    "session_awareness.domain.drains.Acknowledgement",
     "session_awareness.domain.intake.SignalRequest",
     "session_awareness.domain.keys.SessionRef",
     "session_awareness.domain.notices.Drained",
@@ -393,6 +596,26 @@ class TestTheDataclassesOfARecording:
             check=True,
         )  # fmt: skip
         assert done.stderr.split("\n") == RECORDING_DATACLASSES
+
+
+class TestTheIds:
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(), st.text())
+    def test_each_id_is_the_uuid5_the_standard_library_derives(self, agent: str, key: str) -> None:
+        """A session's, a cursor's and a drains' id are `uuid.uuid5` of their names, though
+        derived without `hashlib` (R-K1: the same key names the same stream, in stores
+        written before too; R-A1: OpenSSL's load is about 4 ms of a hook run)."""
+        session = keys._session_id(agent, key)
+        assert session == uuid.uuid5(keys.ID_NAMESPACE, f"session\x00{agent}\x00{key}")
+        assert keys.watch_id(key, session) == uuid.uuid5(
+            keys.ID_NAMESPACE, f"watch\x00{key}\x00{session}"
+        )
+        assert keys.drains_id(key) == uuid.uuid5(keys.ID_NAMESPACE, f"drains\x00{key}")
+
+    def test_a_known_session_keeps_its_id(self) -> None:
+        """The id of a key is the one every earlier version stored its events under (R-K1)."""
+        ref = keys.SessionRef.of("agent:main:main")
+        assert ref.session_id == uuid.UUID("c46e200f-6048-539c-b2d4-f12782312375")
 
 
 class TestTheSQLiteUrl:
@@ -461,10 +684,14 @@ class TestTheServiceImport:
             check=True,
         )
         assert done.stdout.strip() == "[]"
+        for cls in (Watch.Started, Drains.Started):  # registered with their first event
+            projection._row_function(cls)
         rows = projection._rows.registry
+        assert {Watch.Started, Watch.Moved, Drains.Started, Drains.Drained} <= set(rows)
+        later = {"Watch": Watch, "Drains": Drains}  # the projection imports them then
         for cls, function in rows.items():
             if cls is not object:
-                annotation = typing.get_type_hints(function)["event"]
+                annotation = typing.get_type_hints(function, localns=later)["event"]
                 assert annotation is cls, function
 
     def test_reading_the_figures_is_what_loads_their_classes(self, tmp_path: Path) -> None:
