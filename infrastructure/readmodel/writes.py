@@ -45,6 +45,7 @@ class Write:
     appends: bool = False
     #: The same write for many keys at once, with one array parameter per column of the
     #: template's parameters, in their order (`unnest`; PostgreSQL's path for large saves).
+    #: The key is the template's last parameter.
     unnest: str | None = None
     #: The columns it writes, named, when they are a few a key's other writes may not
     #: touch: writes of different lanes commute, so the bulk path may reorder them (None:
@@ -53,8 +54,6 @@ class Write:
     #: Its rows may run in any order, a key's twice (an insert that does nothing on a key
     #: present): its array form is exact for any batch of them.
     commutes: bool = False
-    #: Where its key is among its parameters.
-    key_at: int = -1
 
     def copy_statement(self) -> str:
         """`COPY table (columns) FROM STDIN`, for a write that `appends`."""
@@ -119,8 +118,7 @@ class ReadModelWrites(Rendered):
 def _exact_as_arrays(write: Write, rows: list[Row]) -> bool:
     if write.commutes:
         return True
-    at = write.key_at
-    return len({row[at] for row in rows}) == len(rows)
+    return len({row[-1] for row in rows}) == len(rows)  # each key once
 
 
 def wakes(change: p.RowChange, quiet: Collection[UUID]) -> bool:
@@ -293,14 +291,6 @@ _RUN_END = Write(
     "THEN run_started_at END, run_id = ?, run_status = ?, run_ended_at = ? "
     "WHERE session_id = ? AND (run_status IS NULL OR run_status <> 'running' OR run_id = ?)",
     lane="run",
-    unnest=(
-        "UPDATE {s}session_activity AS a SET run_started_at = CASE WHEN a.run_id = v.ran "
-        "THEN a.run_started_at END, run_id = v.run, run_status = v.status, run_ended_at = v.at "
-        "FROM unnest(?::{text}[], ?::{text}[], ?::{text}[], ?::{int}[], ?::{id}[], ?::{text}[]) "
-        "AS v(ran, run, status, at, sid, named) WHERE a.session_id = v.sid AND "
-        "(a.run_status IS NULL OR a.run_status <> 'running' OR a.run_id = v.named)"
-    ),
-    key_at=4,
 )
 _LINK_SET = Write(LINKS.name, LINKS.upsert())
 _LINK_ADVANCE = Write(

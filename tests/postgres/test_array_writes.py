@@ -45,17 +45,16 @@ class TestWhichWritesGoAsArrays:
         assert arrays_sent({writes._KEY: rows}) == [True]
 
     def test_rows_of_one_key_in_order_go_row_by_row(self) -> None:
-        """R-R2: in a replay's batch one session's run reports (or a cursor drained twice)
-        are rows of one key, in order; an `UPDATE … FROM unnest` would set the row from any
-        one of them, so they go one at a time. Each key once: one statement."""
-        one, other = uuid4(), uuid4()
-        ends = [("r1", "r1", "completed", 10, one, "r1"), ("r2", "r2", "failed", 11, one, "r2")]
-        assert arrays_sent({writes._RUN_END: ends}) == [False]
-        distinct = [ends[0], ("r2", "r2", "failed", 11, other, "r2")]
-        assert arrays_sent({writes._RUN_END: distinct}) == [True]
-        wid = uuid4().hex
-        drained = [(1, 2, 2, 10, wid), (2, 3, 3, 11, wid)]
+        """R-R2: a batch can hold one key's rows in order (a cursor drained twice in one
+        save's batch); an `UPDATE … FROM unnest` would set the row from any one of them, so
+        they go one at a time. Each key once: one statement."""
+        one, other = uuid4().hex, uuid4().hex
+        drained = [(1, 2, 2, 10, one), (2, 3, 3, 11, one)]
         assert arrays_sent({writes._CURSOR_ACKNOWLEDGE: drained}) == [False]
+        distinct = [drained[0], (2, 3, 3, 11, other)]
+        assert arrays_sent({writes._CURSOR_ACKNOWLEDGE: distinct}) == [True]
+        moved = [(1, 2, 2, None, 10, uuid4()), (1, 2, 2, None, 10, uuid4())]
+        assert arrays_sent({writes._CURSOR_MOVE: moved}) == [True]
 
     def test_one_row_goes_as_it_is(self) -> None:
         assert arrays_sent({writes._KEY: [(uuid4(), "k")]}) == [False]
@@ -99,54 +98,6 @@ def test_a_rebuild_keeps_every_idempotency_key_of_a_page(pg_url: str) -> None:
         assert report.clean, report.differences
         again = svc.record_human_direct_message(CHILD, channel="telegram", idempotency_key="t7")
         assert again is None
-
-
-def activity(svc: SessionAwareness, sids: list[UUID]) -> list[tuple[Any, ...]]:
-    prefix = svc.store.recorder.read_models.dialect.schema_prefix  # type: ignore[attr-defined]
-    with svc.store.recorder.datastore.transaction(commit=False) as c:  # type: ignore[attr-defined]
-        c.execute(
-            "SELECT session_id, run_id, run_status, run_started_at, run_ended_at "  # noqa: S608 -- the store's own prefix
-            f"FROM {prefix}session_activity WHERE session_id = ANY(%s)",
-            (sids,),
-        )
-        found = {row["session_id"]: tuple(row.values())[1:] for row in c.fetchall()}
-    return [found[sid] for sid in sids]
-
-
-def test_the_array_form_of_run_reports_ends_as_the_rows_one_at_a_time(pg_url: str) -> None:
-    """R-R2 on a real server: a report for the running run ends it and drops its start
-    time only when it names another run; a report for another run than a running one is
-    ignored; after a finished run any report applies. The same batch, one statement or one
-    row at a time, leaves the same rows."""
-    states = [
-        ("r1", "running", 5, None),  # the report names it: ended, start kept
-        ("r0", "running", 5, None),  # another run is running: ignored
-        ("r0", "completed", 5, 6),  # a finished run: the report applies, no start
-        (None, None, None, None),  # never ran
-    ]
-    with open_service(pg_url) as svc:
-        models: Any = svc.store.recorder.read_models  # type: ignore[attr-defined]
-        prefix = models.dialect.schema_prefix
-        ends: dict[bool, list[UUID]] = {}
-        for as_arrays in (True, False):
-            sids = ends[as_arrays] = [uuid4() for _ in states]
-            with svc.store.recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
-                for sid, (run, status, started, ended) in zip(sids, states, strict=True):
-                    c.execute(
-                        f"INSERT INTO {prefix}session_activity (session_id, run_id, "  # noqa: S608 -- the store's own prefix
-                        "run_status, run_started_at, run_ended_at) VALUES (%s, %s, %s, %s, %s)",
-                        (sid, run, status, started, ended),
-                    )
-                rows = [("r1", "r1", "failed", 9, sid, "r1") for sid in sids]
-                if as_arrays:
-                    models.write_as_arrays(c, {writes._RUN_END: rows})
-                else:
-                    models.write_batches(c, {writes._RUN_END: rows})
-        assert activity(svc, ends[True]) == activity(svc, ends[False])
-        assert activity(svc, ends[True]) == [
-            ("r1", "failed", 5, 9), ("r0", "running", 5, None), ("r1", "failed", None, 9),
-            ("r1", "failed", None, 9),
-        ]  # fmt: skip
 
 
 def test_a_rebuild_keeps_one_sessions_run_reports_in_order(pg_url: str) -> None:
