@@ -271,6 +271,18 @@ class TestInProcess:
 CURSOR_MODULES = {"session_awareness.domain.drains", "session_awareness.domain.watch"}
 
 
+def a_worker_spoke(url: str) -> str:
+    """Claude Code's lead `lead-1` with a worker it watches, which a human spoke to: the
+    lead has a notice pending. The worker's key."""
+    lead = lead_key("lead-1")
+    child = f"{lead}:subagent:w1"
+    with open_service(url) as svc:
+        svc.open_session(lead)
+        assert svc.record_child_spawned(child, parent=lead, run_id="run-1") is not None
+        svc.record_human_direct_message(child, channel="terminal")
+    return child
+
+
 class TestTheCursorsOnFirstNeed:
     @pytest.mark.parametrize("name", ["session_start", "user_prompt_submit"])
     def test_a_session_nobody_watches_imports_no_cursor_module(
@@ -298,13 +310,9 @@ class TestTheCursorsOnFirstNeed:
         neither module (R-N3: nothing to drain; R-A1)."""
         state = tmp_path / "state"
         url = f"sqlite:///{tmp_path / 'sessions.db'}"
-        lead = lead_key("lead-1")
-        child = f"{lead}:subagent:w1"
+        a_worker_spoke(url)
         with open_service(url) as svc:
-            svc.open_session(lead)
-            assert svc.record_child_spawned(child, parent=lead, run_id="run-1") is not None
-            svc.record_human_direct_message(child, channel="terminal")
-            assert len(svc.drain_notices(lead)) == 1
+            assert len(svc.drain_notices(lead_key("lead-1"))) == 1
         event = fixture("user_prompt_submit", session_id="lead-1")
         stdout, modules = hook_modules(event, url, state, tmp_path / "modules.txt")
         assert stdout == ""
@@ -318,12 +326,7 @@ class TestTheCursorsOnFirstNeed:
         read model's rows written by the same process (R-N1, R-N3, R-A1)."""
         state = tmp_path / "state"
         url = f"sqlite:///{tmp_path / 'sessions.db'}"
-        lead = lead_key("lead-1")
-        child = f"{lead}:subagent:w1"
-        with open_service(url) as svc:
-            svc.open_session(lead)
-            assert svc.record_child_spawned(child, parent=lead, run_id="run-1") is not None
-            svc.record_human_direct_message(child, channel="terminal")
+        child, lead = a_worker_spoke(url), lead_key("lead-1")
         event = fixture("user_prompt_submit", session_id="lead-1")
         stdout, modules = hook_modules(event, url, state, tmp_path / "modules.txt")
         assert json.loads(stdout)["hookSpecificOutput"]["additionalContext"].endswith(
