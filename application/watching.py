@@ -121,10 +121,7 @@ class Watching:
 
     def pending_notices(self, watcher: str) -> list[str]:
         """The watcher's pending notices, oldest first; reading acknowledges nothing."""
-        rows = self.store.read_model.cursors_of_watcher(watcher, pending_only=True)
-        if not rows:
-            self.check_known(watcher)
-        return [notice_text(row.target_key, row.acknowledged) for row in rows]
+        return list(self.hand_over_notices(watcher).notices)
 
     def drain_notices(self, watcher: str) -> list[str]:
         """Hand over and acknowledge the pending notices; reopen one per pair with newer
