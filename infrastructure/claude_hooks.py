@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from typing import IO, Any, Protocol
 
     from session_awareness.application import SessionAwareness
+    from session_awareness.application.watching import Handover
 
     class Lines(Protocol):
         """Where a hook run's one-line reasons go: stderr, or a `HookLog`."""
@@ -546,6 +547,17 @@ def notices_session(signal: Signal, agent: str) -> str | None:
     return session_key(agent, signal.session_id, signal.host)
 
 
+def hand_over(svc: SessionAwareness, signal: Signal, *, agent: str) -> tuple[str, Handover] | None:
+    """Record the signal; for a prompt, its session and that session's notices read, not
+    acknowledged (R-N8): the caller hands them on, then acknowledges them. None for every
+    other event. Both paths use it: in-process (`_record`) and the MCP server's relay."""
+    apply(svc, signal, agent=agent, drain=False)
+    if svc.kept_signals:
+        raise RuntimeError("the store failed while recording")
+    key = notices_session(signal, agent)
+    return None if key is None else (key, svc.hand_over_notices(key))
+
+
 def _record(
     signal: Signal,
     *,
@@ -570,13 +582,10 @@ def _record(
             except Exception:
                 state.spool(kept)
                 raise
-        apply(svc, signal, agent=agent, drain=False)
-        if svc.kept_signals:
-            raise RuntimeError("the store failed while recording")
-        key = notices_session(signal, agent)
-        if key is None:
+        handed = hand_over(svc, signal, agent=agent)
+        if handed is None:
             return
-        handover = svc.hand_over_notices(key)
+        key, handover = handed
         if not handover.notices or not deliver(list(handover.notices)):
             return
         try:

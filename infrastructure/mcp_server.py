@@ -315,6 +315,7 @@ class HookRelay:
         from session_awareness.infrastructure.claude_hooks import (  # noqa: PLC0415
             Signal,
             apply,
+            hand_over,
             valid_agent,
         )
 
@@ -329,22 +330,12 @@ class HookRelay:
             notices = await anyio.to_thread.run_sync(partial(apply, self.svc, signal, agent=agent))
             self._check_recorded()
             return {"notices": notices}, None
-        key, handover = await anyio.to_thread.run_sync(self._record, signal, agent)
-        self._check_recorded()
-        if key is None or handover is None or not handover.notices:
+        handed = await anyio.to_thread.run_sync(partial(hand_over, self.svc, signal, agent=agent))
+        if handed is None or not handed[1].notices:
             return {"notices": []}, None
+        key, handover = handed
         token = secrets.token_hex(16)
         return {"notices": list(handover.notices), "token": token}, (key, handover, token)
-
-    def _record(self, signal: Any, agent: str) -> tuple[str | None, Handover | None]:
-        from session_awareness.infrastructure.claude_hooks import (  # noqa: PLC0415
-            apply,
-            notices_session,
-        )
-
-        apply(self.svc, signal, agent=agent, drain=False)
-        key = notices_session(signal, agent)
-        return key, None if key is None else self.svc.hand_over_notices(key)
 
     def _check_recorded(self) -> None:
         if self.svc.kept_signals:
