@@ -4,7 +4,9 @@ ones shown, stored as an ordinary drain (ADR 024)."""
 
 from __future__ import annotations
 
-from session_awareness.application import SessionAwareness
+import pytest
+
+from session_awareness.application import SessionAwareness, UnknownSessionError
 from session_awareness.domain.drains import Drains
 from session_awareness.domain.keys import drains_id
 from tests.conftest import ServiceFactory
@@ -102,3 +104,16 @@ class TestHandOverThenAcknowledge:
         assert stored_drains(svc) == [Drains.Started, Drains.Drained]
         assert svc.pending_notices(MANAGER) == []
         assert svc.audit().clean
+
+    def test_a_key_never_seen_is_the_callers_mistake(self, svc: SessionAwareness) -> None:
+        """R-L9: a hand-over for a key the service has never seen raises
+        `UnknownSessionError`, as a drain does; so does acknowledging a hand-over under such
+        a key, and nothing is acknowledged for the key it was read for."""
+        spawn(svc)
+        svc.record_human_direct_message(CHILD, channel="telegram")
+        with pytest.raises(UnknownSessionError):
+            svc.hand_over_notices("agent:main:nobody")
+        handover = svc.hand_over_notices(MANAGER)
+        with pytest.raises(UnknownSessionError):
+            svc.acknowledge_handed("agent:main:nobody", handover)
+        assert svc.pending_notices(MANAGER) == [notice(CHILD, 1)]
