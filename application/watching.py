@@ -144,7 +144,8 @@ class Watching:
         """Acknowledge the notices of `handover` that are still pending as they were handed
         (R-N8, R-N3): one whose cursor moved on stays pending, a notice opened since is left.
         Returns the texts acknowledged, oldest first."""
-        if not handover.handed:
+        if not handover.handed:  # nothing to acknowledge; the key is checked as ever (R-L9)
+            self.check_known(watcher)
             return []
         return self._drain(watcher, handover.handed)
 

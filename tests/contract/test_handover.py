@@ -117,3 +117,16 @@ class TestHandOverThenAcknowledge:
         with pytest.raises(UnknownSessionError):
             svc.acknowledge_handed("agent:main:nobody", handover)
         assert svc.pending_notices(MANAGER) == [notice(CHILD, 1)]
+
+    def test_an_empty_hand_over_under_a_key_never_seen_is_the_callers_mistake(
+        self, svc: SessionAwareness
+    ) -> None:
+        """R-L9: acknowledging an empty hand-over checks the key as any other does: a key
+        the service has never seen raises `UnknownSessionError`, and a known one with
+        nothing handed acknowledges nothing."""
+        spawn(svc)
+        empty = svc.hand_over_notices(MANAGER)
+        assert empty.notices == ()
+        with pytest.raises(UnknownSessionError):
+            svc.acknowledge_handed("agent:main:nobody", empty)
+        assert svc.acknowledge_handed(MANAGER, empty) == []
