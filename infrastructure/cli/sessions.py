@@ -24,7 +24,7 @@ from session_awareness.infrastructure.cli.common import (
 )
 from session_awareness.infrastructure.cli.exits import EXIT_OK
 
-#: Later than any stored time: `cursors_updated_before(EVERY)` lists every cursor.
+#: More than any store holds: `cursor_page(limit=EVERY)` reads every cursor.
 EVERY = 2**62
 
 
@@ -145,6 +145,9 @@ def notices(
 @click.option("--watcher", metavar="W", help="Only the cursors W holds.")
 @click.option("--target", metavar="T", help="Only the cursors on session T.")
 @click.option("--agent-id", metavar="A", help="The agent of a bare target key.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N cursors.")
+@click.option("--offset", type=click.IntRange(min=0), default=0, metavar="N",
+              help="Skip the first N cursors (with --limit: the next page).")  # fmt: skip
 @store_options
 @json_option
 def watches(
@@ -152,21 +155,28 @@ def watches(
     watcher: str | None,
     target: str | None,
     agent_id: str | None,
+    limit: int | None,
+    offset: int,
     database_url: str | None,
     verbose: int,
     as_json: bool,
 ) -> int:
-    """Cursor positions (L acknowledged, N notified, M material) and pending state."""
+    """Cursor positions (L acknowledged, N notified, M material) and pending state, by
+    watcher then target; --limit and --offset show one page, read as one from the store."""
     if watcher is not None and target is not None:
         raise click.UsageError("give --watcher or --target, not both")
     with open_store(database_url, verbose=verbose) as svc:
-        if watcher is not None:
-            known(svc, watcher)
-            cursors = svc.read_model.cursors_of_watcher(watcher, pending_only=False)
-        elif target is not None:
-            cursors = svc.read_model.cursors_on_target(svc.resolve(target, agent_id).session_id)
+        if target is not None:  # one session's watchers, by its id (a bare key's agent)
+            every = svc.read_model.cursors_on_target(svc.resolve(target, agent_id).session_id)
+            end = None if limit is None else offset + limit
+            cursors = every[offset:end]
+            total, pending = len(every), sum(c.pending for c in every)
         else:
-            cursors = svc.read_model.cursors_updated_before(EVERY)
+            if watcher is not None:
+                known(svc, watcher)
+            cursors, total, pending = svc.read_model.cursor_page(
+                watcher_key=watcher, offset=offset, limit=EVERY if limit is None else limit
+            )
     items = [cursor_json(c) for c in cursors]
     if as_json:
         print_json(items)
@@ -177,7 +187,8 @@ def watches(
         row(out, c.watcher_key, c.target_key, c.acknowledged, c.notified, c.material, state,
             when(c.updated_at))  # fmt: skip
     show(out)
-    line(f"{counted(len(items), 'cursor')}, {sum(c.pending for c in cursors)} pending")
+    shown = "" if len(items) == total else f"{len(items)} shown of "
+    line(f"{shown}{counted(total, 'cursor')}, {pending} pending")
     return EXIT_OK
 
 

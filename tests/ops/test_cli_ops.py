@@ -163,6 +163,31 @@ class TestSessionCommands:
         assert err.startswith("error: give --watcher or --target, not both")
         assert err.count("\n") == 1
 
+    @pytest.mark.parametrize("where", [(), ("--watcher", MANAGER), ("--target", CHILD)])
+    def test_watches_show_one_page_and_count_them_all(
+        self, store_url: str, capsys: Capture, where: tuple[str, ...]
+    ) -> None:
+        """docs/operations.md: `--limit` and `--offset` page the cursors in their order, the
+        pages together are the whole list, and the last line counts them all."""
+        code, out, _ = run(capsys, "watches", *where, "--json", "--database-url", store_url)
+        every = json.loads(out)
+        assert code == 0 and every
+        pages = []
+        for offset in range(len(every)):
+            code, out, _ = run(capsys, "watches", *where, "--limit", "1", "--offset",
+                               str(offset), "--json", "--database-url", store_url)  # fmt: skip
+            pages += json.loads(out)
+        assert pages == every
+        code, out, _ = run(capsys, "watches", *where, "--limit", "1", "--database-url",
+                           store_url)  # fmt: skip
+        pending = sum(c["pending"] for c in every)
+        cursors = f"{len(every)} cursor{'s' if len(every) != 1 else ''}"
+        shown = "" if len(every) == 1 else "1 shown of "
+        assert out.splitlines()[-1] == f"{shown}{cursors}, {pending} pending"
+        code, _, err = run(capsys, "watches", *where, "--limit", "0", "--database-url",
+                           store_url)  # fmt: skip
+        assert code == 2 and "--limit" in err
+
 
 class TestPruneCommand:
     def test_a_dry_run_reports_what_prune_then_removes(
@@ -307,6 +332,13 @@ class TestOperationsPage:
         """Every column `list` prints, and every row, is on the page as printed."""
         code, out, _ = run(capsys, "list", "--database-url", demo_url)
         assert f"$ session-awareness list\n{out}[exit {code}]\n" in self.PAGE.read_text()
+
+    def test_the_watches_sample_is_what_watches_prints_on_the_demos_store(
+        self, demo_url: str, capsys: Capture
+    ) -> None:
+        """Every cursor `watches` prints, in its order, and its count, are on the page."""
+        code, out, _ = run(capsys, "watches", "--database-url", demo_url)
+        assert f"$ session-awareness watches\n{out}[exit {code}]\n" in self.PAGE.read_text()
 
     def test_the_first_audit_sample_is_what_audit_prints_on_the_demos_store(
         self, demo_url: str, capsys: Capture
