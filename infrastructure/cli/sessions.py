@@ -7,9 +7,7 @@ from typing import Any
 
 import click
 
-from session_awareness.application import SessionAwareness, UnknownSessionError
 from session_awareness.application.ports import CursorRow
-from session_awareness.domain.watch import notice_text
 from session_awareness.infrastructure.cli.common import (
     counted,
     json_option,
@@ -117,14 +115,9 @@ def notices(
     watcher: str, drain: bool, database_url: str | None, verbose: int, as_json: bool
 ) -> int:
     """A watcher's pending notices, oldest first; --drain acknowledges them."""
-    with open_store(database_url, verbose=verbose) as svc:
-        known(svc, watcher)
-        if drain:
-            texts = svc.drain_notices(watcher)
-            pending = svc.read_model.cursors_of_watcher(watcher, pending_only=True)
-        else:
-            pending = svc.read_model.cursors_of_watcher(watcher, pending_only=True)
-            texts = [notice_text(c.target_key, c.acknowledged) for c in pending]
+    with open_store(database_url, verbose=verbose) as svc:  # each call checks the key (R-L9)
+        texts = svc.drain_notices(watcher) if drain else svc.pending_notices(watcher)
+        pending = svc.pending_notices(watcher) if drain else texts
     if as_json:
         answer: dict[str, Any] = {"watcher": watcher, "notices": texts, "drained": drain}
         if drain:
@@ -172,11 +165,11 @@ def watches(
             cursors = every[offset:end]
             total, pending = len(every), sum(c.pending for c in every)
         else:
-            if watcher is not None:
-                known(svc, watcher)
             cursors, total, pending = svc.read_model.cursor_page(
                 watcher_key=watcher, offset=offset, limit=EVERY if limit is None else limit
             )
+            if watcher is not None and not total:  # a mistyped key is refused (R-L9)
+                svc.pending_notices(watcher)
     items = [cursor_json(c) for c in cursors]
     if as_json:
         print_json(items)
@@ -190,12 +183,6 @@ def watches(
     shown = "" if len(items) == total else f"{len(items)} shown of "
     line(f"{shown}{counted(total, 'cursor')}, {pending} pending")
     return EXIT_OK
-
-
-def known(svc: SessionAwareness, key: str) -> None:
-    """Refuse a key that names no session at all (a typo would otherwise look idle)."""
-    if not svc.read_model.sessions_with_key(key, include_deleted=True):
-        raise UnknownSessionError(key)
 
 
 def cursor_json(c: CursorRow) -> dict[str, Any]:

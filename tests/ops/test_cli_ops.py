@@ -105,6 +105,26 @@ class TestHistoryCommand:
 
 
 class TestSessionCommands:
+    @pytest.mark.parametrize("command", [("notices",), ("notices", "--drain"), ("watches",)])
+    def test_a_watcher_known_by_its_cursors_is_known_to_the_cli_as_to_the_service(
+        self, database_url: str, capsys: Capture, command: tuple[str, ...]
+    ) -> None:
+        """R-L9: a parent whose child was recorded before the parent was opened holds a
+        cursor, and the service shows its notices; the CLI refused it as unknown, so an
+        operator could not see a pending notice. A key never seen is still refused."""
+        with structlog.testing.capture_logs(), open_service(database_url) as svc:
+            svc.record_child_spawned(CHILD, parent=MANAGER, run_id="run-1")
+            svc.record_human_direct_message(CHILD, channel="telegram")
+            [text] = svc.pending_notices(MANAGER)
+        name, *flags = command
+        watcher = (MANAGER,) if name == "notices" else ("--watcher", MANAGER)
+        code, out, err = run(capsys, name, *watcher, *flags, "--database-url", database_url)
+        assert (code, err) == (0, "")
+        assert text in out if name == "notices" else f"{MANAGER}   {CHILD}" in out
+        nobody = ("agent:main:nobody",) if name == "notices" else ("--watcher", "agent:main:nobody")
+        code, out, err = run(capsys, name, *nobody, *flags, "--database-url", database_url)
+        assert (code, out, err) == (2, "", "error: Unknown sessionKey: agent:main:nobody\n")
+
     def test_list_prints_the_live_sessions_and_their_count(
         self, store_url: str, capsys: Capture
     ) -> None:
