@@ -2,8 +2,8 @@
 
 Statements are written once as templates with `?` placeholders and holes — `{s}` (the
 schema prefix), `{greatest}`, `{bytewise}` (after a text column: compared by code point),
-and the column types `{id}`, `{int}`, `{text}` and `{keyed}` (`schema`) — that `render`
-fills in for the backend.
+`{texts}` (the texts of one bound JSON array, as rows of one column), and the column types
+`{id}`, `{int}`, `{text}` and `{keyed}` (`schema`) — that `render` fills in for the backend.
 """
 
 from __future__ import annotations
@@ -28,12 +28,14 @@ class Dialect:
     #: What follows a text column compared or ordered by code point, as Python orders str
     #: (SQLite's default, BINARY, already does; PostgreSQL's follows the database's locale).
     bytewise: str = ""
+    #: A query of the texts of one bound parameter, a JSON array of texts (or nulls).
+    texts: str = "SELECT value FROM json_each(?)"
 
     def render(self, template: str) -> str:
         """A statement template (`{s}`, `{greatest}`, … and `?` placeholders) for this backend."""
         text = template.format(
             s=self.schema_prefix, greatest=self.greatest, id=self.id_type, int=self.int_type,
-            text=self.text_type, keyed=self.keyed, bytewise=self.bytewise,
+            text=self.text_type, keyed=self.keyed, bytewise=self.bytewise, texts=self.texts,
         )  # fmt: skip
         return text.replace("?", self.placeholder) if self.placeholder != "?" else text
 

@@ -67,6 +67,7 @@ class PostgresDialect(Dialect):
     int_type: str = "bigint"
     text_type: str = "text"
     bytewise: str = ' COLLATE "C"'
+    texts: str = "SELECT jsonb_array_elements_text(CAST(? AS jsonb))"
 
     def bind_id(self, value: UUID) -> Any:
         return value

@@ -54,6 +54,14 @@ class Write:
     #: Its rows may run in any order, a key's twice (an insert that does nothing on a key
     #: present): its array form is exact for any batch of them.
     commutes: bool = False
+    #: The statement's parameters from a row as the write and its fold keep it (None: the
+    #: row is them): a fold may keep what it needs in a form no driver binds.
+    params: Callable[[Row], Row] | None = None
+
+    def bound(self, rows: list[Row]) -> list[Row]:
+        """The statement's parameters of each row (`params`)."""
+        params = self.params
+        return rows if params is None else [params(row) for row in rows]
 
     def copy_statement(self) -> str:
         """`COPY table (columns) FROM STDIN`, for a write that `appends`."""
@@ -74,8 +82,8 @@ class ReadModelWrites(Rendered):
             if type(change) is p.CursorsAcknowledged:
                 self.cursors_acknowledged(c, change, quiet)
                 continue
-            for write, _, params in WRITES[type(change)](bind, change):
-                c.execute(sql(write.template), params)
+            for write, _, row in WRITES[type(change)](bind, change):
+                c.execute(sql(write.template), row if write.params is None else write.params(row))
             if wakes(change, quiet):
                 self.notice_opened(c, change.watch_id)  # type: ignore[union-attr]
 
@@ -95,7 +103,7 @@ class ReadModelWrites(Rendered):
     def write_batches(self, c: Any, batches: dict[Write, list[Row]]) -> None:
         """Run each statement once per row given; the statements commute (different keys)."""
         for write, rows in batches.items():
-            c.executemany(self.sql(write.template), rows)
+            c.executemany(self.sql(write.template), write.bound(rows))
 
     def write_as_arrays(self, c: Any, batches: dict[Write, list[Row]]) -> None:
         """`write_batches` with a write for many keys in ONE statement where it has an array
@@ -105,7 +113,8 @@ class ReadModelWrites(Rendered):
         session's writes that do not fold follow one another) goes row by row, since an
         `UPDATE … FROM unnest` would set the key from any one of them."""
         sql = self.sql
-        for write, rows in batches.items():
+        for write, given in batches.items():
+            rows = write.bound(given)
             if write.unnest is not None and len(rows) > 1 and _exact_as_arrays(write, rows):
                 c.execute(sql(write.unnest), [list(col) for col in zip(*rows, strict=True)])
             else:
@@ -154,6 +163,28 @@ def _material_folded(old: Row, new: Row) -> Row:
     e2, at2, a2, _ = _material_of(new)
     _, other2 = material.moved((e1, a1, at1), other1, e2, a2, at2)
     return material_params(sid=new[-1], sequence=e2, at=at2, actor=a2, other=other2)
+
+
+def _runs_ended(old: Row, new: Row) -> Row:
+    """Terminal reports r1 … rn of one session as one write. Once a report applies, the
+    run is no longer running, so every later one applies too: the row ends as rn's report
+    sets it, if any applies at all. One applies when the row is not running, or when it
+    runs one of the runs reported (`ids`, in order). The start time survives only when the
+    row's run is rn and every report that applied named it: from the first report on when
+    the row was not running (all the reports name rn: `same`), from the first report of
+    the running run on when it was (the reports from the first of rn on all name rn:
+    `tail`)."""
+    run, ids, same, tail = new[0], old[4], old[5], old[6]
+    if run != old[0]:
+        same, tail = False, run not in ids
+    ids[run] = None  # the fold's own dict, built for this row (`_run_ended`)
+    return (run, new[1], new[2], new[3], ids, same, tail)
+
+
+def _runs_ended_params(row: Row) -> Row:
+    """`_RUN_END`'s parameters from `_runs_ended`'s row."""
+    run, status, at, sid, ids, same, tail = row
+    return (run, tail, same, run, status, at, sid, json.dumps(list(ids)))
 
 
 def material_params(
@@ -284,13 +315,17 @@ _RUN_START = Write(
 )
 #: A terminal report ends the run it names; one for another run than a running one is
 #: ignored. `SET` expressions read the row as it was, so the start time survives only when
-#: the report is for the run that started.
+#: the report is for the run that started. A key's consecutive reports fold into one
+#: statement of the same effect (`_runs_ended`); a single report is the case of one.
 _RUN_END = Write(
     ACTIVITY.name,
-    "UPDATE {s}session_activity SET run_started_at = CASE WHEN run_id = ? "
-    "THEN run_started_at END, run_id = ?, run_status = ?, run_ended_at = ? "
-    "WHERE session_id = ? AND (run_status IS NULL OR run_status <> 'running' OR run_id = ?)",
+    "UPDATE {s}session_activity SET run_started_at = CASE WHEN run_id = ? AND "
+    "(CASE WHEN run_status = 'running' THEN ? ELSE ? END) THEN run_started_at END, "
+    "run_id = ?, run_status = ?, run_ended_at = ? WHERE session_id = ? AND "
+    "(run_status IS NULL OR run_status <> 'running' OR run_id IN ({texts}))",
+    _runs_ended,
     lane="run",
+    params=_runs_ended_params,
 )
 _LINK_SET = Write(LINKS.name, LINKS.upsert())
 _LINK_ADVANCE = Write(
@@ -341,7 +376,7 @@ def _run_started(bind: Bind, change: p.RunStarted) -> Writes:
 
 def _run_ended(bind: Bind, change: p.RunEnded) -> Writes:
     sid, run = bind(change.session_id), change.run_id
-    return [(_RUN_END, sid, (run, run, change.status, change.at, sid, run))]
+    return [(_RUN_END, sid, (run, change.status, change.at, sid, {run: None}, True, True))]
 
 
 def _session_described(bind: Bind, change: p.SessionDescribed) -> Writes:

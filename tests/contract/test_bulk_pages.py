@@ -11,6 +11,7 @@ signals, and seeded random pages over two sessions and two cursors.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -166,6 +167,67 @@ class TestOnePageFoldsExactly:
             '{"channel":"chat"}', '{"turns":1}', '{"turns":true}', '{"channel":"chat"}',
             '{"turns":true}', '{"turns":1}', '{"outcome":["x"]}', None,
         ]  # fmt: skip
+
+    def test_every_short_run_of_reports_folds_to_the_rule(self, store: SessionAwareness) -> None:
+        """R-R2: a session's consecutive run reports in one page are one statement in bulk.
+        For every sequence of up to three starts and reports (four reports alone), after
+        each state a run can be in, both paths end as the rule says, report by report
+        (`run_lane`): a report ends the run it names unless another run is running, and
+        the start time survives only for the run that started. A run id may be absent."""
+        runs = ["r1", "r2", None]
+        steps: list[tuple[str, str | None]] = [("start", "r1"), ("start", "r2")]
+        steps += [("end", run) for run in runs]
+        sequences = [list(s) for n in (1, 2, 3) for s in itertools.product(steps, repeat=n)]
+        sequences += [list(s) for s in itertools.product(steps[2:], repeat=4)]
+        before: list[list[tuple[str, str | None]]] = [
+            [],
+            [("start", "r1")],
+            [("start", None)],
+            [("start", "r1"), ("end", "r1")],
+            [("end", "r2")],
+            [("start", "r1"), ("end", "r2")],
+        ]
+        first: list[p.RowChange] = []
+        second: list[p.RowChange] = []
+        expected = {}
+        for number, (prefix, sequence) in enumerate(itertools.product(before, sequences)):
+            sid = uuid5(NS, f"runs-{number}")
+            first += [opened(sid), *run_changes(sid, prefix, at=10)]
+            second += run_changes(sid, sequence, at=100)
+            expected[sid.hex] = run_lane([*run_changes(sid, prefix, at=10),
+                                          *run_changes(sid, sequence, at=100)])  # fmt: skip
+        assert_bulk_equals_one_by_one(store, [first, second])
+        rows = read_model_rows(store.store.recorder)["session_activity"]
+        assert {row[0]: row[2:6] for row in rows} == expected
+
+
+def run_changes(sid: UUID, steps: list[tuple[str, str | None]], *, at: int) -> list[p.RowChange]:
+    """A start or a report for each step, one time unit apart, the reports alternating
+    between two outcomes."""
+    return [
+        p.RunStarted(sid, run, at + n) if step == "start"
+        else p.RunEnded(sid, run, ("completed", "failed")[n % 2], at + n)
+        for n, (step, run) in enumerate(steps)
+    ]  # fmt: skip
+
+
+def run_lane(changes: list[p.RowChange]) -> tuple[Any, ...]:
+    """The rule for a session's run columns (run_id, run_status, run_started_at,
+    run_ended_at), applied one change at a time; an absent run id is never the same run."""
+    run = status = started = ended = None
+    for change in changes:
+        if isinstance(change, p.RunStarted):
+            run, status, started, ended = change.run_id, "running", change.at, None
+        elif isinstance(change, p.RunEnded):
+            same = run is not None and run == change.run_id
+            if status != "running" or same:
+                run, status, started, ended = (
+                    change.run_id,
+                    change.status,
+                    started if same else None,
+                    change.at,
+                )
+    return (run, status, started, ended)
 
 
 Maker = Callable[[UUID, UUID, int, str | None], list[p.RowChange]]
