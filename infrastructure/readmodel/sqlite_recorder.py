@@ -24,6 +24,7 @@ from eventsourcing.sqlite import (
 )
 
 from session_awareness.application import projection as p
+from session_awareness.application.interruption import Held, Interruption, current
 from session_awareness.infrastructure.readmodel.bulk import held_before
 from session_awareness.infrastructure.readmodel.dialect import Dialect
 from session_awareness.infrastructure.readmodel.group_commit import (
@@ -133,10 +134,35 @@ class SQLiteReadModels(JoinedSessionState, ReadModelStore):
         reader: sqlite3.Connection | None = getattr(self._reader, "connection", None)
         if reader is None:
             reader = self._open_reader(pool.db_name, pool.lock_timeout)
+        interruption = current()
+        if interruption is not None:  # the maintenance's (application/interruption.py)
+            return self._fetch_held(interruption, reader, template, params)
         try:
             return reader.execute(self.sql(template), params).fetchall()
         except sqlite3.Error as error:
             raise library_error(error) from error
+
+    def _fetch_held(
+        self,
+        interruption: Interruption,
+        reader: sqlite3.Connection,
+        template: str,
+        params: Sequence[Any],
+    ) -> list[tuple[Any, ...]]:
+        """`fetch_tuples` on the thread's reader, which the close may interrupt; one it did
+        is closed, and the thread opens another when it reads again."""
+        held: Held | None = None
+        try:
+            with interruption.holding(reader.interrupt) as held:
+                return reader.execute(self.sql(template), params).fetchall()
+        except sqlite3.Error as error:
+            raise library_error(error) from error
+        finally:
+            if held is not None and held.ended:
+                self._reader.connection = None
+                with self._readers_lock:
+                    self._readers = [(t, c) for t, c in self._readers if c is not reader]
+                reader.close()
 
     def _open_reader(self, db_name: str, lock_timeout: int | None) -> sqlite3.Connection:
         try:
@@ -184,8 +210,9 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """Store the events and their rows in the next batch of saves (ADR 025)."""
-        return self.group.insert(stored_events, kwargs)
+        """Store the events and their rows in the next batch of saves (ADR 025); the
+        maintenance's in a batch of their own, which its close may interrupt."""
+        return self.group.insert(stored_events, kwargs, alone=current() is not None)
 
     def _write_batch(self, saves: list[Save]) -> None:
         """Each save inside a savepoint of its own, then one commit. A refused save is rolled
