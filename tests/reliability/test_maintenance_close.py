@@ -108,9 +108,13 @@ def writes_begun(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         def trace(statement: str) -> None:
             words = statement.split()
-            if threading.current_thread().name == MAINTENANCE and words and (
-                words[0].upper() in ("INSERT", "UPDATE", "DELETE")
-                or [w.upper() for w in words[:2]] == ["BEGIN", "IMMEDIATE"]
+            if (
+                threading.current_thread().name == MAINTENANCE
+                and words
+                and (
+                    words[0].upper() in ("INSERT", "UPDATE", "DELETE")
+                    or [w.upper() for w in words[:2]] == ["BEGIN", "IMMEDIATE"]
+                )
             ):
                 begun.append(statement)
 
