@@ -37,7 +37,7 @@ from session_awareness.application.errors import (
     StoreUnavailableError,
     raised_from,
 )
-from session_awareness.application.interruption import Held, current
+from session_awareness.application.interruption import CURRENT, Held
 from session_awareness.infrastructure.pg_config import (
     PostgresConfig,
     connection_failure,
@@ -429,7 +429,7 @@ class ServiceDatastore(PostgresDatastore):
         if held is not None:
             yield held
             return
-        interruption = current()
+        interruption = CURRENT.get()
         if interruption is not None:
             interruption.check()
         budget, fired = self._budget(), False

@@ -3,8 +3,8 @@ extended where the service needs more.
 
 `ServiceSQLiteFactory` (the persistence module's factory, by topic) builds a
 `ServiceSQLiteDatastore`, whose `ServiceSQLitePool` opens connections that never switch a
-read-only file to WAL, and whose connections the maintenance uses can be ended from the
-closing thread (`application/interruption.py`). The read models on top are
+read-only file to WAL; the maintenance's connections can be ended from the closing thread
+(`held_connection`, `application/interruption.py`). The read models on top are
 `infrastructure/readmodel/sqlite_recorder.py`.
 """
 
@@ -14,7 +14,7 @@ import sqlite3
 import time
 from collections import deque
 from collections.abc import Iterator
-from contextlib import _GeneratorContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError
@@ -28,7 +28,7 @@ from eventsourcing.sqlite import (
     SQLiteTransaction,
 )
 
-from session_awareness.application.interruption import Held, Interruption, current
+from session_awareness.application.interruption import Held, Interruption
 
 
 class _MostRecentFirst(deque[SQLiteConnection]):
@@ -132,10 +132,9 @@ _POOL_OPTIONS = ("lock_timeout", "pool_size", "max_overflow", "pool_timeout", "m
 
 
 class ServiceSQLiteDatastore(SQLiteDatastore):
-    """The library's datastore on a `ServiceSQLitePool`. In the maintenance's interruption
-    scope (`application/interruption.py`), each connection it hands out can be interrupted
-    from the closing thread, and is closed rather than pooled again once it was; a write
-    transaction there takes the write lock first, in a wait the close can end."""
+    """The library's datastore on a `ServiceSQLitePool`. The maintenance's connections and
+    write transactions are `held_connection` and `immediate_transaction` (its close can end
+    their statements, `application/interruption.py`)."""
 
     def __init__(self, db_name: str, **options: Any) -> None:
         super().__init__(db_name, **options)
@@ -143,37 +142,35 @@ class ServiceSQLiteDatastore(SQLiteDatastore):
         pooling = {name: options[name] for name in _POOL_OPTIONS if name in options}
         self.pool = ServiceSQLitePool(db_name=db_name, **pooling)
 
-    def get_connection(self, *, commit: bool) -> _GeneratorContextManager[SQLiteConnection]:
-        interruption = current()
-        if interruption is None:  # a caller's: the library's own, as it was
-            return super().get_connection(commit=commit)
-        return self._held(interruption, commit=commit)
 
-    def transaction(self, *, commit: bool) -> _GeneratorContextManager[SQLiteCursor]:
-        interruption = current()
-        if interruption is None or not commit:
-            return super().transaction(commit=commit)
-        return self._immediate(interruption)
+@contextmanager
+def held_connection(
+    datastore: SQLiteDatastore, interruption: Interruption, *, commit: bool
+) -> Iterator[SQLiteConnection]:
+    """`datastore.get_connection()` for the maintenance (`interruption`'s scope): the close
+    may interrupt its statement, and a connection it did is closed, never pooled again."""
+    interruption.check()
+    with datastore.get_connection(commit=commit) as conn:
+        held: Held | None = None
+        try:
+            with interruption.holding(_interrupt(conn)) as held:
+                yield conn
+        finally:
+            if held is not None and held.ended:
+                conn.close()  # the pool drops a closed connection
 
-    @contextmanager
-    def _held(self, interruption: Interruption, *, commit: bool) -> Iterator[SQLiteConnection]:
-        interruption.check()
-        with super().get_connection(commit=commit) as conn:
-            held: Held | None = None
-            try:
-                with interruption.holding(_interrupt(conn)) as held:
-                    yield conn
-            finally:
-                if held is not None and held.ended:
-                    conn.close()  # never pooled again: the pool drops a closed connection
 
-    @contextmanager
-    def _immediate(self, interruption: Interruption) -> Iterator[SQLiteCursor]:
-        with self._held(interruption, commit=True) as conn:
-            if not isinstance(conn, ServiceSQLiteConnection):  # pragma: no cover
-                raise TypeError("a connection of another pool")
-            with _Immediate(conn, interruption) as curs, curs:
-                yield curs
+@contextmanager
+def immediate_transaction(
+    datastore: SQLiteDatastore, interruption: Interruption
+) -> Iterator[SQLiteCursor]:
+    """`datastore.transaction(commit=True)` for the maintenance: on a `held_connection`,
+    begun with `begin_immediately`, so that the close ends a wait for the write lock too."""
+    with held_connection(datastore, interruption, commit=True) as conn:
+        if not isinstance(conn, ServiceSQLiteConnection):  # pragma: no cover
+            raise TypeError("a connection of another pool")
+        with _Immediate(conn, interruption) as curs, curs:
+            yield curs
 
 
 class ServiceSQLiteFactory(SQLiteFactory):

@@ -24,7 +24,7 @@ from eventsourcing.sqlite import (
 )
 
 from session_awareness.application import projection as p
-from session_awareness.application.interruption import Held, Interruption, current
+from session_awareness.application.interruption import CURRENT, Held, Interruption
 from session_awareness.infrastructure.readmodel.bulk import held_before
 from session_awareness.infrastructure.readmodel.dialect import Dialect
 from session_awareness.infrastructure.readmodel.group_commit import (
@@ -36,7 +36,11 @@ from session_awareness.infrastructure.readmodel.group_commit import (
 from session_awareness.infrastructure.readmodel.recorder import ReadModelStore
 from session_awareness.infrastructure.readmodel.session_state import JoinedSessionState
 from session_awareness.infrastructure.readmodel.streams import split_streams, streams_statement
-from session_awareness.infrastructure.sqlite_store import library_error
+from session_awareness.infrastructure.sqlite_store import (
+    held_connection,
+    immediate_transaction,
+    library_error,
+)
 
 if TYPE_CHECKING:
     from session_awareness.infrastructure.readmodel.sqlite_audit import SQLiteAudit
@@ -123,8 +127,13 @@ class SQLiteReadModels(JoinedSessionState, ReadModelStore):
         5-event page's statement, and its connections cache one prepared statement only
         (`cached_statements=True`). An in-memory database is shared through the pool."""
         pool = self.datastore.pool
+        interruption = CURRENT.get()  # the maintenance's (application/interruption.py)
         if pool.is_sqlite_memory_mode:
-            with self.datastore.get_connection(commit=False) as conn:
+            if interruption is None:
+                connection = self.datastore.get_connection(commit=False)
+            else:
+                connection = held_connection(self.datastore, interruption, commit=False)
+            with connection as conn:
                 cursor = conn.cursor().sqlite_cursor
                 cursor.row_factory = None  # tuples, not `sqlite3.Row`
                 try:
@@ -134,8 +143,7 @@ class SQLiteReadModels(JoinedSessionState, ReadModelStore):
         reader: sqlite3.Connection | None = getattr(self._reader, "connection", None)
         if reader is None:
             reader = self._open_reader(pool.db_name, pool.lock_timeout)
-        interruption = current()
-        if interruption is not None:  # the maintenance's (application/interruption.py)
+        if interruption is not None:
             return self._fetch_held(interruption, reader, template, params)
         try:
             return reader.execute(self.sql(template), params).fetchall()
@@ -212,13 +220,18 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
     ) -> Sequence[int] | None:
         """Store the events and their rows in the next batch of saves (ADR 025); the
         maintenance's in a batch of their own, which its close may interrupt."""
-        return self.group.insert(stored_events, kwargs, alone=current() is not None)
+        return self.group.insert(stored_events, kwargs, alone=CURRENT.get() is not None)
 
     def _write_batch(self, saves: list[Save]) -> None:
         """Each save inside a savepoint of its own, then one commit. A refused save is rolled
         back to its savepoint; a store error (the database locked or gone) ends the batch,
         which rolls back. A save alone is its transaction, without a savepoint."""
-        with self.datastore.transaction(commit=True) as c:
+        interruption = CURRENT.get()  # the maintenance's batch: its close may end it
+        if interruption is None:
+            transaction = self.datastore.transaction(commit=True)
+        else:
+            transaction = immediate_transaction(self.datastore, interruption)
+        with transaction as c:
             if len(saves) == 1:
                 [save] = saves
                 save.ids = self._insert_events(c, save.events, **save.kwargs)
