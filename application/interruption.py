@@ -1,11 +1,13 @@
 """Ending the maintenance's statement under way, from the thread that closes the service
 (R-M2, ADR 038).
 
-The maintenance runs each batch inside its `Interruption`'s `scope()`. While it does, each
-connection the store hands that thread is `holding`: it says how to end the statement
-running on it (sqlite3's `Connection.interrupt()`, psycopg's `cancel_safe()`), and only the
-maintenance's own connections are ever so registered (a caller's thread has no scope, and
-the maintenance's saves are never written with a caller's, `alone`). `fire()` ends the
+The maintenance runs each batch inside its `Interruption`'s `scope()`. While it does, the
+store's reads and saves in that thread run on connections that are `holding`: each says how
+to end the statement running on it (sqlite3's `Connection.interrupt()`, psycopg's
+`cancel_safe()`; on PostgreSQL every pooled connection, on SQLite the thread's reader and
+the saves' writer). Only the maintenance's own connections are ever so registered (a
+caller's thread has no scope, and the maintenance's saves are never written with a
+caller's, `alone`). `fire()` ends the
 statement of every connection held, and from then on the scope's next checkout fails at
 once (`MaintenanceInterrupted`). A connection that was asked to end its statement is never
 used again: the store closes it rather than return it to the pool, so a late interrupt
