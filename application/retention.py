@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from session_awareness.application.errors import StoreUnavailableError
+from session_awareness.application.interruption import Interruption, interrupted
 from session_awareness.application.lifecycle import remove_cursors
 from session_awareness.application.ports import PrunePlan
 from session_awareness.application.store import SessionStore
@@ -176,6 +178,8 @@ class SweepPass:
             try:
                 self.redelivered += self._store.run(lambda uow: self._batch(uow, batch, loud))
             except StoreUnavailableError as error:
+                if interrupted():  # the close ended the batch: not a store that refuses writes
+                    raise
                 log.warning(
                     "notices_not_redelivered",
                     watcher=batch[0] if batch else None,
@@ -339,6 +343,10 @@ def to_ms_span(span: timedelta) -> int:
 
 #: How often (real seconds) the background task looks whether a prune is due by the clock.
 POLL_SECONDS = 30.0
+#: How long `close()` waits for the thread once it has ended the batch under way (R-M2).
+STOP_SECONDS = 0.5
+#: How often, while it waits, `close()` ends a statement the batch started since.
+STOP_TICK = 0.05
 
 
 class MaintenanceTask:
@@ -351,7 +359,9 @@ class MaintenanceTask:
     then the sweep, then, each `poll` seconds, a prune when the service clock says one is
     due (hourly). Progress and outcome are logged
     (`maintenance_progress`, `maintenance_done`); errors are logged, never raised. `step()`
-    runs one batch in the caller's thread (tests and hosts drive it deterministically)."""
+    runs one batch in the caller's thread (tests and hosts drive it deterministically).
+    Each batch runs in the task's `Interruption` scope, so `close()` can end its statement
+    under way at once (R-M2)."""
 
     def __init__(
         self,
@@ -379,6 +389,8 @@ class MaintenanceTask:
         self._sweep: SweepPass | None = None
         #: A sweep asked for and not started: whether it re-delivers (None: none asked).
         self._sweep_asked: bool | None = True  # the start-up sweep
+        #: Ends the batch under way on `close()` (its statement, on its own connections).
+        self._interruption = Interruption()
 
     def start(self) -> None:
         """Start the thread (once)."""
@@ -416,7 +428,8 @@ class MaintenanceTask:
             if work is None:
                 return False
             try:
-                work()
+                with self._interruption.scope():
+                    work()
             finally:
                 with self._state:
                     self._running = None
@@ -456,9 +469,9 @@ class MaintenanceTask:
         log.info("maintenance_done", task="verify", rebuilt=rebuilt)
 
     def _failed(self, task: str, error: Exception) -> None:
-        """A batch that failed is logged as an ERROR, unless the service was closing: then the
-        store's close ended it, as it ends any batch still under way (`close`), and an INFO
-        line `maintenance_interrupted` says which; the next start runs the work again."""
+        """A batch that failed is logged as an ERROR, unless the service was closing: then
+        `close()` ended it (its statement interrupted, its transaction rolled back), and an
+        INFO line `maintenance_interrupted` says which; the next start runs the work again."""
         if self._stopping.is_set():
             log.info("maintenance_interrupted", task=task, error=repr(error))
         else:
@@ -519,15 +532,24 @@ class MaintenanceTask:
                 self._wake.wait(self._poll)
                 self._wake.clear()
 
-    def close(self, deadline: float = 5.0) -> bool:
-        """Stop the thread after its current batch; whether it stopped within `deadline`
-        seconds (else logged: it is a daemon, and the store's close ends its batch)."""
+    def close(self, deadline: float = STOP_SECONDS) -> bool:
+        """Stop the thread now (R-M2): the batch under way is ended at once, its statement
+        interrupted on the maintenance's own connection (never a caller's) and its
+        transaction rolled back, which logs `maintenance_interrupted`; the next start runs
+        that work again. Waits at most `deadline` seconds for the thread, ending any
+        statement the batch starts meanwhile; whether it stopped (else logged
+        `maintenance_not_stopped`: it is a daemon, and every later store call of its batch
+        fails at once)."""
         self._stopping.set()
         self._wake.set()
+        self._interruption.fire()
         thread = self._thread
         if thread is None or thread is threading.current_thread():
             return True
-        thread.join(deadline)
+        until = time.monotonic() + deadline
+        while thread.is_alive() and (left := until - time.monotonic()) > 0:
+            thread.join(min(STOP_TICK, left))
+            self._interruption.fire()  # a statement begun since the last one
         if thread.is_alive():
             log.warning("maintenance_not_stopped", waited=deadline)
             return False

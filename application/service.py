@@ -301,12 +301,14 @@ class SessionAwareness:
         return "postgresql" if hasattr(self.store.recorder, "wake_listener") else "sqlite"
 
     def close(self) -> None:
-        """Stop the upstream monitor and the wake listener, then release the connections;
-        the service cannot be used afterwards. Signals still kept after a last try (bounded:
-        at most about the store's `connect_timeout` and a half second more) stay in the
-        spool for the next service of the store, a WARNING `signal_spool_left` says how
-        many (R-L10)."""
-        self._task.close()  # after its batch under way, within its deadline (ADR 038)
+        """Stop the background maintenance, the upstream monitor and the wake listener, then
+        release the connections; the service cannot be used afterwards. A maintenance batch
+        under way is not waited for: its statement is interrupted on its own connection and
+        rolled back (`maintenance_interrupted`, R-M2), the next start runs it again. Signals
+        still kept after a last try (bounded: at most about the store's `connect_timeout`
+        and a half second more) stay in the spool for the next service of the store, a
+        WARNING `signal_spool_left` says how many (R-L10)."""
+        self._task.close()  # ends its batch under way at once (R-M2, ADR 038)
         backlog = self._intake.backlog
         if not self.closed and backlog.items and not backlog.resting():
             self._intake.flush_signals(wait=False)  # the store may be back: a last try

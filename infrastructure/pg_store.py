@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -36,6 +37,7 @@ from session_awareness.application.errors import (
     StoreUnavailableError,
     raised_from,
 )
+from session_awareness.application.interruption import CURRENT, Held
 from session_awareness.infrastructure.pg_config import (
     PostgresConfig,
     connection_failure,
@@ -292,6 +294,16 @@ class Deadlines:
                 self._lock.wait(DEADLINE_TICK)
 
 
+#: How long the close waits for the server to take a cancel request (R-M2).
+CANCEL_TIMEOUT = 0.5
+
+
+def _cancel(conn: psycopg.Connection[Any]) -> None:
+    """Cancel the statement running on `conn`, if any (from another thread)."""
+    with contextlib.suppress(psycopg.Error):
+        conn.cancel_safe(timeout=CANCEL_TIMEOUT)
+
+
 def _shut_down(conn: psycopg.Connection[Any]) -> None:
     """Shut a connection's socket down (both ways): a read waiting on it returns at once."""
     try:
@@ -409,18 +421,32 @@ class ServiceDatastore(PostgresDatastore):
 
     @contextlib.contextmanager
     def get_connection(self) -> Iterator[Any]:
+        """A pooled connection, its calls bounded by the deadline in force. In the
+        maintenance's interruption scope (`application/interruption.py`), the close may
+        cancel its statement (`cancel_safe`); one it did is closed, never pooled again, so a
+        cancel that arrives late can only reach the maintenance's own transaction."""
         held = self._held.get()
         if held is not None:
             yield held
             return
+        interruption = CURRENT.get()
+        if interruption is not None:
+            interruption.check()
         budget, fired = self._budget(), False
         try:
             with super().get_connection() as conn:
                 token = None if budget is None else self.deadlines.arm(conn, budget)
+                cancelled: Held | None = None
                 try:
-                    yield conn
+                    if interruption is None:
+                        yield conn
+                    else:
+                        with interruption.holding(partial(_cancel, conn)) as cancelled:
+                            yield conn
                 finally:
                     fired = token is not None and self.deadlines.disarm(token)
+                    if cancelled is not None and cancelled.ended:
+                        conn.close()  # the pool discards a closed connection
         except (OperationalError, InterfaceError) as error:
             if fired:
                 raise OperationalError(f"no answer from the server within {budget:g} s") from error

@@ -3,14 +3,18 @@ extended where the service needs more.
 
 `ServiceSQLiteFactory` (the persistence module's factory, by topic) builds a
 `ServiceSQLiteDatastore`, whose `ServiceSQLitePool` opens connections that never switch a
-read-only file to WAL. The read models on top are
+read-only file to WAL; the maintenance's connections can be ended from the closing thread
+(`held_connection`, `application/interruption.py`). The read models on top are
 `infrastructure/readmodel/sqlite_recorder.py`.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError
@@ -18,9 +22,13 @@ from eventsourcing.sqlite import (
     SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteConnection,
     SQLiteConnectionPool,
+    SQLiteCursor,
     SQLiteDatastore,
     SQLiteFactory,
+    SQLiteTransaction,
 )
+
+from session_awareness.application.interruption import Held, Interruption
 
 
 class _MostRecentFirst(deque[SQLiteConnection]):
@@ -60,7 +68,63 @@ class ServiceSQLitePool(SQLiteConnectionPool):
                 self.journal_mode_was_changed_to_wal = True
             self.is_journal_mode_wal = True
         c.row_factory = sqlite3.Row
-        return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
+        return ServiceSQLiteConnection(sqlite_conn=c, max_age=self.max_age)
+
+
+class ServiceSQLiteConnection(SQLiteConnection):
+    """The library's connection, with the sqlite3 connection it wraps at hand."""
+
+    def __init__(self, sqlite_conn: sqlite3.Connection, max_age: float | None) -> None:
+        super().__init__(sqlite_conn=sqlite_conn, max_age=max_age)
+        self.sqlite = sqlite_conn
+
+
+#: A wait for the write lock inside SQLite's busy handler is beyond `interrupt()`: the
+#: maintenance waits for it this many milliseconds at a time, and looks whether it was
+#: interrupted in between.
+LOCK_TICK_MS = 50
+
+
+def locked(error: sqlite3.Error) -> bool:
+    """Whether `error` is SQLite's "database is locked" (another connection writes)."""
+    return getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY
+
+
+def begin_immediately(conn: sqlite3.Connection, interruption: Interruption) -> None:
+    """`BEGIN IMMEDIATE`: the write lock before anything else, waited for `LOCK_TICK_MS` at a
+    time until the connection's own lock timeout, `interruption` looked at in between (so a
+    close ends the wait at once)."""
+    budget_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+    deadline = time.monotonic() + budget_ms / 1000
+    conn.execute(f"PRAGMA busy_timeout = {LOCK_TICK_MS}")
+    try:
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as error:
+                if not locked(error) or time.monotonic() >= deadline:
+                    raise
+                interruption.check()
+            else:
+                return
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {budget_ms}")
+
+
+class _Immediate(SQLiteTransaction):
+    """The library's transaction (its commit, its rollback, its errors), begun with
+    `begin_immediately`."""
+
+    def __init__(self, connection: ServiceSQLiteConnection, interruption: Interruption) -> None:
+        super().__init__(connection, commit=True)
+        self._sqlite, self._interruption = connection.sqlite, interruption
+
+    def __enter__(self) -> SQLiteCursor:
+        try:
+            begin_immediately(self._sqlite, self._interruption)
+        except sqlite3.Error as error:
+            raise library_error(error) from error
+        return self.connection.cursor()
 
 
 #: The datastore's options that are its pool's.
@@ -68,13 +132,45 @@ _POOL_OPTIONS = ("lock_timeout", "pool_size", "max_overflow", "pool_timeout", "m
 
 
 class ServiceSQLiteDatastore(SQLiteDatastore):
-    """The library's datastore on a `ServiceSQLitePool`."""
+    """The library's datastore on a `ServiceSQLitePool`. The maintenance's connections and
+    write transactions are `held_connection` and `immediate_transaction` (its close can end
+    their statements, `application/interruption.py`)."""
 
     def __init__(self, db_name: str, **options: Any) -> None:
         super().__init__(db_name, **options)
         self.pool.close()  # the library's own, never connected
         pooling = {name: options[name] for name in _POOL_OPTIONS if name in options}
         self.pool = ServiceSQLitePool(db_name=db_name, **pooling)
+
+
+@contextmanager
+def held_connection(
+    datastore: SQLiteDatastore, interruption: Interruption, *, commit: bool
+) -> Iterator[SQLiteConnection]:
+    """`datastore.get_connection()` for the maintenance (`interruption`'s scope): the close
+    may interrupt its statement, and a connection it did is closed, never pooled again."""
+    interruption.check()
+    with datastore.get_connection(commit=commit) as conn:
+        held: Held | None = None
+        try:
+            with interruption.holding(_interrupt(conn)) as held:
+                yield conn
+        finally:
+            if held is not None and held.ended:
+                conn.close()  # the pool drops a closed connection
+
+
+@contextmanager
+def immediate_transaction(
+    datastore: SQLiteDatastore, interruption: Interruption
+) -> Iterator[SQLiteCursor]:
+    """`datastore.transaction(commit=True)` for the maintenance: on a `held_connection`,
+    begun with `begin_immediately`, so that the close ends a wait for the write lock too."""
+    with held_connection(datastore, interruption, commit=True) as conn:
+        if not isinstance(conn, ServiceSQLiteConnection):  # pragma: no cover
+            raise TypeError("a connection of another pool")
+        with _Immediate(conn, interruption) as curs, curs:
+            yield curs
 
 
 class ServiceSQLiteFactory(SQLiteFactory):
@@ -91,6 +187,12 @@ class ServiceSQLiteFactory(SQLiteFactory):
             originator_id_type=library.originator_id_type,
         )
         library.close()  # never connected
+
+
+def _interrupt(conn: SQLiteConnection) -> Any:
+    if isinstance(conn, ServiceSQLiteConnection):
+        return conn.sqlite.interrupt
+    return lambda: None  # pragma: no cover -- every connection of the pool is one
 
 
 def library_error(error: sqlite3.Error) -> PersistenceError:

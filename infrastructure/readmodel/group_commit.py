@@ -111,16 +111,24 @@ class GroupCommit:
         with self._changed:
             return self._leading
 
-    def insert(self, events: Sequence[Any], kwargs: dict[str, Any]) -> Sequence[int] | None:
+    def insert(
+        self, events: Sequence[Any], kwargs: dict[str, Any], *, alone: bool = False
+    ) -> Sequence[int] | None:
         """Save `events` in the next batch (this caller's, when none is being written) and
-        return their notification ids, or raise this save's error."""
+        return their notification ids, or raise this save's error. With `alone` (the
+        maintenance's save, which its close may interrupt), in a batch of its own, written
+        by this caller: no other caller's save is ever in its transaction."""
         save = Save(events, kwargs)
         with self._changed:
-            self._queue.append(save)
+            if not alone:
+                self._queue.append(save)
             while self._leading and not save.done:
                 self._changed.wait()
             batch: list[Save] | None = None
-            if not save.done:
+            if alone:
+                self._leading = True
+                batch = [save]
+            elif not save.done:
                 self._leading = True
                 batch, self._queue = self._queue, []
         if batch is not None:

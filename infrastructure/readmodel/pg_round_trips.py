@@ -34,6 +34,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 
 from session_awareness.application import projection as p
+from session_awareness.application.interruption import CURRENT
 from session_awareness.infrastructure.readmodel.bulk import BULK_INLINE, held_before
 from session_awareness.infrastructure.readmodel.group_commit import (
     GroupCommit,
@@ -99,7 +100,8 @@ class PostgresRoundTripsRecorder(PostgresReadModelRecorder):
             held_sessions=held_sessions,
             read_at=read_at,
         )
-        return self.group.insert(stored_events, kwargs)
+        # The maintenance's saves go in a batch of their own, which its close may interrupt.
+        return self.group.insert(stored_events, kwargs, alone=CURRENT.get() is not None)
 
     def _write_batch(self, saves: list[Save]) -> None:
         """A batch of small saves in one transaction: the table lock once, then per save

@@ -24,6 +24,7 @@ from eventsourcing.sqlite import (
 )
 
 from session_awareness.application import projection as p
+from session_awareness.application.interruption import CURRENT, Held, Interruption
 from session_awareness.infrastructure.readmodel.bulk import held_before
 from session_awareness.infrastructure.readmodel.dialect import Dialect
 from session_awareness.infrastructure.readmodel.group_commit import (
@@ -35,7 +36,11 @@ from session_awareness.infrastructure.readmodel.group_commit import (
 from session_awareness.infrastructure.readmodel.recorder import ReadModelStore
 from session_awareness.infrastructure.readmodel.session_state import JoinedSessionState
 from session_awareness.infrastructure.readmodel.streams import split_streams, streams_statement
-from session_awareness.infrastructure.sqlite_store import library_error
+from session_awareness.infrastructure.sqlite_store import (
+    held_connection,
+    immediate_transaction,
+    library_error,
+)
 
 if TYPE_CHECKING:
     from session_awareness.infrastructure.readmodel.sqlite_audit import SQLiteAudit
@@ -122,8 +127,13 @@ class SQLiteReadModels(JoinedSessionState, ReadModelStore):
         5-event page's statement, and its connections cache one prepared statement only
         (`cached_statements=True`). An in-memory database is shared through the pool."""
         pool = self.datastore.pool
+        interruption = CURRENT.get()  # the maintenance's (application/interruption.py)
         if pool.is_sqlite_memory_mode:
-            with self.datastore.get_connection(commit=False) as conn:
+            if interruption is None:
+                connection = self.datastore.get_connection(commit=False)
+            else:
+                connection = held_connection(self.datastore, interruption, commit=False)
+            with connection as conn:
                 cursor = conn.cursor().sqlite_cursor
                 cursor.row_factory = None  # tuples, not `sqlite3.Row`
                 try:
@@ -133,10 +143,34 @@ class SQLiteReadModels(JoinedSessionState, ReadModelStore):
         reader: sqlite3.Connection | None = getattr(self._reader, "connection", None)
         if reader is None:
             reader = self._open_reader(pool.db_name, pool.lock_timeout)
+        if interruption is not None:
+            return self._fetch_held(interruption, reader, template, params)
         try:
             return reader.execute(self.sql(template), params).fetchall()
         except sqlite3.Error as error:
             raise library_error(error) from error
+
+    def _fetch_held(
+        self,
+        interruption: Interruption,
+        reader: sqlite3.Connection,
+        template: str,
+        params: Sequence[Any],
+    ) -> list[tuple[Any, ...]]:
+        """`fetch_tuples` on the thread's reader, which the close may interrupt; one it did
+        is closed, and the thread opens another when it reads again."""
+        held: Held | None = None
+        try:
+            with interruption.holding(reader.interrupt) as held:
+                return reader.execute(self.sql(template), params).fetchall()
+        except sqlite3.Error as error:
+            raise library_error(error) from error
+        finally:
+            if held is not None and held.ended:
+                self._reader.connection = None
+                with self._readers_lock:
+                    self._readers = [(t, c) for t, c in self._readers if c is not reader]
+                reader.close()
 
     def _open_reader(self, db_name: str, lock_timeout: int | None) -> sqlite3.Connection:
         try:
@@ -184,14 +218,20 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """Store the events and their rows in the next batch of saves (ADR 025)."""
-        return self.group.insert(stored_events, kwargs)
+        """Store the events and their rows in the next batch of saves (ADR 025); the
+        maintenance's in a batch of their own, which its close may interrupt."""
+        return self.group.insert(stored_events, kwargs, alone=CURRENT.get() is not None)
 
     def _write_batch(self, saves: list[Save]) -> None:
         """Each save inside a savepoint of its own, then one commit. A refused save is rolled
         back to its savepoint; a store error (the database locked or gone) ends the batch,
         which rolls back. A save alone is its transaction, without a savepoint."""
-        with self.datastore.transaction(commit=True) as c:
+        interruption = CURRENT.get()  # the maintenance's batch: its close may end it
+        if interruption is None:
+            transaction = self.datastore.transaction(commit=True)
+        else:
+            transaction = immediate_transaction(self.datastore, interruption)
+        with transaction as c:
             if len(saves) == 1:
                 [save] = saves
                 save.ids = self._insert_events(c, save.events, **save.kwargs)
