@@ -240,11 +240,12 @@ def build_server(surface: McpSurface, feed: NoticeFeed, acks: Acknowledgements) 
             )
         if handed is not None:
             acks.expect(ctx.request_id, handed)
-            try:
-                await anyio.lowlevel.checkpoint_if_cancelled()
-            except anyio.get_cancelled_exc_class():
-                acks.withdraw(ctx.request_id, "cancelled")  # no answer goes out
-                raise
+        try:
+            await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled meanwhile: no answer
+        except anyio.get_cancelled_exc_class():
+            if handed is not None:
+                acks.withdraw(ctx.request_id, "cancelled")
+            raise
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
             structured_content=result,

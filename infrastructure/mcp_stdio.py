@@ -180,32 +180,46 @@ def claimed_stdout() -> Iterator[int | None]:
 Undelivered = Callable[[str], None]
 
 
+#: How many cancelled requests are remembered for an answer not yet expected (a handler
+#: still running when its cancellation was read).
+CANCELLED_KEPT = 1024
+
+
 class Deliveries:
     """What waits on the answer to a request: `expect(id, delivered, undelivered)` before the
     answer is sent; then exactly one of the two runs, on the event loop: `delivered()` once
     the request's result is written whole, or `undelivered(reason)`: `cancelled` (the client
-    cancelled the request before its answer was out), `answered_with_error`, `not_written`
-    (stdout failed), `stopped` (the server stopped first)."""
+    cancelled the request before its answer was out, even before it was expected),
+    `answered_with_error`, `not_written` (stdout failed), `stopped` (the server stopped
+    first)."""
 
     def __init__(self) -> None:
         self._expected: dict[int | str, tuple[Callable[[], None], Undelivered]] = {}
+        self._cancelled: dict[int | str, None] = {}  # oldest first, at most CANCELLED_KEPT
 
     def expect(
         self, request_id: int | str, delivered: Callable[[], None], undelivered: Undelivered
     ) -> None:
-        self._expected[coerce_request_id(request_id)] = (delivered, undelivered)
+        key = coerce_request_id(request_id)
+        self._expected[key] = (delivered, undelivered)
+        if key in self._cancelled:
+            self._settle(key, "cancelled")
 
     def withdraw(self, request_id: int | str, reason: str) -> None:
         """The answer will not be sent (its handler was cancelled): `undelivered(reason)`."""
         self._settle(request_id, reason)
 
     def read(self, message: Any) -> None:
-        """A message read off the wire: a cancellation settles what waits on its request."""
+        """A message read off the wire: a cancellation settles what waits on its request, or
+        will wait on it."""
         if isinstance(message, types.JSONRPCNotification) and (
             message.method == "notifications/cancelled"
         ):
             request_id = cancelled_request_id_from_params(message.params)
             if request_id is not None:
+                self._cancelled[coerce_request_id(request_id)] = None
+                if len(self._cancelled) > CANCELLED_KEPT:
+                    del self._cancelled[next(iter(self._cancelled))]
                 self._settle(request_id, "cancelled")
 
     def written(self, message: Any) -> None:
@@ -227,9 +241,11 @@ class Deliveries:
             self._settle(request_id, "stopped")
 
     def _settle(self, request_id: int | str, reason: str | None) -> None:
-        expected = self._expected.pop(coerce_request_id(request_id), None)
+        key = coerce_request_id(request_id)
+        expected = self._expected.pop(key, None)
         if expected is None:
             return
+        self._cancelled.pop(key, None)
         delivered, undelivered = expected
         if reason is None:
             delivered()

@@ -21,10 +21,12 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
 from session_awareness.application import open_service
+from session_awareness.infrastructure.mcp_stdio import Deliveries
 from tests.hooks.helpers import seed_notices, watched_targets
 from tests.mcp.helpers import DEADLINE, call, server_params
 from tests.mcp.test_mcp_handover import server_pid
@@ -282,4 +284,53 @@ def notice(target: str, since: int) -> str:
     return (
         f'Session "{target}" changed (other actor). Reconcile before acting: '
         f'session_status sessionKey "{target}" changesSince {since}.'
+    )
+
+
+class TestDeliveries:
+    """What waits on an answer, as the wire sees the messages (`mcp_stdio.Deliveries`)."""
+
+    @staticmethod
+    def settled() -> tuple[list[str], Deliveries]:
+        outcomes: list[str] = []
+        deliveries = Deliveries()
+        deliveries.expect(7, lambda: outcomes.append("delivered"), outcomes.append)
+        return outcomes, deliveries
+
+    def test_an_answer_written_is_delivered_once_and_a_later_cancellation_changes_nothing(
+        self,
+    ) -> None:
+        """R-N8: the result's line out, what waits on it runs once; a cancellation read
+        after that finds nothing waiting."""
+        outcomes, deliveries = self.settled()
+        deliveries.written(types.JSONRPCResponse(jsonrpc="2.0", id=7, result={}))
+        deliveries.read(cancelled("7"))
+        deliveries.close()
+        assert outcomes == ["delivered"]
+
+    def test_a_cancellation_read_while_the_handler_still_ran_is_remembered(self) -> None:
+        """R-N8: a cancellation read before the answer was expected (the tool still reading)
+        settles it as cancelled when it is expected, and its answer then acknowledges
+        nothing, should the SDK still write it."""
+        outcomes: list[str] = []
+        deliveries = Deliveries()
+        deliveries.read(cancelled(7))
+        deliveries.expect(7, lambda: outcomes.append("delivered"), outcomes.append)
+        deliveries.written(types.JSONRPCResponse(jsonrpc="2.0", id=7, result={}))
+        assert outcomes == ["cancelled"]
+
+    def test_an_error_answer_or_a_stop_delivers_nothing(self) -> None:
+        """R-N8: an error in place of the result, or a wire closed first, is undelivered."""
+        outcomes, deliveries = self.settled()
+        error = types.ErrorData(code=-32603, message="failed")
+        deliveries.written(types.JSONRPCError(jsonrpc="2.0", id=7, error=error))
+        assert outcomes == ["answered_with_error"]
+        outcomes, deliveries = self.settled()
+        deliveries.close()
+        assert outcomes == ["stopped"]
+
+
+def cancelled(request_id: int | str) -> types.JSONRPCNotification:
+    return types.JSONRPCNotification(
+        jsonrpc="2.0", method="notifications/cancelled", params={"requestId": request_id}
     )
