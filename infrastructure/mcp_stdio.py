@@ -30,7 +30,6 @@ from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any
 
 import anyio
-import anyio.abc
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.dispatcher import coerce_request_id

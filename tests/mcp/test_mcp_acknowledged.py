@@ -232,8 +232,8 @@ class TestAnUndeliveredDrain:
         self, database_url: str, tmp_path: Path
     ) -> None:
         """R-N8, R-M2: SIGTERM while the drain's answer is held in its write: the server
-        stops (exit 0, `mcp_server_stopped`) without waiting for a client that does not
-        read, says the notices were not acknowledged (`stopped`), and all stay pending."""
+        stops (`mcp_server_stopped`) without waiting for a client that does not read, says
+        the notices were not acknowledged (`stopped`), and all stay pending."""
         expected = seed_notices(database_url, LEAD, long_targets())
 
         async def test(client: Client, reads: HeldReads, log: Path) -> None:
