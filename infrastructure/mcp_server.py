@@ -13,9 +13,14 @@ notices opened here and, on PostgreSQL, by other processes (their NOTIFY, R-N7);
 notices no wake announces, by reading the caller's pending notices every `poll_seconds`:
 ambient notices (R-W7), which wake no one on either backend, and on SQLite, which has no
 cross-process wake, every notice another process opens. Whatever path reports it, a notice is
-announced once: only a notice text not seen pending before is news (R-M3). The SDK points
-fd 1 at stderr while it serves, and the service's logs go to stderr or nowhere, so stdout
-carries protocol traffic only; stdin is read by `mcp_stdio` (R-M1, R-M2).
+announced once: only a notice text not seen pending before is news (R-M3).
+
+`session_notices` with `drain: true` hands the notices over: they are read, answered, and
+acknowledged only once the answer is written to stdout (`Acknowledgements`, R-N8); a request
+cancelled before then, an answer that fails or never goes out, acknowledges nothing
+(`mcp_notices_unacknowledged`). The wire is `mcp_stdio`'s: fd 1 points at stderr while it
+serves, and the service's logs go to stderr or nowhere, so stdout carries protocol traffic
+only (R-M1, R-M2).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import mcp_types as types
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.server.lowlevel import Server
@@ -41,12 +47,14 @@ from mcp.shared.exceptions import MCPError
 
 from session_awareness import __version__
 from session_awareness.infrastructure.mcp_handshake import INSTRUCTIONS, SERVER_NAME
-from session_awareness.infrastructure.mcp_stdio import stdio_transport
-from session_awareness.infrastructure.mcp_tools import McpSurface
+from session_awareness.infrastructure.mcp_stdio import Deliveries, stdio_transport
+from session_awareness.infrastructure.mcp_tools import NOTICES_TOOL, McpSurface
 from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:
+    from session_awareness.application import SessionAwareness
     from session_awareness.application.watching import Handover
+    from session_awareness.infrastructure.mcp_tools import Handed
 
 log = get_logger()
 
@@ -152,7 +160,68 @@ class NoticeFeed:
         return caller, frozenset(texts)
 
 
-def build_server(surface: McpSurface, feed: NoticeFeed) -> Server[Any]:
+class Acknowledgements:
+    """Notices a `session_notices` answer hands over, acknowledged once that answer is out
+    (R-N8): `expect` them before the answer is sent; `deliveries` then says it was written
+    (the acknowledgement commits on a worker thread, the stop waiting for it) or why it was
+    not (`mcp_notices_unacknowledged`: they stay pending). A read of the caller's notices
+    waits for the acknowledgements under way (`settled`), so an answer already out is never
+    shown again by the next call."""
+
+    def __init__(self, svc: SessionAwareness, deliveries: Deliveries) -> None:
+        self.svc, self.deliveries = svc, deliveries
+        self.tasks: anyio.abc.TaskGroup | None = None
+        self._under_way = 0
+        self._settled = anyio.Event()
+        self._settled.set()
+
+    def expect(self, request_id: int | str, handed: Handed) -> None:
+        self.deliveries.expect(
+            request_id,
+            partial(self._delivered, handed),
+            partial(self._undelivered, handed, request_id),
+        )
+
+    def withdraw(self, request_id: int | str, reason: str) -> None:
+        self.deliveries.withdraw(request_id, reason)
+
+    async def settled(self) -> None:
+        while self._under_way:
+            await self._settled.wait()
+
+    def _delivered(self, handed: Handed) -> None:
+        if self.tasks is None:  # the server has stopped: nothing more is acknowledged
+            self._undelivered(handed, None, "stopped")
+            return
+        if not self._under_way:
+            self._settled = anyio.Event()
+        self._under_way += 1
+        self.tasks.start_soon(self._acknowledge, handed)
+
+    async def _acknowledge(self, handed: Handed) -> None:
+        watcher, handover = handed
+        try:
+            with anyio.CancelScope(shield=True):  # an answer out is acknowledged, stop or not
+                acknowledge = partial(self.svc.acknowledge_handed, watcher, handover)
+                done = await anyio.to_thread.run_sync(acknowledge)
+            log.info("mcp_notices_acknowledged", watcher=watcher, handed=len(handover.notices),
+                     acknowledged=len(done))  # fmt: skip
+        except Exception as error:  # noqa: BLE001 -- still pending: shown again, never lost
+            log.warning("mcp_notices_unacknowledged", watcher=watcher,
+                        notices=len(handover.notices), reason="acknowledge_failed",
+                        error=repr(error))  # fmt: skip
+        finally:
+            self._under_way -= 1
+            if not self._under_way:
+                self._settled.set()
+
+    def _undelivered(self, handed: Handed, request_id: int | str | None, reason: str) -> None:
+        watcher, handover = handed
+        log.warning("mcp_notices_unacknowledged", watcher=watcher, request_id=request_id,
+                    notices=len(handover.notices), reason=reason)  # fmt: skip
+
+
+def build_server(surface: McpSurface, feed: NoticeFeed, acks: Acknowledgements) -> Server[Any]:
     """The low-level SDK server with the tools and the notices resource."""
     listed = [
         types.Tool(name=s["name"], description=s["description"], input_schema=s["inputSchema"])
@@ -162,10 +231,21 @@ def build_server(surface: McpSurface, feed: NoticeFeed) -> Server[Any]:
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listed)
 
-    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        result = await anyio.to_thread.run_sync(
-            partial(surface.call, params.name, params.arguments)
-        )
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name == NOTICES_TOOL:
+            await acks.settled()
+        with anyio.CancelScope(shield=True):  # what was handed over is known, cancelled or not
+            result, handed = await anyio.to_thread.run_sync(
+                partial(surface.answer, params.name, params.arguments)
+            )
+        if handed is not None:
+            acks.expect(ctx.request_id, handed)
+        try:
+            await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled meanwhile: no answer
+        except anyio.get_cancelled_exc_class():
+            if handed is not None:
+                acks.withdraw(ctx.request_id, "cancelled")
+            raise
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(result, ensure_ascii=False))],
             structured_content=result,
@@ -188,6 +268,7 @@ def build_server(surface: McpSurface, feed: NoticeFeed) -> Server[Any]:
         _ctx: Any, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         _known(str(params.uri))
+        await acks.settled()
         caller, texts = await anyio.to_thread.run_sync(surface.pending)
         body = {"sessionKey": caller, "notices": texts}
         return types.ReadResourceResult(
@@ -251,29 +332,33 @@ async def serve_stdio(
     """
     read_before, answered = early
     feed = NoticeFeed(surface, relay, poll_seconds=poll_seconds)
-    server = build_server(surface, feed)
     stopped = STDIN_CLOSED
-    async with (
-        stdio_transport(read_before=read_before) as (read, sdk_write),
-        anyio.create_task_group() as tasks,
-    ):
-        write = WithoutAnswerTo(sdk_write, answered)
-        tasks.start_soon(feed.run)
-        if hook_socket is not None:
-            tasks.start_soon(partial(serve_hooks, surface, hook_socket, database_url))
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async with anyio.create_task_group() as serving:
+    async with stdio_transport(read_before=read_before) as wire:
+        acks = Acknowledgements(surface.svc, wire.deliveries)
+        server = build_server(surface, feed, acks)
+        read, write = wire.read, WithoutAnswerTo(wire.write, answered)
+        try:
+            async with anyio.create_task_group() as tasks:
+                acks.tasks = tasks
+                tasks.start_soon(feed.run)
+                if hook_socket is not None:
+                    tasks.start_soon(partial(serve_hooks, surface, hook_socket, database_url))
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async with anyio.create_task_group() as serving:
 
-                async def until_signal() -> None:
-                    nonlocal stopped
-                    async for number in signals:
-                        stopped = signal.Signals(number).name
+                        async def until_signal() -> None:
+                            nonlocal stopped
+                            async for number in signals:
+                                stopped = signal.Signals(number).name
+                                wire.abandon()  # a write a client holds up holds no stop
+                                serving.cancel_scope.cancel()
+
+                        serving.start_soon(until_signal)
+                        await server.run(read, write, server.create_initialization_options())
                         serving.cancel_scope.cancel()
-
-                serving.start_soon(until_signal)
-                await server.run(read, write, server.create_initialization_options())
-                serving.cancel_scope.cancel()
-        tasks.cancel_scope.cancel()
+                tasks.cancel_scope.cancel()
+        finally:
+            acks.tasks = None  # an answer written from now on is not acknowledged here
     log.info("mcp_server_stopped", reason=stopped)
     return stopped
 

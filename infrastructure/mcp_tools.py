@@ -6,16 +6,18 @@ Declaring, validating and answering every tool is the catalog's (`SessionTools`)
 typed errors are the JSON of `svc.tools.call` (`{"error": {"code", "field"?, "message"}}`), and
 an invisible session reads exactly like a missing one (R-T2). The server adds the caller it
 serves, resolved on every call, and refuses a tool it does not offer before anything runs.
-Everything here is synchronous: the protocol layer runs it off its event loop.
+A `session_notices` drain is handed over (`answer`): the server acknowledges the notices once
+its answer is written (R-N8). Everything here is synchronous: the protocol layer runs it off
+its event loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from session_awareness.application.tools.catalog import NOTICE_TOOLS, Tool, offered_tools
-from session_awareness.application.tools.notice_tools import notices
+from session_awareness.application.tools.notice_tools import HandingOver, notices
 from session_awareness.application.tools.session_tools import SessionTools
 from session_awareness.application.tools.tool_errors import (
     INVALID_CALLER,
@@ -29,6 +31,8 @@ from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:
     from session_awareness.application import SessionAwareness
+    from session_awareness.application.tools.host import ToolHost
+    from session_awareness.application.watching import Handover
 
 log = get_logger()
 
@@ -36,6 +40,11 @@ log = get_logger()
 EXTRA_TOOLS = NOTICE_TOOLS
 #: What a server offers on a service (the catalog decides).
 available_tools = offered_tools
+#: The tool whose drain is handed over, then acknowledged once its answer is out (R-N8).
+NOTICES_TOOL = "session_notices"
+
+#: Notices an answer hands over: the watcher, and what it read for `svc.acknowledge_handed`.
+Handed = tuple[str, "Handover"]
 
 
 def mcp_tool_schemas(tools: dict[str, Tool]) -> list[dict[str, Any]]:
@@ -83,6 +92,24 @@ class McpSurface:
             log.info("tool_failed", tool=shown(name), code=error.code, field=error.field)
             return error.to_json()
         return self._answer.call(name, {} if arguments is None else arguments, caller=caller)
+
+    def answer(
+        self, name: str, arguments: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], Handed | None]:
+        """As `call`, but a `session_notices` drain hands the notices over instead of
+        acknowledging them: the result, and what was handed over (None: nothing to
+        acknowledge), which the server acknowledges once the result is out (R-N8)."""
+        if name != NOTICES_TOOL:
+            return self.call(name, arguments), None
+        try:
+            caller = self.caller()
+        except ToolError as error:
+            log.info("tool_failed", tool=name, code=error.code, field=error.field)
+            return error.to_json(), None
+        host = HandingOver(self.svc)
+        tools = SessionTools(cast("ToolHost", host), self.tools)
+        result = tools.call(name, {} if arguments is None else arguments, caller=caller)
+        return result, None if host.handed is None else (caller, host.handed)
 
     def pending(self) -> tuple[str | None, list[str]]:
         """The caller and its pending notices now (none when no caller resolves)."""

@@ -108,7 +108,8 @@ NOTICE_TOOLS: dict[str, Tool] = {
             "session_notices",
             "Your pending notices: one line per watched session another actor changed, each "
             "naming the session_status call that reconciles it. With drain: true they are "
-            "acknowledged, so the next call returns only newer changes.",
+            "acknowledged once this answer has reached you (drained: true), so the next call "
+            "returns only newer changes; an answer that never reached you leaves them pending.",
             SessionNoticesInput,
         ),
         Tool(

@@ -7,7 +7,7 @@ without the two importing each other.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from session_awareness.application.ports import (
     Canceller,
@@ -17,6 +17,9 @@ from session_awareness.application.ports import (
     SessionRow,
     Spawner,
 )
+
+if TYPE_CHECKING:
+    from session_awareness.application.watching import Handover
 
 
 class ToolHost(Protocol):
@@ -77,6 +80,8 @@ class ToolHost(Protocol):
     def pending_notices(self, watcher: str) -> list[str]: ...
 
     def drain_notices(self, watcher: str) -> list[str]: ...
+
+    def hand_over_notices(self, watcher: str) -> Handover: ...
 
     def session_status(
         self, key: str, *, changes_since: object = None, agent_id: str | None = None

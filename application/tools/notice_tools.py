@@ -2,11 +2,17 @@
 them, R-N3), `session_watch` and `session_unwatch` (R-W2, R-W6). A host whose agents wake on
 their own notices (the MCP server) offers them beside the session tools; an invisible session
 reads exactly like a missing one (R-T2), and `"current"` is the caller (a watch of it is the
-refused self-watch, R-W3)."""
+refused self-watch, R-W3).
+
+A host whose answer can fail on its way to the agent (the MCP server: a cancelled request, a
+stop, a broken pipe) runs `session_notices` on `HandingOver(svc)`: its drain hands the
+notices over and keeps what it read (`handed`), for the host to acknowledge once the answer
+is out (`svc.acknowledge_handed`, R-N8); called directly, `drain_notices` acknowledges as it
+reads."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -17,13 +23,15 @@ from session_awareness.application.tools.visibility import Visibility
 
 if TYPE_CHECKING:
     from session_awareness.application.tools.host import ToolHost
+    from session_awareness.application.watching import Handover
 
 
 class SessionNoticesInput(ToolInput):
     drain: bool | None = Field(
         default=None,
         alias="drain",
-        description="Acknowledge the notices returned (the next call returns only newer ones).",
+        description="Acknowledge the notices returned once this answer has reached you (the "
+        "next call returns only newer ones).",
     )
 
 
@@ -68,6 +76,24 @@ def session_notices(svc: ToolHost, given: SessionNoticesInput, caller: str) -> S
     drain = bool(given.drain)
     return SessionNoticesOutput(sessionKey=caller, notices=notices(svc, caller, drain=drain),
                                 drained=drain)  # fmt: skip
+
+
+class HandingOver:
+    """The service as a host that acknowledges only what it delivered sees it (R-N8): a drain
+    reads the notices without acknowledging them and keeps what it read in `handed` (None:
+    nothing to acknowledge); every other call is the service's."""
+
+    def __init__(self, svc: ToolHost) -> None:
+        self.svc = svc
+        self.handed: Handover | None = None
+
+    def drain_notices(self, watcher: str) -> list[str]:
+        handover = self.svc.hand_over_notices(watcher)
+        self.handed = handover if handover.handed else None
+        return list(handover.notices)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.svc, name)
 
 
 def session_watch(
