@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
@@ -27,6 +27,9 @@ from session_awareness.domain.copying import copy_state
 from session_awareness.domain.keys import drains_id
 from session_awareness.domain.positions import DRAINS_TOPIC, notice_open
 from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
+
+if TYPE_CHECKING:
+    from session_awareness.domain.watch import Watch
 
 T = DRAINS_TOPIC
 
@@ -129,12 +132,20 @@ class Drains(Aggregate):
         entry, at = found
         return Acknowledgement(watch_id, version, entry[2], entry[3], entry[4], at)
 
+    def gives_positions(self, watch: Watch) -> bool:
+        """Whether a drain gives the cursor, as its own events make it, other positions:
+        `latest_for` its current version finds an entry (read by the entry's hex id and
+        version, without building it)."""
+        found = self.latest.get(watch.id.hex)
+        return found is not None and found[0][1] == watch.version
+
     @classmethod
     def record(
-        cls, drains: Drains | None, watcher: str, drained: list[Acknowledgement], *, at: datetime
+        cls, drains: Drains | None, watcher: str, entries: list[list[Any]], *, at: datetime
     ) -> Drains:
-        """Store one drain of `watcher` on its `Drains` (created by its first drain)."""
-        entries = [acknowledgement.stored() for acknowledgement in drained]
+        """Store one drain of `watcher` on its `Drains` (created by its first drain): the
+        `entries` of the pairs it acknowledged, each as `Acknowledgement.stored` gives it
+        (`Watch.drain_entry`), stored as given."""
         if drains is None:
             return cls._create(
                 cls.Started, id=drains_id(watcher), timestamp=at, watcher=watcher, entries=entries
