@@ -370,7 +370,11 @@ class UnitOfWork:
             if (
                 (loaded and wid in loaded)  # mostly empty here: no hash of the id
                 or not _a_cursor(cached)
-                or (cached.pending and drains is not None and drains.gives_positions(cached))
+                or (
+                    cached.pending
+                    and drains is not None
+                    and drains.gives_positions(cached.id, cached.version)
+                )
             ):
                 out.append(cast("Watch | None", get(wid)))
             else:
@@ -407,7 +411,7 @@ class UnitOfWork:
         if cached.pending:
             if drains is ...:
                 drains = self._drains_to_read(cached.watcher)
-            if drains is not None and drains.gives_positions(cached):
+            if drains is not None and drains.gives_positions(cached.id, cached.version):
                 return None  # a drain gives it other positions: loaded instead
             return cached
         return None if pending_only else cached

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
@@ -27,9 +27,6 @@ from session_awareness.domain.copying import copy_state
 from session_awareness.domain.keys import drains_id
 from session_awareness.domain.positions import DRAINS_TOPIC, notice_open
 from session_awareness.domain.snapshots import StateSnapshot, snapshot_attributes
-
-if TYPE_CHECKING:
-    from session_awareness.domain.watch import Watch
 
 T = DRAINS_TOPIC
 
@@ -132,12 +129,12 @@ class Drains(Aggregate):
         entry, at = found
         return Acknowledgement(watch_id, version, entry[2], entry[3], entry[4], at)
 
-    def gives_positions(self, watch: Watch) -> bool:
-        """Whether a drain gives the cursor, as its own events make it, other positions:
-        `latest_for` its current version finds an entry (read by the entry's hex id and
-        version, without building it)."""
-        found = self.latest.get(watch.id.hex)
-        return found is not None and found[0][1] == watch.version
+    def gives_positions(self, watch_id: UUID, version: int) -> bool:
+        """Whether a drain gives the cursor at `version`, as its own events make it, other
+        positions: `latest_for` finds an entry (read by the entry's hex id and version,
+        without building it)."""
+        found = self.latest.get(watch_id.hex)
+        return found is not None and found[0][1] == version
 
     @classmethod
     def record(

@@ -298,8 +298,8 @@ class Watch(Aggregate):
         watcher (`Session.material_for`): L = the old N; N = M = the target's M, so a fresh
         notice opens for the remainder when it is past the old N (R-N3). In the form the
         watcher's `Drains` stores it (`Acknowledgement.stored`: the cursor's id as hex, the
-        version read, L, N, M), built without an object per pair (a drain builds one per
-        pending cursor); None when no notice is pending. The cursor itself does not change."""
+        version read, L, N, M), a plain list since a drain builds one for each of its pending
+        cursors; None when no notice is pending. The cursor itself does not change."""
         if not self.pending:
             return None
         notified = max(self.material, material)

@@ -78,11 +78,12 @@ class TestADrainGivesTheCursorItsPositions:
         drains = Drains.record(None, WATCHER, [drained.stored()], at=at(10))
         for cursor in (watch, other):
             found = drains.latest_for(cursor.id, cursor.version)
-            assert drains.gives_positions(cursor) is (found is not None)
-        assert drains.gives_positions(watch) and not drains.gives_positions(other)
+            assert drains.gives_positions(cursor.id, cursor.version) is (found is not None)
+        assert drains.gives_positions(watch.id, watch.version)
+        assert not drains.gives_positions(other.id, other.version)
         watch.overlay(drains.latest_for(watch.id, watch.version))  # type: ignore[arg-type]
         assert watch.observe(3, at=at(11))  # its own event: past the drained version
-        assert not drains.gives_positions(watch)
+        assert not drains.gives_positions(watch.id, watch.version)
         assert drains.latest_for(watch.id, watch.version) is None
 
     def test_a_later_event_of_the_cursor_supersedes_the_drain(self) -> None:
