@@ -278,9 +278,10 @@ class Drained:
     """What one drain decided (R-N3, R-N5, R-W7, ADR 024): the watcher's `Drains` to save
     (None: nothing was pending), the notices handed over (oldest first) and each cursor's
     entry in that order, as the `Drains` event stores it (`Watch.drain_entry`; the event's
-    own lists, not to be changed), at the drain's time `at`; how many of them reopened a notice, whether the watcher is woken after
-    commit (a reopened notice on a cursor that is not ambient), and the cursors whose
-    reopened notice publishes no wake (`quiet`: ambient ones)."""
+    own lists, not to be changed), at the drain's time `at`; how many of them reopened a
+    notice, whether the watcher is woken after commit (a reopened notice on a cursor that is
+    not ambient), and the cursors whose reopened notice publishes no wake (`quiet`: ambient
+    ones)."""
 
     drains: Drains | None = None
     texts: tuple[str, ...] = ()
