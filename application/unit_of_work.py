@@ -352,15 +352,34 @@ class UnitOfWork:
 
     def cursors_to_read(self, watcher: str, wids: Iterable[UUID]) -> list[Watch | None]:
         """`cursor_to_read` of each of one watcher's cursors (a drain's), with ONE look at
-        the watcher's `Drains` for them all instead of one per cursor."""
-        if self._cache is None:
+        the watcher's `Drains` and one hold of the cache's lock for them all instead of one
+        per cursor."""
+        cache = self._cache
+        if cache is None:
             return [self.cursor_to_read(wid) for wid in wids]
+        self._check_open()
+        if self._seen_at is None:
+            self._seen_at = self._look(cache)
+        wids = list(wids)
         drains = self._drains_to_read(watcher)
-        return [
-            self._uncopied(wid, pending_only=False, drains=drains)
-            or cast("Watch | None", self.get(wid))
-            for wid in wids
-        ]
+        loaded, get = self._loaded, self.get
+        out: list[Watch | None] = []
+        for wid, cached in zip(wids, cache.peek_many(wids), strict=True):
+            # as `_uncopied` judges each: the cached cursor itself unless this attempt loaded
+            # it, or it is not a fresh cursor, or a drain gives it other positions
+            if (
+                (loaded and wid in loaded)  # mostly empty here: no hash of the id
+                or not _a_cursor(cached)
+                or (
+                    cached.pending
+                    and drains is not None
+                    and drains.gives_positions(cached.id, cached.version)
+                )
+            ):
+                out.append(cast("Watch | None", get(wid)))
+            else:
+                out.append(cached)
+        return out
 
     def _drains_to_read(self, watcher: str) -> Drains | None:
         """The watcher's `Drains` to read cached cursors by: as this attempt loaded it, else
@@ -392,7 +411,7 @@ class UnitOfWork:
         if cached.pending:
             if drains is ...:
                 drains = self._drains_to_read(cached.watcher)
-            if drains is not None and drains.latest_for(cached.id, cached.version) is not None:
+            if drains is not None and drains.gives_positions(cached.id, cached.version):
                 return None  # a drain gives it other positions: loaded instead
             return cached
         return None if pending_only else cached

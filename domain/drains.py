@@ -129,12 +129,20 @@ class Drains(Aggregate):
         entry, at = found
         return Acknowledgement(watch_id, version, entry[2], entry[3], entry[4], at)
 
+    def gives_positions(self, watch_id: UUID, version: int) -> bool:
+        """Whether a drain gives the cursor at `version`, as its own events make it, other
+        positions: `latest_for` finds an entry (read by the entry's hex id and version,
+        without building it)."""
+        found = self.latest.get(watch_id.hex)
+        return found is not None and found[0][1] == version
+
     @classmethod
     def record(
-        cls, drains: Drains | None, watcher: str, drained: list[Acknowledgement], *, at: datetime
+        cls, drains: Drains | None, watcher: str, entries: list[list[Any]], *, at: datetime
     ) -> Drains:
-        """Store one drain of `watcher` on its `Drains` (created by its first drain)."""
-        entries = [acknowledgement.stored() for acknowledgement in drained]
+        """Store one drain of `watcher` on its `Drains` (created by its first drain): the
+        `entries` of the pairs it acknowledged, each as `Acknowledgement.stored` gives it
+        (`Watch.drain_entry`), stored as given."""
         if drains is None:
             return cls._create(
                 cls.Started, id=drains_id(watcher), timestamp=at, watcher=watcher, entries=entries

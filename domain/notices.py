@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from session_awareness.domain import material as rule
@@ -42,7 +42,7 @@ from session_awareness.domain.keys import (
     check_key,
     may_hold_cursor,
 )
-from session_awareness.domain.positions import Via
+from session_awareness.domain.positions import Via, notice_open, notice_text
 from session_awareness.domain.session import Session
 from session_awareness.domain.signals import SignalKind
 
@@ -277,19 +277,27 @@ def acknowledge(watch: Watch, session: Session | None, *, at: datetime) -> bool:
 class Drained:
     """What one drain decided (R-N3, R-N5, R-W7, ADR 024): the watcher's `Drains` to save
     (None: nothing was pending), the notices handed over (oldest first) and each cursor's
-    acknowledgement in that order, whether the watcher is woken after commit (a reopened
-    notice on a cursor that is not ambient), and the cursors whose reopened notice publishes
-    no wake (`quiet`: ambient ones)."""
+    entry in that order, as the `Drains` event stores it (`Watch.drain_entry`; the event's
+    own lists, not to be changed), at the drain's time `at`; how many of them reopened a
+    notice, whether the watcher is woken after commit (a reopened notice on a cursor that is
+    not ambient), and the cursors whose reopened notice publishes no wake (`quiet`: ambient
+    ones)."""
 
     drains: Drains | None = None
     texts: tuple[str, ...] = ()
-    acknowledged: tuple[Acknowledgement, ...] = ()
+    entries: tuple[list[Any], ...] = ()
+    at: datetime | None = None
+    reopened: int = 0
     wakes: bool = False
     quiet: tuple[UUID, ...] = ()
 
     @property
-    def reopened(self) -> int:
-        return sum(acknowledgement.reopened for acknowledgement in self.acknowledged)
+    def acknowledged(self) -> tuple[Acknowledgement, ...]:
+        """Each cursor's acknowledgement, as `Watch.acknowledgement` makes it (R-N3), in the
+        order of `entries`."""
+        from session_awareness.domain.drains import Acknowledgement  # noqa: PLC0415
+
+        return tuple(Acknowledgement.of(entry, self.at) for entry in self.entries)
 
 
 def drain(
@@ -303,19 +311,31 @@ def drain(
     watcher (R-N3), in ONE event on the watcher's `Drains` (created by its first drain, ADR
     024). A cursor that is gone or no longer pending is passed over (the read model that named
     it may be a save behind). A reopened notice wakes its watcher once (R-N5), unless it is on
-    an ambient cursor (R-W7)."""
-    pending = [(watch, held) for watch, held in cursors if watch is not None and watch.pending]
-    if not pending:
+    an ambient cursor (R-W7). Each pair is decided once (`Watch.drain_entry`): a drain of
+    1,000 pairs builds no object per pair besides its text and its stored entry."""
+    texts: list[str] = []
+    entries: list[list[Any]] = []
+    reopened: list[Watch] = []
+    for watch, held in cursors:
+        if watch is None:
+            continue
+        entry = watch.drain_entry(material=held)
+        if entry is None:
+            continue
+        texts.append(notice_text(watch.target.key, watch.acknowledged))
+        entries.append(entry)
+        if notice_open(entry[2], entry[3]):  # a fresh notice for newer material (R-N3)
+            reopened.append(watch)
+    if not entries:
         return Drained()
-    texts = tuple(str(watch.notice) for watch, _ in pending)
-    drained = tuple(watch.acknowledgement(material=held, at=at) for watch, held in pending)
-    reopened = [watch for (watch, _), ack in zip(pending, drained, strict=True) if ack.reopened]
     from session_awareness.domain.drains import Drains  # noqa: PLC0415 -- see the imports
 
     return Drained(
-        Drains.record(drains, watcher, list(drained), at=at),
-        texts,
-        drained,
+        Drains.record(drains, watcher, entries, at=at),
+        tuple(texts),
+        tuple(entries),
+        at,
+        len(reopened),
         wakes=any(wakes(watch) for watch in reopened),
         quiet=tuple(watch.id for watch in reopened if not wakes(watch)),
     )

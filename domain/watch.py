@@ -293,17 +293,28 @@ class Watch(Aggregate):
         self._move(self.NoticeOpened, self.acknowledged, sequence, sequence, at)
         return True
 
-    def acknowledgement(self, *, material: int, at: datetime) -> Acknowledgement:
+    def drain_entry(self, *, material: int) -> list[Any] | None:
         """What draining the pending notice leaves, `material` being the target's M for this
         watcher (`Session.material_for`): L = the old N; N = M = the target's M, so a fresh
-        notice opens for the remainder when it is past the old N (R-N3). The watcher's
-        `Drains` stores it (ADR 024); the cursor itself does not change."""
+        notice opens for the remainder when it is past the old N (R-N3). In the form the
+        watcher's `Drains` stores it (`Acknowledgement.stored`: the cursor's id as hex, the
+        version read, L, N, M), a plain list since a drain builds one for each of its pending
+        cursors; None when no notice is pending. The cursor itself does not change."""
         if not self.pending:
+            return None
+        notified = max(self.material, material)
+        return [self.id.hex, self.version, self.notified, notified, notified]
+
+    def acknowledgement(self, *, material: int, at: datetime) -> Acknowledgement:
+        """`drain_entry` as an `Acknowledgement` at `at` (R-N3, ADR 024);
+        `WatchStateError` when no notice is pending."""
+        entry = self.drain_entry(material=material)
+        if entry is None:
             raise WatchStateError("no pending notice to acknowledge")
         from session_awareness.domain.drains import Acknowledgement  # noqa: PLC0415
 
-        notified = max(self.material, material)
-        return Acknowledgement(self.id, self.version, self.notified, notified, notified, at)
+        _, version, acknowledged, notified, held = entry
+        return Acknowledgement(self.id, version, acknowledged, notified, held, at)
 
     def redelivery(self, *, material: int, at: datetime) -> Acknowledgement | None:
         """What the start-up sweep's re-delivery of the pending notice leaves (R-N6), as the

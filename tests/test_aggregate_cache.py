@@ -218,6 +218,23 @@ def test_a_peek_hands_out_the_cached_aggregate_itself_unless_another_writer_chan
     assert cache.peek(item.id) is None
 
 
+def test_a_peek_of_many_is_each_ones_peek_in_order() -> None:
+    """A drain's cursors peeked at once (`peek_many`, one hold of the lock) are what `peek`
+    serves each: the cached object itself, None for one another writer changed or never
+    cached, with nothing stale as with something stale."""
+    log = Log()
+    items = [Item(uuid4(), 1) for _ in range(4)]
+    cache = AggregateCache(log, maxsize=10)
+    cache.look()
+    cache.saved(items[:3], {item.id: log.append(item.id, 1) for item in items[:3]})
+    ids = [item.id for item in items]
+    assert cache.peek_many(ids) == [cache.peek(i) for i in ids] == [*items[:3], None]
+    assert all(a is b for a, b in zip(cache.peek_many(ids)[:3], items, strict=False))
+    log.append(items[1].id, 2)  # another writer
+    cache.look()
+    assert cache.peek_many(ids) == [cache.peek(i) for i in ids] == [items[0], None, items[2], None]
+
+
 def test_a_save_whose_caller_comes_late_never_replaces_a_newer_copy() -> None:
     """Two saves of one aggregate commit in turn, and the later one's caller reaches the
     cache first (its ids follow the position, which moves past them unread): the earlier

@@ -73,7 +73,7 @@ class TestADrainsRows:
             Acknowledgement(wid, 2, 2, 3 if number % 2 else 2, 3 if number % 2 else 2, at)
             for number, wid in enumerate(cursors)
         ]
-        drains = Drains.record(None, "agent:main:main", drained, at=at)
+        drains = Drains.record(None, "agent:main:main", [a.stored() for a in drained], at=at)
         [event] = drains.collect_events()
         [change] = p.project([(7, event)])
         assert type(change) is p.CursorsAcknowledged

@@ -47,6 +47,12 @@ class Write:
     #: template's parameters, in their order (`unnest`; PostgreSQL's path for large saves).
     #: The key is the template's last parameter.
     unnest: str | None = None
+    #: The same write for many keys at once with its rows as ONE JSON parameter, an array of
+    #: the rows, each the template's parameters in their order (`jsonb_array_elements`;
+    #: PostgreSQL's path for large saves), used instead of `unnest`: for a write whose
+    #: rows the driver would otherwise bind as one array per column, value by value (a
+    #: drain's 1,000 cursors). Every value a JSON number or string.
+    json_rows: str | None = None
     #: The columns it writes, named, when they are a few a key's other writes may not
     #: touch: writes of different lanes commute, so the bulk path may reorder them (None:
     #: the write is ordered against every other write of its key).
@@ -107,18 +113,25 @@ class ReadModelWrites(Rendered):
 
     def write_as_arrays(self, c: Any, batches: dict[Write, list[Row]]) -> None:
         """`write_batches` with a write for many keys in ONE statement where it has an array
-        form (`unnest`, PostgreSQL) and that form is exact for its rows: one statement
-        instead of one per row for the server to run. It is exact when the rows commute or
-        name each key once; a batch that holds a key's rows in order (a replay's, where one
-        session's writes that do not fold follow one another) goes row by row, since an
-        `UPDATE … FROM unnest` would set the key from any one of them."""
+        form (`unnest`, or its rows as one JSON text, `json_rows`; PostgreSQL) and that
+        form is exact for its rows: one statement instead of one per row for the server to
+        run. It is exact when the rows commute or name each key once; a batch that holds a
+        key's rows in order (a replay's, where one session's writes that do not fold follow
+        one another) goes row by row, since an `UPDATE … FROM` either form would set the
+        key from any one of them."""
         sql = self.sql
         for write, given in batches.items():
             rows = write.bound(given)
-            if write.unnest is not None and len(rows) > 1 and _exact_as_arrays(write, rows):
-                c.execute(sql(write.unnest), [list(col) for col in zip(*rows, strict=True)])
-            else:
+            if (
+                len(rows) < 2
+                or not (write.json_rows or write.unnest)
+                or not _exact_as_arrays(write, rows)
+            ):
                 c.executemany(sql(write.template), rows)
+            elif write.json_rows is not None:
+                c.execute(sql(write.json_rows), [json.dumps(rows, separators=(",", ":"))])
+            else:
+                c.execute(sql(write.unnest), [list(col) for col in zip(*rows, strict=True)])
 
     def notice_opened(self, c: Any, watch_id: UUID) -> None:
         """Hook: a notice opened in this transaction (PostgreSQL publishes a wake)."""
@@ -267,16 +280,18 @@ _CURSOR_MOVE = Write(
     ),
 )
 #: A drain's (or a sweep's) cursors, each given by its id's hex as the drain stores it (ADR
-#: 024): one statement for them all, built without an object per pair.
+#: 024): one statement for them all, built without an object per pair. On PostgreSQL the
+#: rows go as one JSON text: bound as five arrays, psycopg quoted each of their 5,000 values
+#: one by one, a third of the drain's CPU time there (docs/performance.md).
 _CURSOR_ACKNOWLEDGE = Write(
     CURSORS.name,
     "UPDATE {s}session_watch_cursors SET acknowledged = ?, notified = ?, material = ?, "
     "updated_at = ? WHERE watch_id = CAST(? AS {id})",
-    unnest=(
-        "UPDATE {s}session_watch_cursors AS c SET acknowledged = v.a, notified = v.n, "
-        "material = v.m, updated_at = v.u "
-        "FROM unnest(?::{int}[], ?::{int}[], ?::{int}[], ?::{int}[], ?::{id}[]) "
-        "AS v(a, n, m, u, id) WHERE c.watch_id = v.id"
+    json_rows=(
+        "UPDATE {s}session_watch_cursors AS c SET acknowledged = CAST(v->>0 AS {int}), "
+        "notified = CAST(v->>1 AS {int}), material = CAST(v->>2 AS {int}), "
+        "updated_at = CAST(v->>3 AS {int}) "
+        "FROM jsonb_array_elements(CAST(? AS jsonb)) AS v WHERE c.watch_id = CAST(v->>4 AS {id})"
     ),
 )
 #: A notify-eligible event moves the target's two material marks (`tables.MATERIAL_MOVED`).

@@ -7,9 +7,12 @@ Given: a target and the cursors its audience holds. When: `notices.needs`, then
 
 from __future__ import annotations
 
+import random
+
 from session_awareness.domain import intake as produce
 from session_awareness.domain import material, notices
 from session_awareness.domain.keys import SessionRef
+from session_awareness.domain.positions import RemovalReason, Via
 from session_awareness.domain.session import Session
 from session_awareness.domain.watch import Watch
 from tests.domain.test_notices import PARENT, at, child, spawned
@@ -101,3 +104,45 @@ class TestADrain:
         session = child()
         _, parent = spawned(session)
         assert notices.drain(None, PARENT, [(None, 3), (parent, 1)], at=at(2)) == notices.Drained()
+
+    def test_a_drain_decides_each_pair_as_the_cursors_own_acknowledgement_does(self) -> None:
+        """R-N3, R-N5, R-W7, ADR 024: over generated cursors (pending, synced, removed, gone,
+        ambient, shown with an earlier drain's positions, the target's M behind, at or past
+        N), the drain's one pass (`Watch.drain_entry`) answers what the cursor's own
+        `acknowledgement` answers for each pending one, in order: the text, the stored
+        entry, the reopening, the wake and the quiet cursors; the stored event holds the
+        entries exactly."""
+        rng = random.Random(39)  # noqa: S311 -- seeded cursors, not secrets
+        for case in range(200):
+            cursors: list[tuple[Watch | None, int]] = []
+            for number in range(rng.randrange(0, 8)):
+                if rng.random() < 0.1:
+                    cursors.append((None, rng.randrange(0, 9)))
+                    continue
+                target = SessionRef.of(f"agent:main:subagent:c{case}-{number}")
+                via = rng.choice([Via.SPAWN, Via.WATCH, Via.AMBIENT])
+                start = rng.randrange(0, 4)
+                watch = Watch.start(MAIN, target, via=via, at_sequence=start, at=at(1))
+                if rng.random() < 0.8:
+                    watch.observe(start + rng.randrange(1, 3), at=at(2))
+                    if rng.random() < 0.3:  # shown with an earlier drain's positions
+                        watch.overlay(watch.acknowledgement(material=watch.notified + 1, at=at(3)))
+                if rng.random() < 0.1:
+                    watch.remove(RemovalReason.UNWATCHED, at=at(4))
+                cursors.append((watch, rng.randrange(0, start + 5)))
+            drained = notices.drain(None, MAIN, cursors, at=at(5))
+            pending = [(w, m) for w, m in cursors if w is not None and w.pending]
+            expected = [w.acknowledgement(material=m, at=at(5)) for w, m in pending]
+            reopened = [w for (w, _), a in zip(pending, expected, strict=True) if a.reopened]
+            assert drained.texts == tuple(w.notice for w, _ in pending)
+            assert drained.acknowledged == tuple(expected)
+            assert drained.entries == tuple(a.stored() for a in expected)
+            assert drained.reopened == len(reopened)
+            assert drained.wakes == any(not w.ambient for w in reopened)
+            assert drained.quiet == tuple(w.id for w in reopened if w.ambient)
+            if not pending:
+                assert drained == notices.Drained()
+                continue
+            assert drained.drains is not None
+            [started] = drained.drains.collect_events()
+            assert started.entries == [a.stored() for a in expected]

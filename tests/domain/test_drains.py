@@ -58,7 +58,7 @@ class TestADrainGivesTheCursorItsPositions:
         assert (drained.acknowledged, drained.notified, drained.material) == (2, 3, 3)
         assert drained.version == watch.version and drained.reopened
         assert watch.positions == (1, 2, 2) and watch.pending_events == []
-        drains = Drains.record(None, WATCHER, [drained], at=at(10))
+        drains = Drains.record(None, WATCHER, [drained.stored()], at=at(10))
         assert drains.id == drains_id(WATCHER)
         again = replay(stored_and_back(e) for e in drains.collect_events())
         cold, _ = pending()
@@ -68,12 +68,30 @@ class TestADrainGivesTheCursorItsPositions:
         assert (cold.acknowledged, cold.notified, cold.material) == (2, 3, 3)
         assert cold.moved_on == at(10)
 
+    def test_a_drain_gives_positions_exactly_when_it_has_an_entry_of_the_version(self) -> None:
+        """ADR 024: `gives_positions` (a read that builds nothing) answers whether
+        `latest_for` finds the cursor's entry: yes at the version drained, no once the cursor
+        stores an event of its own, no for a cursor never drained."""
+        watch, _ = pending()
+        other, _ = pending(GROUP)
+        drained = watch.acknowledgement(material=2, at=at(10))
+        drains = Drains.record(None, WATCHER, [drained.stored()], at=at(10))
+        for cursor in (watch, other):
+            found = drains.latest_for(cursor.id, cursor.version)
+            assert drains.gives_positions(cursor.id, cursor.version) is (found is not None)
+        assert drains.gives_positions(watch.id, watch.version)
+        assert not drains.gives_positions(other.id, other.version)
+        watch.overlay(drains.latest_for(watch.id, watch.version))  # type: ignore[arg-type]
+        assert watch.observe(3, at=at(11))  # its own event: past the drained version
+        assert not drains.gives_positions(watch.id, watch.version)
+        assert drains.latest_for(watch.id, watch.version) is None
+
     def test_a_later_event_of_the_cursor_supersedes_the_drain(self) -> None:
         """R-N2: once the cursor stores an event of its own (here the next notice, opened on
         the drained positions), the drain's entry no longer applies."""
         watch, _ = pending()
         drained = watch.acknowledgement(material=2, at=at(10))
-        drains = Drains.record(None, WATCHER, [drained], at=at(10))
+        drains = Drains.record(None, WATCHER, [drained.stored()], at=at(10))
         watch.overlay(drained)
         assert watch.synced
         assert watch.observe(3, at=at(11))
@@ -87,11 +105,11 @@ class TestADrainGivesTheCursorItsPositions:
         entry that counts."""
         watch, _ = pending()
         first = watch.acknowledgement(material=3, at=at(10))  # L = 2, reopened at 3
-        drains = Drains.record(None, WATCHER, [first], at=at(10))
+        drains = Drains.record(None, WATCHER, [first.stored()], at=at(10))
         watch.overlay(first)
         second = watch.acknowledgement(material=3, at=at(20))
         assert (second.acknowledged, second.notified, second.version) == (3, 3, first.version)
-        Drains.record(drains, WATCHER, [second], at=at(20))
+        Drains.record(drains, WATCHER, [second.stored()], at=at(20))
         assert drains.latest_for(watch.id, watch.version) == second
         assert [type(e).__name__ for e in drains.collect_events()] == ["Started", "Drained"]
 
@@ -144,7 +162,7 @@ class TestADrainGivesTheCursorItsPositions:
         other, _ = pending(GROUP, Via.AMBIENT)
         drained = [watch.acknowledgement(material=3, at=at(10)),
                    other.acknowledgement(material=2, at=at(10))]  # fmt: skip
-        drains = Drains.record(None, WATCHER, drained, at=at(10))
+        drains = Drains.record(None, WATCHER, [a.stored() for a in drained], at=at(10))
         drains.collect_events()
         restored = stored_and_back(Drains.Snapshot.take(drains)).mutate(None)
         assert vars(restored) == vars(drains)
@@ -160,7 +178,7 @@ class TestTheAuditOfDrains:
         watch = replay(events)
         watch.restart(via=Via.SPAWN, at_sequence=3, at=at(11))
         restarted = watch.collect_events()
-        drains = Drains.record(None, WATCHER, [stale], at=at(12))
+        drains = Drains.record(None, WATCHER, [stale.stored()], at=at(12))
         invariants = Invariants()
         for position, event in enumerate([*events, *restarted, *drains.collect_events()], 1):
             invariants.check(position, event)
@@ -170,7 +188,7 @@ class TestTheAuditOfDrains:
         watch, events = pending()
         drained = watch.acknowledgement(material=2, at=at(10))
         forged = Acknowledgement(watch.id, drained.version, 1, 2, 2, at(10))  # L not the old N
-        drains = Drains.record(None, WATCHER, [forged], at=at(10))
+        drains = Drains.record(None, WATCHER, [forged.stored()], at=at(10))
         [started] = drains.collect_events()
         assert acknowledgements(started) == [forged]
         invariants = Invariants()

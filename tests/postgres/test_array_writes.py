@@ -30,10 +30,14 @@ class Statements:
 
 
 def arrays_sent(batches: dict[writes.Write, list[Any]]) -> list[bool]:
-    """Whether each batch went as ONE array statement."""
+    """Whether each batch went as ONE statement for all of its keys: its rows as arrays
+    (`unnest`) or as one JSON text (`jsonb_array_elements`)."""
     cursor = Statements()
     ScratchStore(Dialect()).write_as_arrays(cursor, batches)
-    return [" unnest(" in sql for sql, _ in cursor.sent]
+    return [
+        (" unnest(" in sql or " jsonb_array_elements(" in sql) and rows == 1
+        for sql, rows in cursor.sent
+    ]
 
 
 class TestWhichWritesGoAsArrays:
@@ -110,4 +114,32 @@ def test_a_rebuild_keeps_one_sessions_run_reports_in_order(pg_url: str) -> None:
             svc.record_run_terminal(CHILD, run_id=f"run-{run - 1}", outcome="completed")
             svc.record_run_terminal(CHILD, run_id=f"late-{run}", outcome="failed")
         report = svc.audit(rebuild=True, page_size=500)
+        assert report.clean, report.differences
+
+
+def test_a_drains_cursors_sent_as_one_json_text_move_as_one_row_at_a_time_would(
+    pg_url: str,
+) -> None:
+    """R-N3, R-R2 on a real server: a 30-pair drain's cursor rows go as ONE statement with
+    the rows as one JSON text (`_CURSOR_ACKNOWLEDGE.json_rows`); each cursor ends where the
+    drain left it, the reopened ones pending again, and the audit's rebuild, which moves
+    each cursor row by row, finds every row (its time included) equal."""
+    children = [f"agent:main:subagent:w{n}" for n in range(30)]
+    with open_service(pg_url) as svc:
+        svc.open_session(LEAD)
+        for number, child in enumerate(children):
+            svc.record_child_spawned(child, parent=LEAD, run_id=f"run-{number}")
+            svc.record_human_direct_message(child, channel="telegram")  # 2: opens
+            if number % 2:
+                svc.record_human_direct_message(child, channel="telegram")  # 3
+        assert len(svc.drain_notices(LEAD)) == len(children)
+        rows = {
+            r.target_key: r for r in svc.read_model.cursors_of_watcher(LEAD, pending_only=False)
+        }
+        for number, child in enumerate(children):
+            row = rows[child]
+            expected = (2, 3, 3) if number % 2 else (2, 2, 2)
+            assert (row.acknowledged, row.notified, row.material) == expected
+            assert row.pending is bool(number % 2)
+        report = svc.audit(rebuild=True)
         assert report.clean, report.differences
