@@ -135,44 +135,43 @@ class StdinLines:
 def claimed_stdin() -> Iterator[int | None]:
     """The wire on a private descriptor, fd 0 on the null device meanwhile; None when the
     process has no stdin."""
-    try:
-        wire = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    except OSError:
-        yield None
-        return
-    null = os.open(os.devnull, os.O_RDONLY)
-    try:
-        os.dup2(null, 0)
-    finally:
-        os.close(null)
-    try:
+    with _claimed(0, lambda: os.open(os.devnull, os.O_RDONLY)) as wire:
         yield wire
-    finally:
-        os.dup2(wire, 0)
-        os.close(wire)
 
 
 @contextmanager
 def claimed_stdout() -> Iterator[int | None]:
     """The wire's write side on a private descriptor, fd 1 writing to stderr meanwhile (so
     stray output misses the wire); None when the process has no stdout."""
+    with _claimed(1, _stderr_or_null) as wire:
+        yield wire
+
+
+def _stderr_or_null() -> int:
     try:
-        wire = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+        return os.dup(2)
+    except OSError:
+        return os.open(os.devnull, os.O_WRONLY)
+
+
+@contextmanager
+def _claimed(fd: int, stand_in: Callable[[], int]) -> Iterator[int | None]:
+    """`fd` moved to a private descriptor (yielded; None when the process has no `fd`), and
+    `stand_in()`'s descriptor in its place until the block ends; then `fd` is the wire again."""
+    try:
+        wire = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
     except OSError:
         yield None
         return
+    replacement = stand_in()
     try:
-        diversion = os.dup(2)
-    except OSError:
-        diversion = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(diversion, 1)
+        os.dup2(replacement, fd)
     finally:
-        os.close(diversion)
+        os.close(replacement)
     try:
         yield wire
     finally:
-        os.dup2(wire, 1)
+        os.dup2(wire, fd)
         os.close(wire)
 
 
