@@ -165,8 +165,10 @@ class Acknowledgements:
     (R-N8): `expect` them before the answer is sent; `deliveries` then says it was written
     (the acknowledgement commits on a worker thread, the stop waiting for it) or why it was
     not (`mcp_notices_unacknowledged`: they stay pending). A read of the caller's notices
-    waits for the acknowledgements under way (`settled`), so an answer already out is never
-    shown again by the next call."""
+    waits for every answer expected and not yet settled (`settled`): from `expect` until its
+    acknowledgement commits or it is known undelivered. So an answer out is never shown
+    again by the next call, even one the client sends the moment it reads the answer, before
+    the server's writer has heard that the write ended."""
 
     def __init__(self, svc: SessionAwareness, deliveries: Deliveries) -> None:
         self.svc, self.deliveries = svc, deliveries
@@ -176,6 +178,9 @@ class Acknowledgements:
         self._settled.set()
 
     def expect(self, request_id: int | str, handed: Handed) -> None:
+        if not self._under_way:
+            self._settled = anyio.Event()
+        self._under_way += 1  # until acknowledged or undelivered (`_settle`)
         self.deliveries.expect(
             request_id,
             partial(self._delivered, handed),
@@ -193,9 +198,6 @@ class Acknowledgements:
         if self.tasks is None:  # the server has stopped: nothing more is acknowledged
             self._undelivered(handed, None, "stopped")
             return
-        if not self._under_way:
-            self._settled = anyio.Event()
-        self._under_way += 1
         self.tasks.start_soon(self._acknowledge, handed)
 
     async def _acknowledge(self, handed: Handed) -> None:
@@ -211,14 +213,18 @@ class Acknowledgements:
                         notices=len(handover.notices), reason="acknowledge_failed",
                         error=repr(error))  # fmt: skip
         finally:
-            self._under_way -= 1
-            if not self._under_way:
-                self._settled.set()
+            self._settle()
 
     def _undelivered(self, handed: Handed, request_id: int | str | None, reason: str) -> None:
         watcher, handover = handed
         log.warning("mcp_notices_unacknowledged", watcher=watcher, request_id=request_id,
                     notices=len(handover.notices), reason=reason)  # fmt: skip
+        self._settle()
+
+    def _settle(self) -> None:
+        self._under_way -= 1
+        if not self._under_way:
+            self._settled.set()
 
 
 def build_server(surface: McpSurface, feed: NoticeFeed, acks: Acknowledgements) -> Server[Any]:

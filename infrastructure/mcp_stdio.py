@@ -189,7 +189,8 @@ class Deliveries:
     the request's result is written whole, or `undelivered(reason)`: `cancelled` (the client
     cancelled the request before its answer was out, even before it was expected),
     `answered_with_error`, `not_written` (stdout failed), `stopped` (the server stopped
-    first)."""
+    first), `duplicate_request_id` (two requests of one id under way: their answers cannot
+    be told apart, so neither counts as delivered)."""
 
     def __init__(self) -> None:
         self._expected: dict[int | str, tuple[Callable[[], None], Undelivered]] = {}
@@ -199,6 +200,10 @@ class Deliveries:
         self, request_id: int | str, delivered: Callable[[], None], undelivered: Undelivered
     ) -> None:
         key = coerce_request_id(request_id)
+        if key in self._expected:
+            self._settle(key, "duplicate_request_id")
+            undelivered("duplicate_request_id")
+            return
         self._expected[key] = (delivered, undelivered)
         if key in self._cancelled:
             self._settle(key, "cancelled")

@@ -6,7 +6,7 @@ prints.
     session-awareness status KEY [--changes-since N] [--agent-id A]
     session-awareness list [--agent-id A] [--kind K]... [--search TEXT] [--limit N]
     session-awareness notices WATCHER [--drain]
-    session-awareness watches [--watcher W | --target T]
+    session-awareness watches [--watcher W | --target T] [--limit N] [--offset N]
     session-awareness history KEY [--agent-id A]
     session-awareness transcript KEY [--limit N] [--offset N] [--include-tools]
     session-awareness audit [--rebuild]

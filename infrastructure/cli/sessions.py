@@ -154,8 +154,10 @@ def watches(
     verbose: int,
     as_json: bool,
 ) -> int:
-    """Cursor positions (L acknowledged, N notified, M material) and pending state, by
-    watcher then target; --limit and --offset show one page, read as one from the store."""
+    """Cursor positions (L acknowledged, N notified, M material) and pending state.
+
+    By watcher, then target; --limit and --offset show one page, read as one from the store.
+    """
     if watcher is not None and target is not None:
         raise click.UsageError("give --watcher or --target, not both")
     with open_store(database_url, verbose=verbose) as svc:

@@ -25,7 +25,8 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import stdio_client
 
-from session_awareness.application import open_service
+from session_awareness.application import SessionAwareness, open_service
+from session_awareness.infrastructure.mcp_server import Acknowledgements
 from session_awareness.infrastructure.mcp_stdio import Deliveries
 from tests.hooks.helpers import seed_notices, watched_targets
 from tests.mcp.helpers import DEADLINE, call, server_params
@@ -328,6 +329,85 @@ class TestDeliveries:
         outcomes, deliveries = self.settled()
         deliveries.close()
         assert outcomes == ["stopped"]
+
+    def test_two_requests_of_one_id_under_way_deliver_neither(self) -> None:
+        """R-N8: a second request of an id whose answer is still awaited makes both answers
+        indistinguishable: neither is delivered, and nothing waits on them any more."""
+        outcomes, deliveries = self.settled()
+        deliveries.expect(7, lambda: outcomes.append("delivered"), outcomes.append)
+        deliveries.written(types.JSONRPCResponse(jsonrpc="2.0", id=7, result={}))
+        assert outcomes == ["duplicate_request_id", "duplicate_request_id"]
+
+
+class TestAcknowledgements:
+    """The server's side of an answer's acknowledgement (`mcp_server.Acknowledgements`), on a
+    real store."""
+
+    @staticmethod
+    def handed_over(tmp_path: Path) -> tuple[SessionAwareness, Any]:
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        seed_notices(url, LEAD, watched_targets(2))
+        svc = open_service(url)
+        return svc, (LEAD, svc.hand_over_notices(LEAD))
+
+    def test_a_read_waits_from_the_answers_expectation_until_its_acknowledgement(
+        self, tmp_path: Path
+    ) -> None:
+        """R-N8: a read of the caller's notices waits for an answer expected and not yet
+        out, then for its acknowledgement: the client may send its next call the moment it
+        reads the answer, before the server's writer has heard that the write ended, and
+        that call must not show the same notices again."""
+        svc, handed = self.handed_over(tmp_path)
+
+        async def scenario() -> None:
+            deliveries = Deliveries()
+            acks = Acknowledgements(svc, deliveries)
+            read = anyio.Event()
+
+            async def next_read() -> None:
+                await acks.settled()
+                read.set()
+
+            async with anyio.create_task_group() as tasks:
+                acks.tasks = tasks
+                acks.expect(7, handed)
+                tasks.start_soon(next_read)
+                await anyio.wait_all_tasks_blocked()
+                assert not read.is_set()  # the answer is not out yet
+                deliveries.written(types.JSONRPCResponse(jsonrpc="2.0", id=7, result={}))
+                with anyio.fail_after(DEADLINE):
+                    await read.wait()
+                assert svc.pending_notices(LEAD) == []
+
+        try:
+            anyio.run(scenario)
+        finally:
+            svc.close()
+
+    def test_an_undelivered_answer_lets_the_read_go_and_acknowledges_nothing(
+        self, tmp_path: Path
+    ) -> None:
+        """R-N8: an answer cancelled, or of an id used twice, settles at once: the next read
+        goes on, and every notice is still pending."""
+        svc, handed = self.handed_over(tmp_path)
+
+        async def scenario() -> None:
+            deliveries = Deliveries()
+            acks = Acknowledgements(svc, deliveries)
+            async with anyio.create_task_group() as tasks:
+                acks.tasks = tasks
+                acks.expect(7, handed)
+                deliveries.read(cancelled(7))
+                acks.expect(8, handed)
+                acks.expect(8, handed)
+                with anyio.fail_after(DEADLINE):
+                    await acks.settled()
+
+        try:
+            anyio.run(scenario)
+            assert svc.pending_notices(LEAD) == list(handed[1].notices)
+        finally:
+            svc.close()
 
 
 def cancelled(request_id: int | str) -> types.JSONRPCNotification:
