@@ -240,8 +240,10 @@ def paths() -> dict[str, dict[str, Any]]:
     # The library's logger takes a path of its own per configuration (structlog's, the stdlib
     # logger's level): capture the events, so the figures do not depend on what the host, or
     # an earlier test, configured.
+    # No background maintenance: its start-up batches would race the traced command for the
+    # store (a save it leads, or one the command waits behind), and the figures with them.
     with tempfile.TemporaryDirectory() as folder, structlog.testing.capture_logs():
-        svc = open_service(f"sqlite:///{folder}/structure.db")
+        svc = open_service(f"sqlite:///{folder}/structure.db", maintenance="manual")
         try:
             svc.open_session(parent)
             svc.record_child_spawned(child, parent=parent, run_id="r1")
