@@ -123,8 +123,8 @@ class Drains(Aggregate):
     def latest_for(self, watch_id: UUID, version: int) -> Acknowledgement | None:
         """The acknowledgement that gives a cursor its positions: the latest of the cursor,
         if it names the cursor's current version (a later `Watch` event supersedes it)."""
-        found = self.latest.get(watch_id.hex)
-        if found is None or found[0][1] != version:
+        found = self._naming(watch_id, version)
+        if found is None:
             return None
         entry, at = found
         return Acknowledgement(watch_id, version, entry[2], entry[3], entry[4], at)
@@ -133,8 +133,12 @@ class Drains(Aggregate):
         """Whether a drain gives the cursor at `version`, as its own events make it, other
         positions: `latest_for` finds an entry (read by the entry's hex id and version,
         without building it)."""
+        return self._naming(watch_id, version) is not None
+
+    def _naming(self, watch_id: UUID, version: int) -> tuple[list[Any], datetime] | None:
+        """The overlay rule (ADR 024): the cursor's latest entry, if it names `version`."""
         found = self.latest.get(watch_id.hex)
-        return found is not None and found[0][1] == version
+        return found if found is not None and found[0][1] == version else None
 
     @classmethod
     def record(
