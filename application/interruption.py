@@ -55,6 +55,19 @@ CURRENT: ContextVar[Interruption | None] = ContextVar(
 )
 
 
+@contextmanager
+def outside() -> Iterator[None]:
+    """The store calls made inside (in this thread) are no scope's: the close does not end
+    them. Only for removing what a batch made for itself alone once the batch has ended,
+    interrupted or not (the audit's scratch schema on PostgreSQL): a statement that waits
+    for no one else's lock, which an interrupted batch would otherwise leave behind."""
+    token = CURRENT.set(None)
+    try:
+        yield
+    finally:
+        CURRENT.reset(token)
+
+
 def interrupted() -> bool:
     """Whether this thread runs in a scope that has been interrupted."""
     interruption = CURRENT.get()
