@@ -145,6 +145,7 @@ class ServiceSQLiteDatastore(SQLiteDatastore):
         pooling = {name: options[name] for name in _POOL_OPTIONS if name in options}
         self.pool = ServiceSQLitePool(db_name=db_name, **pooling)
 
+    # Both return what the library's own (`@contextmanager` methods) return, the same type.
     def get_connection(self, *, commit: bool) -> _GeneratorContextManager[SQLiteConnection]:
         interruption = CURRENT.get()
         if interruption is None:
@@ -209,8 +210,9 @@ class ServiceSQLiteFactory(SQLiteFactory):
 def holding_own(conn: sqlite3.Connection) -> Iterator[None]:
     """A connection of its user's own, outside the pool (the audit's scratch file), used in
     the block: in the maintenance's scope the close may interrupt its statement (and fails
-    the block at once when it came before), and a connection it did is closed, never used
-    again. Outside a scope (a caller's thread) nothing changes."""
+    the block at once when it came before), a connection it did is closed, never used
+    again, and sqlite3's errors are the library's, as the pool's raise them. Outside a
+    scope (a caller's thread) nothing changes."""
     interruption = CURRENT.get()
     if interruption is None:
         yield
@@ -219,6 +221,8 @@ def holding_own(conn: sqlite3.Connection) -> Iterator[None]:
     try:
         with interruption.holding(conn.interrupt) as held:
             yield
+    except sqlite3.Error as error:
+        raise library_error(error) from error
     finally:
         if held is not None and held.ended:
             conn.close()
