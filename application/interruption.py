@@ -4,15 +4,17 @@
 The maintenance runs each batch inside its `Interruption`'s `scope()`. While it does, the
 store's reads and saves in that thread run on connections that are `holding`: each says how
 to end the statement running on it (sqlite3's `Connection.interrupt()`, psycopg's
-`cancel_safe()`; on PostgreSQL every pooled connection, on SQLite the thread's reader and
-the saves' writer). Only the maintenance's own connections are ever so registered (a
-caller's thread has no scope, and the maintenance's saves are never written with a
-caller's, `alone`). `fire()` ends the
+`cancel_safe()`): every connection checked out of the store's pool, on both backends, the
+thread's SQLite reader, and a connection the batch opens for itself (the audit's SQLite
+scratch file, when the start's check rebuilds the read models). Only the maintenance's own
+connections are ever so registered (a caller's thread has no scope, and the maintenance's
+saves are never written with a caller's, `alone`). `fire()` ends the
 statement of every connection held, and from then on the scope's next checkout fails at
 once (`MaintenanceInterrupted`). A connection that was asked to end its statement is never
 used again: the store closes it rather than return it to the pool, so a late interrupt
 can only ever reach the maintenance's own work, and the database rolls back its
-transaction: a batch is a transaction, nothing of it is half written."""
+transaction: a batch is a transaction (the check's rebuild writes the live read models in
+its last alone, the swap), nothing of it is half written."""
 
 from __future__ import annotations
 
@@ -53,6 +55,19 @@ class Held:
 CURRENT: ContextVar[Interruption | None] = ContextVar(
     "session_awareness_interruption", default=None
 )
+
+
+@contextmanager
+def outside() -> Iterator[None]:
+    """The store calls made inside (in this thread) are no scope's: the close does not end
+    them. Only for removing what a batch made for itself alone once the batch has ended,
+    interrupted or not (the audit's scratch schema on PostgreSQL): a statement that waits
+    for no one else's lock, which an interrupted batch would otherwise leave behind."""
+    token = CURRENT.set(None)
+    try:
+        yield
+    finally:
+        CURRENT.reset(token)
 
 
 def interrupted() -> bool:

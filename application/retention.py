@@ -361,7 +361,7 @@ class MaintenanceTask:
     (`maintenance_progress`, `maintenance_done`); errors are logged, never raised. `step()`
     runs one batch in the caller's thread (tests and hosts drive it deterministically).
     Each batch runs in the task's `Interruption` scope, so `close()` can end its statement
-    under way at once (R-M2)."""
+    under way at once (R-M2), the check's rebuild of the read models included."""
 
     def __init__(
         self,

@@ -3,8 +3,9 @@ extended where the service needs more.
 
 `ServiceSQLiteFactory` (the persistence module's factory, by topic) builds a
 `ServiceSQLiteDatastore`, whose `ServiceSQLitePool` opens connections that never switch a
-read-only file to WAL; the maintenance's connections can be ended from the closing thread
-(`held_connection`, `application/interruption.py`). The read models on top are
+read-only file to WAL. Every connection the maintenance checks out of it, and every one it
+opens itself (`holding_own`), can be ended from the closing thread (`held_connection`,
+`application/interruption.py`). The read models on top are
 `infrastructure/readmodel/sqlite_recorder.py`.
 """
 
@@ -14,7 +15,7 @@ import sqlite3
 import time
 from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import _GeneratorContextManager, contextmanager
 from typing import Any
 
 from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError
@@ -28,7 +29,7 @@ from eventsourcing.sqlite import (
     SQLiteTransaction,
 )
 
-from session_awareness.application.interruption import Held, Interruption
+from session_awareness.application.interruption import CURRENT, Held, Interruption
 
 
 class _MostRecentFirst(deque[SQLiteConnection]):
@@ -132,9 +133,11 @@ _POOL_OPTIONS = ("lock_timeout", "pool_size", "max_overflow", "pool_timeout", "m
 
 
 class ServiceSQLiteDatastore(SQLiteDatastore):
-    """The library's datastore on a `ServiceSQLitePool`. The maintenance's connections and
-    write transactions are `held_connection` and `immediate_transaction` (its close can end
-    their statements, `application/interruption.py`)."""
+    """The library's datastore on a `ServiceSQLitePool`. In the maintenance's interruption
+    scope (`application/interruption.py`), every checkout is a `held_connection` and every
+    write transaction an `immediate_transaction`, whatever reads or writes through it (the
+    read models' queries, the audit's reads and its swap, the marks): the close can end
+    their statements. A caller's thread has no scope: its checkouts are the library's."""
 
     def __init__(self, db_name: str, **options: Any) -> None:
         super().__init__(db_name, **options)
@@ -142,15 +145,29 @@ class ServiceSQLiteDatastore(SQLiteDatastore):
         pooling = {name: options[name] for name in _POOL_OPTIONS if name in options}
         self.pool = ServiceSQLitePool(db_name=db_name, **pooling)
 
+    # Both return what the library's own (`@contextmanager` methods) return, the same type.
+    def get_connection(self, *, commit: bool) -> _GeneratorContextManager[SQLiteConnection]:
+        interruption = CURRENT.get()
+        if interruption is None:
+            return super().get_connection(commit=commit)
+        return held_connection(self, interruption, commit=commit)
+
+    def transaction(self, *, commit: bool) -> _GeneratorContextManager[SQLiteCursor]:
+        interruption = CURRENT.get()
+        if interruption is not None and commit:
+            return immediate_transaction(self, interruption)
+        return super().transaction(commit=commit)  # its checkout is `get_connection`'s
+
 
 @contextmanager
 def held_connection(
     datastore: SQLiteDatastore, interruption: Interruption, *, commit: bool
 ) -> Iterator[SQLiteConnection]:
-    """`datastore.get_connection()` for the maintenance (`interruption`'s scope): the close
-    may interrupt its statement, and a connection it did is closed, never pooled again."""
+    """A checkout of `datastore`'s pool for the maintenance (`interruption`'s scope): the
+    close may interrupt its statement, and a connection it did is closed, never pooled
+    again."""
     interruption.check()
-    with datastore.get_connection(commit=commit) as conn:
+    with SQLiteDatastore.get_connection(datastore, commit=commit) as conn:
         held: Held | None = None
         try:
             with interruption.holding(_interrupt(conn)) as held:
@@ -187,6 +204,28 @@ class ServiceSQLiteFactory(SQLiteFactory):
             originator_id_type=library.originator_id_type,
         )
         library.close()  # never connected
+
+
+@contextmanager
+def holding_own(conn: sqlite3.Connection) -> Iterator[None]:
+    """A connection of its user's own, outside the pool (the audit's scratch file), used in
+    the block: in the maintenance's scope the close may interrupt its statement (and fails
+    the block at once when it came before), a connection it did is closed, never used
+    again, and sqlite3's errors are the library's, as the pool's raise them. Outside a
+    scope (a caller's thread) nothing changes."""
+    interruption = CURRENT.get()
+    if interruption is None:
+        yield
+        return
+    held: Held | None = None
+    try:
+        with interruption.holding(conn.interrupt) as held:
+            yield
+    except sqlite3.Error as error:
+        raise library_error(error) from error
+    finally:
+        if held is not None and held.ended:
+            conn.close()
 
 
 def _interrupt(conn: SQLiteConnection) -> Any:

@@ -2,7 +2,12 @@
 dropped afterwards) whose tables are `LIKE` the live ones (with their keys but not their
 secondary indexes: the copy is only written and read by key). The comparison runs in a
 REPEATABLE READ transaction, a rebuild under the library's own `LOCK TABLE … IN EXCLUSIVE
-MODE` on the events table, which every writer takes first."""
+MODE` on the events table, which every writer takes first.
+
+Run by the maintenance (its check's rebuild, ADR 044), every statement is on a pooled
+connection its close can cancel (R-M2, `pg_store.ServiceDatastore.get_connection`); the
+scratch schema is dropped afterwards outside that scope, so an interrupted rebuild leaves
+none behind."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from psycopg.rows import tuple_row
 
 from session_awareness.application import projection as p
 from session_awareness.application.errors import ConfigurationError
+from session_awareness.application.interruption import outside
 from session_awareness.infrastructure.pg_store import insufficient_privilege
 from session_awareness.infrastructure.readmodel.audit_tables import (
     Audit,
@@ -101,8 +107,8 @@ class PostgresAudit(Audit):
         try:
             yield PostgresScratch(self, prefix)
         finally:
-            try:
-                with self.live.datastore.transaction(commit=True) as c:
+            try:  # outside the maintenance's scope: a close that ended the audit (R-M2)
+                with outside(), self.live.datastore.transaction(commit=True) as c:
                     c.execute(f"DROP SCHEMA {q(schema)} CASCADE")
             except Exception as error:  # noqa: BLE001 -- never hide the audit's own outcome
                 log.warning("audit_scratch_left", schema=schema, error=repr(error))
