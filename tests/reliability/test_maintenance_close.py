@@ -21,6 +21,8 @@ from structlog.testing import capture_logs
 
 from session_awareness.application import SessionAwareness
 from session_awareness.application import retention as retention_module
+from session_awareness.application.audit import Audit
+from session_awareness.application.errors import StoreUnavailableError
 from session_awareness.infrastructure import sqlite_store
 from session_awareness.testing import wait_until
 from session_awareness.testing.pgcluster import PostgresCluster
@@ -233,3 +235,50 @@ class TestCloseDuringABatch:
         assert recorded == [2]
         assert svc.kept_signals == 0
         assert sequences(svc, KEYS[0]) == [1, 2]
+
+
+class TestABatchThatOutlastsTheClose:
+    def test_its_connection_is_released_only_once_it_ends(
+        self, open_svc: ServiceFactory, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-M2: a batch that does not end within the close's wait (here the start's check,
+        held in Python by the test while it holds a connection of the store's pool) is left
+        to end by itself (`maintenance_not_stopped`). `close()` returns and the service
+        refuses every call at once, but the connections are released only once the thread
+        has ended, never under it: the library's pool closes the connections in use, and
+        closing one while another thread runs a statement on it can crash the process on
+        SQLite. So the batch's next statement on the connection it holds still runs."""
+        svc = open_svc()
+        svc.open_session(KEYS[0])
+        svc.close()
+        holding, release = threading.Event(), threading.Event()
+        outcome: list[object] = []
+
+        def held(audit: Any) -> bool:
+            with audit.store.recorder.datastore.transaction(commit=False) as c:
+                holding.set()
+                assert release.wait(DEADLINE)
+                try:
+                    c.execute("SELECT 1 AS one")
+                    outcome.append(len(c.fetchall()))
+                except Exception as error:  # noqa: BLE001 -- what the test reports
+                    outcome.append(error)
+            return False
+
+        monkeypatch.setattr(Audit, "verify_read_models", held)
+        with capture_logs() as logs:
+            svc = open_svc(maintenance="background")
+            assert holding.wait(DEADLINE), "the check never started"
+            assert closed_in_time(svc.close), "close() waited for the batch"
+            assert "maintenance_not_stopped" in {e["event"] for e in logs}
+            assert svc.closed
+            with pytest.raises(StoreUnavailableError):
+                svc.session_status(KEYS[0])
+            datastore: Any = svc.store.recorder.datastore
+            assert not datastore.pool.closed  # the batch still holds a connection of it
+            release.set()
+            thread = svc._task._thread
+            assert thread is not None
+            assert wait_until(lambda: not thread.is_alive(), DEADLINE)
+        assert outcome == [1]  # its statement ran on the connection it held
+        assert datastore.pool.closed  # released as the thread ended
