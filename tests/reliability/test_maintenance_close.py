@@ -39,17 +39,24 @@ MAINTENANCE = "session-awareness-maintenance"
 KEYS = [f"agent:main:subagent:c{n}" for n in range(3)]
 
 
-@pytest.fixture(params=BACKENDS)
-def database_url(
+def long_waits_url(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> str:
-    """The suite's database per backend, its lock waits a minute long: on SQLite the
-    connections' busy timeout, on PostgreSQL every call's deadline."""
+    """The suite's database of the backend `request.param`, its lock waits a minute long:
+    on SQLite the connections' busy timeout, on PostgreSQL every call's deadline."""
     if request.param == "sqlite":
         monkeypatch.setattr(sqlite_store, "SQLITE3_DEFAULT_LOCK_TIMEOUT", HELD_FOR)
         return "sqlite:///" + str(tmp_path / "sessions.db")
     cluster: PostgresCluster = request.getfixturevalue("postgres")
     return f"{cluster.url}?schema=t_{uuid.uuid4().hex[:12]}&connect_timeout={HELD_FOR}"
+
+
+@pytest.fixture(params=BACKENDS)
+def database_url(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """The suite's database per backend, its lock waits a minute long (`long_waits_url`)."""
+    return long_waits_url(request, tmp_path, monkeypatch)
 
 
 class Blocker:
@@ -140,6 +147,27 @@ def gate_prune(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     return gate
 
 
+def open_held(
+    open_svc: ServiceFactory,
+    database_url: str,
+    gate: threading.Event,
+    begun: list[str],
+    blockers: list[Blocker],
+) -> tuple[SessionAwareness, Blocker]:
+    """A service opened with its background maintenance, whose first batch (held by `gate`
+    until the test's blocker holds the write lock) is then held behind the blocker: on
+    SQLite once it began a write (`begun`), on PostgreSQL once it waits for the lock."""
+    svc = open_svc(maintenance="background")
+    blocker = Blocker(svc, database_url)
+    blockers.append(blocker)
+    gate.set()
+    if blocker.sqlite:
+        assert wait_until(lambda: bool(begun), DEADLINE), "the batch never wrote"
+    else:
+        assert wait_until(lambda: blocker.waiting() == 1, DEADLINE), "never held"
+    return svc, blocker
+
+
 @pytest.fixture
 def held_batch(
     open_svc: ServiceFactory,
@@ -160,15 +188,7 @@ def held_batch(
         svc.close()
         clock.advance(days=31)
         gate = gate_prune(monkeypatch)
-        again = open_svc(maintenance="background")
-        blocker = Blocker(again, database_url)
-        blockers.append(blocker)
-        gate.set()
-        if blocker.sqlite:
-            assert wait_until(lambda: bool(writes_begun), DEADLINE), "the batch never wrote"
-        else:
-            assert wait_until(lambda: blocker.waiting() == 1, DEADLINE), "never held"
-        return again, blocker
+        return open_held(open_svc, database_url, gate, writes_begun, blockers)
 
     yield start
     for blocker in blockers:

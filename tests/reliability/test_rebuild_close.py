@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,22 +21,21 @@ from structlog.testing import capture_logs
 
 from session_awareness.application import SessionAwareness
 from session_awareness.application.audit import Audit
-from session_awareness.infrastructure import sqlite_store
 from session_awareness.infrastructure.readmodel.postgres_audit import (
     SCRATCH_SCHEMA_PREFIX,
     PostgresScratch,
 )
 from session_awareness.infrastructure.readmodel.sqlite_audit import SQLiteScratch
 from session_awareness.testing import wait_until
-from session_awareness.testing.pgcluster import PostgresCluster
 from tests.conftest import BACKENDS, ServiceFactory, assert_rebuild_matches
 from tests.contract.helpers import CHILD, MANAGER, spawn
 from tests.reliability.test_maintenance_close import (
     DEADLINE,
-    HELD_FOR,
     MAINTENANCE,
     Blocker,
     closed_in_time,
+    long_waits_url,
+    open_held,
 )
 
 #: Sessions recorded before the damage: a few pages of events on SQLite (200 a page).
@@ -48,13 +46,8 @@ SESSIONS = 40
 def database_url(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> str:
-    """The suite's database per backend, its lock waits a minute long: on SQLite the
-    connections' busy timeout, on PostgreSQL every call's deadline."""
-    if request.param == "sqlite":
-        monkeypatch.setattr(sqlite_store, "SQLITE3_DEFAULT_LOCK_TIMEOUT", HELD_FOR)
-        return "sqlite:///" + str(tmp_path / "sessions.db")
-    cluster: PostgresCluster = request.getfixturevalue("postgres")
-    return f"{cluster.url}?schema=t_{uuid.uuid4().hex[:12]}&connect_timeout={HELD_FOR}"
+    """The suite's database per backend, its lock waits a minute long (`long_waits_url`)."""
+    return long_waits_url(request, tmp_path, monkeypatch)
 
 
 @pytest.fixture
@@ -184,14 +177,7 @@ class TestCloseDuringTheStartsRebuild:
         schemas = scratch_schemas(database_url)
         gate = gate_verify(monkeypatch)
         with capture_logs() as logs:
-            svc = open_svc(maintenance="background")
-            blocker = Blocker(svc, database_url)
-            blockers.append(blocker)
-            gate.set()
-            if blocker.sqlite:
-                assert wait_until(lambda: bool(immediate_begun), DEADLINE), "never held"
-            else:
-                assert wait_until(lambda: blocker.waiting() == 1, DEADLINE), "never held"
+            svc, blocker = open_held(open_svc, database_url, gate, immediate_begun, blockers)
             assert closed_in_time(svc.close), "close() waited for the rebuild"
             assert blocker.holding()
         blocker.release()
