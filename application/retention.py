@@ -391,10 +391,6 @@ class MaintenanceTask:
         self._sweep_asked: bool | None = True  # the start-up sweep
         #: Ends the batch under way on `close()` (its statement, on its own connections).
         self._interruption = Interruption()
-        #: What runs once the thread has ended (`when_stopped`), and whether it has.
-        self._ending = threading.Lock()
-        self._after: list[Callable[[], None]] = []
-        self._ended = False
 
     def start(self) -> None:
         """Start the thread (once)."""
@@ -526,32 +522,15 @@ class MaintenanceTask:
             log.info("maintenance_done", **figures)
 
     def _run(self) -> None:
-        try:
-            while not self._stopping.is_set():
-                try:
-                    worked = self.step()
-                except Exception as error:  # noqa: BLE001 -- the thread must outlive a bad batch
-                    self._failed("step", error)
-                    worked = False
-                if not worked:
-                    self._wake.wait(self._poll)
-                    self._wake.clear()
-        finally:
-            with self._ending:
-                self._ended = True
-                after, self._after = self._after, []
-            for then in after:
-                then()
-
-    def when_stopped(self, then: Callable[[], None]) -> None:
-        """Run `then` once the thread has ended: now when it has (or never started), else
-        in the thread as it ends (after a `close()` it did not stop in time, whose batch
-        may still hold a connection `then` releases, R-M2)."""
-        with self._ending:
-            if self._thread is not None and not self._ended:
-                self._after.append(then)
-                return
-        then()
+        while not self._stopping.is_set():
+            try:
+                worked = self.step()
+            except Exception as error:  # noqa: BLE001 -- the thread must outlive a bad batch
+                self._failed("step", error)
+                worked = False
+            if not worked:
+                self._wake.wait(self._poll)
+                self._wake.clear()
 
     def close(self, deadline: float = STOP_SECONDS) -> bool:
         """Stop the thread now (R-M2): the batch under way is ended at once, its statement
@@ -559,8 +538,8 @@ class MaintenanceTask:
         transaction rolled back, which logs `maintenance_interrupted`; the next start runs
         that work again. Waits at most `deadline` seconds for the thread, ending any
         statement the batch starts meanwhile; whether it stopped (else logged
-        `maintenance_not_stopped`: it is a daemon, every later store call of its batch fails
-        at once, and what must wait for its end waits with `when_stopped`)."""
+        `maintenance_not_stopped`: it is a daemon, and every later store call of its batch
+        fails at once)."""
         self._stopping.set()
         self._wake.set()
         self._interruption.fire()

@@ -307,10 +307,7 @@ class SessionAwareness:
         rolled back (`maintenance_interrupted`, R-M2), the next start runs it again. Signals
         still kept after a last try (bounded: at most about the store's `connect_timeout`
         and a half second more) stay in the spool for the next service of the store, a
-        WARNING `signal_spool_left` says how many (R-L10). A maintenance thread that did not
-        end in time (`maintenance_not_stopped`) may still hold a connection: the
-        connections are released as it ends, never under it (closing one in use can crash
-        the process on SQLite); the service is closed to every call at once all the same."""
+        WARNING `signal_spool_left` says how many (R-L10)."""
         self._task.close()  # ends its batch under way at once (R-M2, ADR 038)
         backlog = self._intake.backlog
         if not self.closed and backlog.items and not backlog.resting():
@@ -321,8 +318,7 @@ class SessionAwareness:
             self._listener = None
         self.store.closing.set()
         self._intake.close(join=self._call_deadline() + CLOSE_MARGIN)
-        self.store.shut()
-        self._task.when_stopped(self.store.close)
+        self.store.close()
 
     def _call_deadline(self) -> float:
         """How long one call to the store may take during an outage (`connect_timeout`)."""

@@ -184,15 +184,10 @@ class SessionStore(Application[UUID]):
             raise closed_error()
         return cast(AuditStore, cast(Any, self.recorder).audit_store())
 
-    def shut(self) -> None:
-        """The store cannot be used afterwards: every later call fails at once, while the
-        connections stay open until `close()` (a thread still under way may hold one)."""
-        self.closed = True
-        self.closing.set()
-
     def close(self) -> None:
         """Release the database connections; the store cannot be used afterwards."""
-        self.shut()
+        self.closed = True
+        self.closing.set()
         close_readers = getattr(self.recorder, "close_readers", None)
         if close_readers is not None:  # SQLite's per-thread reading connections
             close_readers()

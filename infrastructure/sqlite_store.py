@@ -52,7 +52,53 @@ class ServiceSQLitePool(SQLiteConnectionPool):
         super().__init__(**options)
         self._pool = _MostRecentFirst()
 
+    def close(self) -> None:
+        """Close the pool: its idle connections now, each one in use as its user returns it
+        (`put_connection`). The library's close closes the connections in use too, and
+        closing a sqlite3 connection while another thread runs a statement on it crashes
+        the process: a host closing the service while its calls are under way."""
+        with self._put_condition:
+            if self._closed:
+                return
+            while self._pool:
+                self._pool.pop().close()
+            self._closed = True
+
+    def get_connection(
+        self, timeout: float | None = None, *, is_writer: bool | None = None
+    ) -> SQLiteConnection:
+        """The library's checkout; on a closed pool a store error (`InterfaceError`), as a
+        call of the closed service raises, rather than the library's own exception."""
+        if self._closed:
+            raise InterfaceError("the store is closed")
+        return super().get_connection(timeout, is_writer=is_writer)
+
+    def put_connection(self, conn: SQLiteConnection) -> None:
+        """The library's return of a connection; once the pool is closed, the connection is
+        closed as it comes back, its locks released as the library releases them."""
+        with self._put_condition:  # re-entrant: the library's return takes it again
+            if not self._closed:
+                super().put_connection(conn)
+                return
+            self._in_use.pop(id(conn), None)
+            conn.close()
+            conn.in_use.release()
+            is_writer, conn.is_writer = conn.is_writer, None
+            if is_writer is True:
+                self._num_writers -= 1
+                self._writer_lock.release()
+            elif is_writer is False:
+                with self._no_readers:
+                    self._num_readers -= 1
+                    self._no_readers.notify()
+            self._put_condition.notify()
+
     def _create_connection(self) -> SQLiteConnection:
+        if self._closed:  # a thread that was waiting for a connection as the pool closed
+            raise InterfaceError("the store is closed")
+        return self._open_connection()
+
+    def _open_connection(self) -> SQLiteConnection:
         try:
             c = sqlite3.connect(
                 database=self.db_name, uri=True, check_same_thread=False, isolation_level=None,

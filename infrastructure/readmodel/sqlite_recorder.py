@@ -103,7 +103,7 @@ class SQLiteReadModels(JoinedSessionState, ReadModelStore):
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str) -> None:
         super().__init__(datastore, events_table_name)
         self._reader = threading.local()
-        self._readers: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
+        self._readers: list[tuple[weakref.ref[threading.Thread], Reader]] = []
         self._readers_lock = threading.Lock()
         self._readers_closed = False
 
@@ -140,20 +140,24 @@ class SQLiteReadModels(JoinedSessionState, ReadModelStore):
                     return cursor.execute(self.sql(template), params).fetchall()
                 finally:
                     cursor.close()
-        reader: sqlite3.Connection | None = getattr(self._reader, "connection", None)
+        reader: Reader | None = getattr(self._reader, "connection", None)
         if reader is None:
             reader = self._open_reader(pool.db_name, pool.lock_timeout)
         if interruption is not None:
             return self._fetch_held(interruption, reader, template, params)
         try:
-            return reader.execute(self.sql(template), params).fetchall()
+            with reader.lock:
+                return reader.conn.execute(self.sql(template), params).fetchall()
         except sqlite3.Error as error:
             raise library_error(error) from error
+        finally:
+            if reader.retired:
+                reader.retire()
 
     def _fetch_held(
         self,
         interruption: Interruption,
-        reader: sqlite3.Connection,
+        reader: Reader,
         template: str,
         params: Sequence[Any],
     ) -> list[tuple[Any, ...]]:
@@ -161,44 +165,72 @@ class SQLiteReadModels(JoinedSessionState, ReadModelStore):
         is closed, and the thread opens another when it reads again."""
         held: Held | None = None
         try:
-            with interruption.holding(reader.interrupt) as held:
-                return reader.execute(self.sql(template), params).fetchall()
+            with interruption.holding(reader.conn.interrupt) as held, reader.lock:
+                return reader.conn.execute(self.sql(template), params).fetchall()
         except sqlite3.Error as error:
             raise library_error(error) from error
         finally:
             if held is not None and held.ended:
                 self._reader.connection = None
                 with self._readers_lock:
-                    self._readers = [(t, c) for t, c in self._readers if c is not reader]
-                reader.close()
+                    self._readers = [(t, r) for t, r in self._readers if r is not reader]
+                reader.retire()
+            elif reader.retired:
+                reader.retire()
 
-    def _open_reader(self, db_name: str, lock_timeout: int | None) -> sqlite3.Connection:
+    def _open_reader(self, db_name: str, lock_timeout: int | None) -> Reader:
         try:
-            reader = sqlite3.connect(
-                db_name, uri=True, check_same_thread=False, isolation_level=None,
-                timeout=lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+            reader = Reader(
+                sqlite3.connect(
+                    db_name, uri=True, check_same_thread=False, isolation_level=None,
+                    timeout=lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+                )
             )  # fmt: skip
         except sqlite3.Error as error:
             raise library_error(error) from error
         with self._readers_lock:
             if self._readers_closed:
-                reader.close()
+                reader.retire()
                 raise InterfaceError("the store is closed")
-            ended = [c for t, c in self._readers if not ((thread := t()) and thread.is_alive())]
-            self._readers = [(t, c) for t, c in self._readers if c not in ended]
+            ended = [r for t, r in self._readers if not ((thread := t()) and thread.is_alive())]
+            self._readers = [(t, r) for t, r in self._readers if r not in ended]
             self._readers.append((weakref.ref(threading.current_thread()), reader))
         for connection in ended:  # threads that have ended: hosts with a thread per request
-            connection.close()
+            connection.retire()
         self._reader.connection = reader
         return reader
 
     def close_readers(self) -> None:
-        """Close every thread's reading connection (the service is closing)."""
+        """Close every thread's reading connection (the service is closing): now, or, for
+        one a thread is reading on, as that read ends (`Reader.retire`)."""
         with self._readers_lock:
             self._readers_closed = True
             readers, self._readers = self._readers, []
         for _, reader in readers:
-            reader.close()
+            reader.retire()
+
+
+class Reader:
+    """A thread's reading connection (`fetch_tuples`), held under `lock` while a read runs
+    on it. Closing a sqlite3 connection while another thread runs a statement on it crashes
+    the process, so a close from another thread (`retire`) closes it only when no read is
+    under way, and otherwise leaves it to that read to close as it ends."""
+
+    __slots__ = ("conn", "lock", "retired")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn, self.lock, self.retired = conn, threading.Lock(), False
+
+    def retire(self) -> None:
+        """Close the connection now if no read is under way on it; otherwise the read under
+        way closes it as it ends (it sees `retired`). A later read on it fails as a read on
+        a closed connection does."""
+        self.retired = True
+        if self.lock.acquire(blocking=False):
+            try:
+                self.conn.close()
+            finally:
+                self.lock.release()
 
 
 class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
