@@ -35,6 +35,7 @@ from session_awareness.infrastructure.claude_state import (
 )
 from session_awareness.infrastructure.cli.common import (
     database_url,
+    given_url,
     service_logs,
     store_options,
 )
@@ -260,6 +261,7 @@ def _install_options(agent_help: str, default_agent: str) -> Callable[[F], F]:
             click.option(
                 "--database-url",
                 metavar="URL",
+                callback=given_url,
                 help="The one store the hooks and the MCP server "
                 "use (default: $SESSION_AWARENESS_DATABASE_URL, else a SQLite file in the state "
                 "directory).",

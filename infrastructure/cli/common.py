@@ -102,11 +102,25 @@ def log_options(command: F) -> F:
     return command
 
 
+def given_url(_: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse an empty `--database-url` (a script's `--database-url "$URL"` with `URL`
+    unset): left to the fallbacks, it would open `$SESSION_AWARENESS_DATABASE_URL` or the
+    default store, not the one the caller meant (R-L9)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(
+            "an empty URL names no store: give sqlite:///… or postgresql://…, or leave the "
+            "option out for its default",
+            param=param,
+        )
+    return value
+
+
 def store_options(command: F) -> F:
     """`--database-url` and the logging options, on every command that opens the store."""
     return click.option(
         "--database-url",
         metavar="URL",
+        callback=given_url,
         help=f"The store (default: ${DATABASE_URL_ENV}, else {DEFAULT_DATABASE_URL}).",
     )(log_options(command))
 

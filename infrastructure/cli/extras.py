@@ -19,6 +19,7 @@ from session_awareness.application.tools.tool_schemas import FLAVORS, tool_schem
 from session_awareness.configuration import DATABASE_URL_ENV
 from session_awareness.infrastructure.cli.common import (
     counted,
+    given_url,
     json_option,
     line,
     log_options,
@@ -50,6 +51,7 @@ UPSTREAM_COMMANDS = "session_awareness.infrastructure.upstream_commands"
 @click.option(
     "--database-url",
     metavar="URL",
+    callback=given_url,
     help="A store without sessions to tell the story in, kept afterwards "
     "(default: a temporary SQLite file).",
 )

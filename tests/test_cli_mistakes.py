@@ -1,0 +1,86 @@
+"""What a new operator gets wrong at the CLI, and what they get back: a non-zero exit the
+docs name, one line on stderr saying what was wrong and how to fix it, nothing on stdout a
+script would take for a result, and nothing half-written (R-L9, docs/operations.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import structlog.testing
+
+from session_awareness.application import open_service
+from session_awareness.configuration import DATABASE_URL_ENV
+from session_awareness.infrastructure.cli import main
+
+Capture = pytest.CaptureFixture[str]
+MANAGER = "agent:main:main"
+
+
+def run(capsys: Capture, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    """A SQLite store holding the manager's session."""
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    with structlog.testing.capture_logs(), open_service(url) as svc:
+        svc.open_session(MANAGER)
+    return url
+
+
+class TestAnEmptyDatabaseUrl:
+    """`--database-url "$URL"` with `URL` unset passes an empty string: it names no store."""
+
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ["list"],
+            ["status", MANAGER],
+            ["notices", MANAGER, "--drain"],
+            ["audit", "--rebuild"],
+            ["prune"],
+            ["history", MANAGER],
+            ["watches"],
+            ["health"],
+            ["upstream", "scan"],
+        ],
+    )
+    def test_a_command_refuses_it_rather_than_opening_the_store_in_the_environment(
+        self, argv: list[str], store_url: str, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-L9: an empty `--database-url` is bad input (exit 2, one line naming the option),
+        not a silent fall-back to `$SESSION_AWARENESS_DATABASE_URL`'s store."""
+        monkeypatch.setenv(DATABASE_URL_ENV, store_url)
+        code, out, err = run(capsys, *argv, "--database-url", "")
+        assert (code, out) == (2, "")
+        assert err.startswith("error: Invalid value for '--database-url': an empty URL")
+        assert err.count("\n") == 1
+
+    def test_the_demo_refuses_it_and_writes_nothing_into_the_environments_store(
+        self, tmp_path: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The demo never writes into the store you work with: an empty `--database-url` is
+        refused, not read as "no option" by the CLI and as "use the environment" by the
+        service."""
+        mine = tmp_path / "mine.db"
+        monkeypatch.setenv(DATABASE_URL_ENV, f"sqlite:///{mine}")
+        monkeypatch.chdir(tmp_path)
+        code, out, err = run(capsys, "demo", "--database-url", "  ")
+        assert (code, out) == (2, "")
+        assert "'--database-url': an empty URL names no store" in err
+        assert list(tmp_path.iterdir()) == []
+
+    def test_install_refuses_it_and_writes_no_configuration(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        """`install` with an empty `--database-url` writes no hook pointing at a store the
+        caller did not name."""
+        code, out, err = run(capsys, "install", "claude-code", "--project", str(tmp_path),
+                             "--database-url", "")  # fmt: skip
+        assert (code, out) == (2, "")
+        assert "'--database-url': an empty URL names no store" in err
+        assert list(tmp_path.iterdir()) == []
