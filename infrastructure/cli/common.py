@@ -213,7 +213,10 @@ def require_postgres_store(url: str) -> None:
         from session_awareness.infrastructure.pg_config import parse_postgres_url  # noqa: PLC0415
     except ImportError:
         return
-    config = parse_postgres_url(url)
+    try:
+        config = parse_postgres_url(url)
+    except ConfigurationError as error:  # named as the open names it (docs/operations.md)
+        raise ConfigurationError(f"cannot open {redact(url)}: {error}") from None
     events = POSTGRES_EVENTS_TABLE
     try:
         with psycopg.connect(config.conninfo, autocommit=True) as conn:
