@@ -84,3 +84,49 @@ class TestAnEmptyDatabaseUrl:
         assert (code, out) == (2, "")
         assert "'--database-url': an empty URL names no store" in err
         assert list(tmp_path.iterdir()) == []
+
+
+class TestHugeNumbers:
+    """A number beyond what the store can hold is bad input the CLI names, not an
+    `OverflowError` from the database driver (exit 1, the driver's words)."""
+
+    @pytest.fixture
+    def demo_like_url(self, database_url: str) -> str:
+        """A store on each backend where the manager watches one child."""
+        with structlog.testing.capture_logs(), open_service(database_url) as svc:
+            svc.open_session(MANAGER)
+            svc.record_child_spawned("agent:main:subagent:c", parent=MANAGER, run_id="r1")
+        return database_url
+
+    @pytest.mark.parametrize(
+        ("argv", "option"),
+        [
+            (["watches", "--limit", str(2**63)], "--limit"),
+            (["watches", "--offset", str(2**63)], "--offset"),
+            (["watches", "--watcher", MANAGER, "--offset", str(10**24)], "--offset"),
+            (["prune", "--dry-run", "--retention-days", str(10**20)], "--retention-days"),
+            (["prune", "--retention-rows", str(2**63)], "--retention-rows"),
+        ],
+    )
+    def test_a_number_out_of_range_is_refused_with_the_range(
+        self, argv: list[str], option: str, demo_like_url: str, capsys: Capture
+    ) -> None:
+        """R-R1: exit 2 and one line naming the option and its range; nothing on stdout."""
+        code, out, err = run(capsys, *argv, "--database-url", demo_like_url)
+        assert (code, out) == (2, "")
+        assert err.startswith(f"error: Invalid value for '{option}': ")
+        assert "is not in the range" in err
+        assert err.count("\n") == 1
+
+    def test_the_largest_numbers_accepted_still_answer(
+        self, demo_like_url: str, capsys: Capture
+    ) -> None:
+        """The bounds are what the store can hold: at them the commands answer as usual."""
+        top = str(2**53 - 1)
+        code, out, _ = run(capsys, "watches", "--limit", top, "--offset", top,
+                           "--database-url", demo_like_url)  # fmt: skip
+        assert (code, out.splitlines()[-1]) == (0, "0 shown of 1 cursor, 0 pending")
+        code, out, _ = run(capsys, "prune", "--dry-run", "--retention-days", "36500",
+                           "--retention-rows", top, "--database-url", demo_like_url)  # fmt: skip
+        assert (code, out) == (0, "would remove 0 rows from 0 sessions and 0 idle cursors "
+                                  "(dry run: nothing changed)\n")  # fmt: skip

@@ -26,6 +26,7 @@ from session_awareness.application.audit_report import AuditReport
 from session_awareness.application.backlog import SpoolError
 from session_awareness.application.retention import Retention
 from session_awareness.application.service import spool_for
+from session_awareness.domain.signals import MAX_SAFE_INTEGER
 from session_awareness.infrastructure.cli.common import (
     counted,
     json_option,
@@ -44,6 +45,9 @@ from session_awareness.infrastructure.cli.common import (
 )
 from session_awareness.infrastructure.cli.exits import EXIT_FAILURE, EXIT_OK
 from session_awareness.infrastructure.cli.history_lines import describe
+
+#: A century: the age limit's cutoff (now minus D days) stays a date the clock can hold.
+MAX_RETENTION_DAYS = 36_500
 
 
 class RateColumn(ProgressColumn):
@@ -147,8 +151,13 @@ def history(
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Show what would go; change nothing.")
-@click.option("--retention-days", type=click.IntRange(min=1), default=30, show_default=True)
-@click.option("--retention-rows", type=click.IntRange(min=1), default=50_000, show_default=True)
+@click.option("--retention-days", type=click.IntRange(1, MAX_RETENTION_DAYS), default=30,
+              show_default=True, metavar="D",
+              help="Remove the rows recorded more than D days ago, and expire the cursors "
+              "idle that long.")  # fmt: skip
+@click.option("--retention-rows", type=click.IntRange(1, MAX_SAFE_INTEGER), default=50_000,
+              show_default=True, metavar="R",
+              help="Then keep the newest R rows across all sessions.")  # fmt: skip
 @store_options
 @json_option
 def prune(

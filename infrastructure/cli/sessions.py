@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from session_awareness.application.ports import CursorRow
+from session_awareness.domain.signals import MAX_SAFE_INTEGER
 from session_awareness.infrastructure.cli.common import (
     counted,
     json_option,
@@ -138,8 +139,9 @@ def notices(
 @click.option("--watcher", metavar="W", help="Only the cursors W holds.")
 @click.option("--target", metavar="T", help="Only the cursors on session T.")
 @click.option("--agent-id", metavar="A", help="The agent of a bare target key.")
-@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N cursors.")
-@click.option("--offset", type=click.IntRange(min=0), default=0, metavar="N",
+@click.option("--limit", type=click.IntRange(1, MAX_SAFE_INTEGER), metavar="N",
+              help="At most N cursors.")  # fmt: skip
+@click.option("--offset", type=click.IntRange(0, MAX_SAFE_INTEGER), default=0, metavar="N",
               help="Skip the first N cursors (with --limit: the next page).")  # fmt: skip
 @store_options
 @json_option
