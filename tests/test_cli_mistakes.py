@@ -130,3 +130,65 @@ class TestHugeNumbers:
                            "--retention-rows", top, "--database-url", demo_like_url)  # fmt: skip
         assert (code, out) == (0, "would remove 0 rows from 0 sessions and 0 idle cursors "
                                   "(dry run: nothing changed)\n")  # fmt: skip
+
+
+class TestInstallingAStoreTheHooksCannotUse:
+    """`install` writes the URL into every hook and the MCP server entry; a hook never
+    breaks its session, so a URL they cannot record into would fail every turn quietly."""
+
+    @pytest.mark.parametrize(
+        ("url", "why"),
+        [
+            ("sqlite://sessions.db", "SQLite URLs have no host"),
+            ("mysql://ops:secret@db/sessions", "unsupported database URL"),
+            ("sqlite:///:memory:", "an in-memory database lasts one process"),
+            ("sqlite:///sessions.db?mode=zz", "mode must be one of"),
+            ("postgresql://ops:s3cr#t@db/sessions", "reserved character"),
+            ("postgresql://ops@db/sessions?pool_size=0", "pool_size must be"),
+        ],
+    )
+    @pytest.mark.parametrize("cli", ["claude-code", "gemini-cli"])
+    def test_install_refuses_it_and_writes_nothing(
+        self, *, cli: str, url: str, why: str, tmp_path: Path, capsys: Capture,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:  # fmt: skip
+        """R-L9: exit 2, one line naming the URL (never its password) and why, and no file
+        or folder written."""
+        monkeypatch.setenv("SESSION_AWARENESS_STATE_DIR", str(tmp_path / "state"))
+        project = tmp_path / "project"
+        project.mkdir()
+        monkeypatch.chdir(project)
+        code, out, err = run(capsys, "install", cli, "--project", str(project),
+                             "--database-url", url)  # fmt: skip
+        assert (code, out) == (2, "")
+        assert err.startswith("error: the hooks and the MCP server cannot use ")
+        assert why in err
+        assert "secret" not in err and "s3cr" not in err
+        assert err.count("\n") == 1
+        assert list(tmp_path.iterdir()) == [project]
+        assert list(project.iterdir()) == []
+
+    def test_a_read_only_store_is_refused(
+        self, store_url: str, tmp_path: Path, capsys: Capture
+    ) -> None:
+        """The hooks record: a store opened read-only (`?mode=ro`) would refuse them all."""
+        project = tmp_path / "project"
+        project.mkdir()
+        code, out, err = run(capsys, "install", "claude-code", "--project", str(project),
+                             "--database-url", f"{store_url}?mode=ro")  # fmt: skip
+        assert (code, out) == (2, "")
+        assert "the store cannot be read-only" in err
+        assert list(project.iterdir()) == []
+
+    def test_a_relative_path_keeps_its_options_when_made_absolute(
+        self, tmp_path: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """`sqlite:///sessions.db?mode=rw` is installed as the same file, absolute, with its
+        `mode`; a name holding `%` or a space is written so it reads back as that name."""
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "50% off.db").touch()
+        code, out, _ = run(capsys, "install", "claude-code", "--project", str(tmp_path),
+                           "--database-url", "sqlite:///50%25%20off.db?mode=rw",
+                           "--dry-run")  # fmt: skip
+        assert code == 0
+        assert f"sqlite:///{tmp_path}/50%25%20off.db?mode=rw" in out

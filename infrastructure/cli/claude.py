@@ -16,6 +16,7 @@ import click
 import session_awareness
 from session_awareness.application import open_service
 from session_awareness.application.service import VISIBILITIES
+from session_awareness.configuration import ConfigurationError, redact
 from session_awareness.domain.keys import InvalidKeyError, check_key
 from session_awareness.infrastructure.claude_hooks import (
     CLAUDE_CODE,
@@ -44,6 +45,7 @@ from session_awareness.infrastructure.install_claude import (
     MCP_EXTRA,
     InstallError,
     absolute_url,
+    check_database_url,
     config_paths,
     mcp_extra_installed,
     plan,
@@ -280,6 +282,15 @@ def _run_plan(
     if project is not None and user:
         raise click.UsageError("--project and --user are exclusive")
     settings, mcp_config = config_paths(project=project, user=user, cli=cli)
+    if not options.get("remove"):
+        url = absolute_url(options.get("database_url"))  # type: ignore[arg-type]
+        try:
+            check_database_url(url)
+        except ConfigurationError as error:
+            raise click.UsageError(
+                f"the hooks and the MCP server cannot use {redact(url)}: {error} (nothing "
+                "was changed)"
+            ) from None
     try:
         changes = plan(settings=settings, mcp_config=mcp_config, cli=cli, **options)  # type: ignore[arg-type]
     except InstallError as error:
