@@ -192,3 +192,76 @@ class TestInstallingAStoreTheHooksCannotUse:
                            "--dry-run")  # fmt: skip
         assert code == 0
         assert f"sqlite:///{tmp_path}/50%25%20off.db?mode=rw" in out
+
+
+class TestInstallWritesAllOrNothing:
+    """`install` changes two files for Claude Code (the hooks and the MCP server): both, or
+    neither, and a file it cannot merge or read is named, in one line."""
+
+    THEIRS = '{"permissions": {"allow": ["Bash(make test)"]}}\n'
+
+    @pytest.mark.parametrize("settings_there", [True, False])
+    def test_a_file_that_cannot_be_written_leaves_every_file_as_it_was(
+        self, *, settings_there: bool, tmp_path: Path, capsys: Capture,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:  # fmt: skip
+        """R-L9: `.mcp.json` cannot be replaced after the hooks' settings were: the settings
+        are put back (or removed, with the folder made for them), no scratch file stays, and
+        the one line names the file (exit 1)."""
+        settings = tmp_path / ".claude" / "settings.json"
+        if settings_there:
+            settings.parent.mkdir()
+            settings.write_text(self.THEIRS)
+        replace = Path.replace
+
+        def refusing(self: Path, target: str | Path) -> Path:
+            if Path(target).name == ".mcp.json":
+                raise PermissionError(1, "Operation not permitted")
+            return replace(self, target)
+
+        monkeypatch.setattr(Path, "replace", refusing)
+        code, out, err = run(capsys, "install", "claude-code", "--project", str(tmp_path),
+                             "--database-url", f"sqlite:///{tmp_path / 's.db'}")  # fmt: skip
+        assert (code, out) == (1, "")
+        assert err == (f"error: cannot write {tmp_path / '.mcp.json'}: Operation not "
+                       "permitted; nothing was changed\n")  # fmt: skip
+        if settings_there:
+            assert settings.read_text() == self.THEIRS
+            assert list(settings.parent.iterdir()) == [settings]
+        assert list(tmp_path.iterdir()) == ([settings.parent] if settings_there else [])
+
+    @pytest.mark.parametrize(
+        ("text", "why"),
+        [
+            ('{"hooks": {"SessionStart": {}}}', "the settings' hooks.SessionStart is not a "
+             "JSON array"),
+            ('{"hooks": []}', "the settings' hooks is not a JSON object"),
+        ],
+    )  # fmt: skip
+    def test_a_settings_file_of_another_shape_is_named_and_left_alone(
+        self, text: str, why: str, tmp_path: Path, capsys: Capture
+    ) -> None:
+        """An event whose hooks are not a list was an `AttributeError` (exit 1, Python's
+        words); it is refused like any file install cannot merge, naming the file."""
+        settings = tmp_path / ".claude" / "settings.json"
+        settings.parent.mkdir()
+        settings.write_text(text)
+        code, out, err = run(capsys, "install", "claude-code", "--project", str(tmp_path))
+        assert (code, out) == (1, "")
+        assert err == f"error: {settings}: {why}; nothing was changed\n"
+        assert settings.read_text() == text
+        assert not (tmp_path / ".mcp.json").exists()
+
+    def test_a_configuration_path_that_is_a_folder_is_named(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        """A `.mcp.json` that is a folder cannot be read: one line naming it, not Python's
+        `IsADirectoryError`."""
+        (tmp_path / ".mcp.json").mkdir()
+        code, out, err = run(capsys, "install", "claude-code", "--project", str(tmp_path))
+        assert (code, out) == (1, "")
+        assert (
+            err
+            == f"error: cannot read {tmp_path / '.mcp.json'}: Is a directory; nothing was changed\n"
+        )
+        assert [p.name for p in tmp_path.iterdir()] == [".mcp.json"]

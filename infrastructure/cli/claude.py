@@ -45,6 +45,7 @@ from session_awareness.infrastructure.install_claude import (
     MCP_EXTRA,
     InstallError,
     absolute_url,
+    apply_all,
     check_database_url,
     config_paths,
     mcp_extra_installed,
@@ -297,13 +298,17 @@ def _run_plan(
         raise click.ClickException(str(error)) from None
     if not dry_run and not options.get("remove"):
         prepare_database(absolute_url(options.get("database_url")))  # type: ignore[arg-type]
+    if not dry_run:
+        try:
+            apply_all(changes)
+        except InstallError as error:
+            raise click.ClickException(str(error)) from None
     for change in changes:
         if not change.changed:
             click.echo(f"{change.path}: unchanged")
         elif dry_run:
             click.echo(change.diff(), nl=False)
         else:
-            change.apply()
             click.echo(f"{change.path}: {'removed' if change.after is None else 'updated'}")
     return EXIT_OK
 
