@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import structlog.testing
 
-from session_awareness.application import open_service
+from session_awareness.application import open_service, retention
 from session_awareness.configuration import DATABASE_URL_ENV
 from session_awareness.infrastructure.cli import main
 
@@ -265,3 +265,25 @@ class TestInstallWritesAllOrNothing:
             == f"error: cannot read {tmp_path / '.mcp.json'}: Is a directory; nothing was changed\n"
         )
         assert [p.name for p in tmp_path.iterdir()] == [".mcp.json"]
+
+
+class TestPruneInBatches:
+    def test_a_session_pruned_over_several_batches_is_one_session_at_its_highest_watermark(
+        self, database_url: str, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-R1: the prune that runs shows what its dry run showed: `removed 4 rows from 1
+        session`, watermark 4, not one line per batch that raised it ("from 2 sessions")."""
+        monkeypatch.setattr(retention, "PRUNE_BATCH_ROWS", 2)
+        with structlog.testing.capture_logs(), open_service(database_url) as svc:
+            svc.open_session(MANAGER)
+            for _ in range(5):
+                svc.record_goal_changed(MANAGER, summary="goal updated")
+        argv = ("prune", "--retention-rows", "1", "--database-url", database_url)
+        code, dry, _ = run(capsys, *argv, "--dry-run")
+        assert dry.startswith("would remove 4 rows from 1 session and 0 idle cursors")
+        code, out, _ = run(capsys, *argv)
+        assert code == 0
+        assert out.splitlines()[0] == "removed 4 rows from 1 session and 0 idle cursors"
+        assert out.splitlines()[1:] == dry.splitlines()[1:]
+        assert out.splitlines()[-1].split() == [MANAGER, "main", "4"]
+        assert run(capsys, *argv, "--json")[1].count(MANAGER) == 0  # nothing left to prune
