@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import logging
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
+import structlog.testing
 
 from session_awareness.application import open_service
+from session_awareness.testing import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -257,3 +261,62 @@ class TestCitations:
                 f"{where}: {m[0]}" for m in DOC_PATH.finditer(text) if not (ROOT / m[0]).exists()
             ]
         assert wrong == []
+
+
+class TestTheToolsPage:
+    """docs/tools.md's tool calls (`{arguments}` → `{result}`) are what the tools answer, run
+    in the page's order as one story: the manager spawns a worker at 09:01 (the demo's day),
+    sends it two messages, a human writes to it at 09:02, and the manager looks."""
+
+    PAGE = ROOT / "docs" / "tools.md"
+    #: The tool each sample calls, in the page's order.
+    TOOLS = ("sessions_spawn", "sessions_send", "sessions_send", "session_status",
+             "sessions_list", "subagents", "subagents", "session_status")  # fmt: skip
+
+    def samples(self) -> list[tuple[Any, Any]]:
+        pairs = []
+        for block in re.findall(r"```json\n(.*?)```", self.PAGE.read_text(), re.S):
+            for call, answer in re.findall(r"^(\{.*?)\n→ (.*?)(?=^\{|\Z)", block, re.M | re.S):
+                pairs.append((json.loads(call), json.loads(answer)))
+        return pairs
+
+    def test_every_call_answers_as_the_page_shows(self, tmp_path: Path) -> None:
+        """R-T1, R-T2, R-W2, R-S1, R-S4: each result is the page's, field for field (a
+        string `…` on the page stands for any text)."""
+        clock = FakeClock(datetime(2026, 11, 30, 9, 1, tzinfo=UTC))
+        manager, worker = "agent:main:main", "agent:main:subagent:worker"
+
+        def start_child(caller_key: str, request: dict[str, Any]) -> tuple[str, str]:
+            return worker, "run-1"
+
+        def deliver(
+            sender_key: str, target_key: str, message: str, *, timeout_seconds: Any = None
+        ) -> Any:
+            if not timeout_seconds:
+                return target_key
+            return {"sessionKey": target_key, "status": "ok", "reply": "3 of 5 files done"}
+
+        samples = self.samples()
+        assert len(samples) == len(self.TOOLS)
+        with structlog.testing.capture_logs(), open_service(
+            f"sqlite:///{tmp_path / 'sessions.db'}", clock=clock, visibility="tree",
+            spawner=start_child, dispatcher=deliver, canceller=lambda *_: None,
+        ) as svc:  # fmt: skip
+            svc.open_session(manager)
+            for tool, (arguments, shown) in zip(self.TOOLS, samples, strict=True):
+                if tool == "session_status" and arguments.get("changesSince") == 1:
+                    clock.advance(minutes=1)
+                    svc.record_human_direct_message(worker, channel="telegram")
+                answer = svc.tools.call(tool, arguments, caller=manager)
+                assert answer == elided(shown, answer), (tool, arguments)
+
+
+def elided(shown: Any, real: Any) -> Any:
+    """`shown` with each string `…` replaced by what `real` holds there."""
+    if shown == "…":
+        return real
+    if isinstance(shown, dict) and isinstance(real, dict):
+        return {k: elided(v, real.get(k)) for k, v in shown.items()}
+    if isinstance(shown, list) and isinstance(real, list) and len(shown) == len(real):
+        return [elided(s, r) for s, r in zip(shown, real, strict=True)]
+    return shown
