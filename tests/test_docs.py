@@ -9,6 +9,7 @@ import inspect
 import json
 import logging
 import re
+import shlex
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -320,3 +321,22 @@ def elided(shown: Any, real: Any) -> Any:
     if isinstance(shown, list) and isinstance(real, list) and len(shown) == len(real):
         return [elided(s, r) for s, r in zip(shown, real, strict=True)]
     return shown
+
+
+class TestTheReadmesCommands:
+    def test_the_demos_last_line_is_the_command_the_readme_gives_and_it_runs(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`make demo` (`.venv/bin/session-awareness demo --database-url sqlite:///demo.db`)
+        ends with the README's "command to try next", which answers on the demo's store."""
+        from session_awareness.infrastructure.cli import main  # noqa: PLC0415
+
+        [command] = re.findall(r"a command to try\s+next:\s+`([^`]+)`", README.read_text())
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setattr("sys.argv", [".venv/bin/session-awareness"])
+        assert main(["demo", "--database-url", "sqlite:///demo.db"]) == 0
+        last = capsys.readouterr().out.splitlines()[-1]
+        assert last.split(None, 2)[:2] == ["try", "it"]
+        assert last.split(None, 2)[2] == command
+        assert main(shlex.split(command)[1:]) == 0
+        assert "changes since 1: 2 events" in capsys.readouterr().out
