@@ -4,6 +4,8 @@ script would take for a result, and nothing half-written (R-L9, docs/operations.
 
 from __future__ import annotations
 
+import io
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,10 +13,12 @@ import structlog.testing
 
 from session_awareness.application import open_service, retention
 from session_awareness.configuration import DATABASE_URL_ENV
+from session_awareness.domain.positions import notice_text
 from session_awareness.infrastructure.cli import main
 
 Capture = pytest.CaptureFixture[str]
 MANAGER = "agent:main:main"
+CHILD = "agent:main:subagent:worker"
 
 
 def run(capsys: Capture, *argv: str) -> tuple[int, str, str]:
@@ -287,3 +291,38 @@ class TestPruneInBatches:
         assert out.splitlines()[1:] == dry.splitlines()[1:]
         assert out.splitlines()[-1].split() == [MANAGER, "main", "4"]
         assert run(capsys, *argv, "--json")[1].count(MANAGER) == 0  # nothing left to prune
+
+
+class ClosedPipe(io.StringIO):
+    """A stdout whose reader has gone (`| head -c0`): every write fails."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+class TestDrainingIntoAReaderThatGoes:
+    @pytest.fixture
+    def pending_url(self, database_url: str) -> str:
+        """A store on each backend where the manager has one pending notice."""
+        with structlog.testing.capture_logs(), open_service(database_url) as svc:
+            svc.open_session(MANAGER)
+            svc.record_child_spawned(CHILD, parent=MANAGER, run_id="r1")
+            svc.record_human_direct_message(CHILD, channel="telegram")
+        return database_url
+
+    def test_a_notice_the_reader_never_got_stays_pending(
+        self, pending_url: str, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-N8, R-N3: `notices W --drain | head -c0` exits 141 and acknowledges nothing:
+        the notice it could not print is still pending, and the next drain shows it once."""
+        with monkeypatch.context() as patch:
+            patch.setattr(sys, "stdout", ClosedPipe())
+            assert main(["notices", MANAGER, "--drain", "--database-url", pending_url]) == 141
+        code, out, err = run(capsys, "notices", MANAGER, "--drain", "--database-url", pending_url)
+        assert (code, err) == (0, "")
+        assert out.splitlines() == [notice_text(CHILD, 1), "1 notice drained; 0 pending now"]
+        code, out, _ = run(capsys, "notices", MANAGER, "--drain", "--database-url", pending_url)
+        assert out == "0 notices drained; 0 pending now\n"

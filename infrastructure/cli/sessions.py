@@ -3,10 +3,12 @@ R-S1–R-S5)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
 
+from session_awareness.application import SessionAwareness
 from session_awareness.application.ports import CursorRow
 from session_awareness.domain.signals import MAX_SAFE_INTEGER
 from session_awareness.infrastructure.cli.common import (
@@ -117,6 +119,8 @@ def notices(
 ) -> int:
     """A watcher's pending notices, oldest first; --drain acknowledges them."""
     with open_store(database_url, verbose=verbose) as svc:  # each call checks the key (R-L9)
+        if drain and not as_json:
+            return hand_over(svc, watcher)
         texts = svc.drain_notices(watcher) if drain else svc.pending_notices(watcher)
         pending = svc.pending_notices(watcher) if drain else texts
     if as_json:
@@ -127,11 +131,23 @@ def notices(
         return EXIT_OK
     for text in texts:
         line(text)
-    if drain:
-        reopened = " (newer changes opened a fresh notice)" if pending else ""
-        line(f"{counted(len(texts), 'notice')} drained; {len(pending)} pending now{reopened}")
-    else:
-        line(f"{counted(len(texts), 'notice')} pending for {watcher}")
+    line(f"{counted(len(texts), 'notice')} pending for {watcher}")
+    return EXIT_OK
+
+
+def hand_over(svc: SessionAwareness, watcher: str) -> int:
+    """`notices W --drain`: print the pending notices, then acknowledge them (R-N8): a reader
+    of stdout that goes away midway (`| head`, Ctrl-C) leaves them pending, to be shown
+    again, never acknowledged unseen. A notice whose cursor moved on meanwhile stays as it
+    is now (pending, if it still is); one opened since is left pending."""
+    handover = svc.hand_over_notices(watcher)
+    for text in handover.notices:
+        line(text)
+    sys.stdout.flush()  # a closed stdout fails here, before anything is acknowledged
+    drained = svc.acknowledge_handed(watcher, handover)
+    pending = svc.pending_notices(watcher)
+    reopened = " (newer changes opened a fresh notice)" if pending else ""
+    line(f"{counted(len(drained), 'notice')} drained; {len(pending)} pending now{reopened}")
     return EXIT_OK
 
 
