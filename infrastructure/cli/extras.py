@@ -150,7 +150,11 @@ def adopt(
     verbose: int,
     as_json: bool,
 ) -> int:
-    """Adopt an upstream thread into session KEY: its new human turns become signals (R-U1)."""
+    """Adopt an upstream thread into session KEY: its new human turns become signals (R-U1).
+
+    A KEY no session has (or a deleted one's) is opened, as a host adopting a thread does:
+    the output's `adopted` says whether this call adopted it, and `sessionKey` which session
+    it is. Only turns written after the transcript's last complete line count."""
     commands = importlib.import_module(UPSTREAM_COMMANDS)
     with open_store(database_url, verbose=verbose, startup=True) as svc:
         link: dict[str, Any] = commands.adopt_claude_transcript(
