@@ -5,6 +5,7 @@ script would take for a result, and nothing half-written (R-L9, docs/operations.
 from __future__ import annotations
 
 import io
+import json
 import sys
 from pathlib import Path
 
@@ -326,3 +327,31 @@ class TestDrainingIntoAReaderThatGoes:
         assert out.splitlines() == [notice_text(CHILD, 1), "1 notice drained; 0 pending now"]
         code, out, _ = run(capsys, "notices", MANAGER, "--drain", "--database-url", pending_url)
         assert out == "0 notices drained; 0 pending now\n"
+
+
+class TestHealthOfASpoolThatIsNotThere:
+    @pytest.mark.parametrize("spool", ["missing", "a-file", ""])
+    def test_a_spool_folder_that_is_not_there_is_bad_input(
+        self, spool: str, store_url: str, tmp_path: Path, capsys: Capture,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:  # fmt: skip
+        """R-L10: `health --spool DIR` with a mistyped DIR answered "0 kept signals waiting"
+        for a folder that does not exist, while the spool that holds them is elsewhere; it is
+        bad input (exit 2, one line), and nothing is created there."""
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "a-file").touch()
+        code, out, err = run(capsys, "health", "--spool", spool, "--database-url", store_url)
+        assert (code, out) == (2, "")
+        assert err.startswith("error: Invalid value for '--spool': Directory ")
+        assert err.count("\n") == 1
+        assert not (tmp_path / "missing").exists()
+
+    def test_an_existing_spool_folder_is_read(
+        self, store_url: str, tmp_path: Path, capsys: Capture
+    ) -> None:
+        """The folder a host's services use is read, its count shown."""
+        (tmp_path / "spool").mkdir()
+        code, out, _ = run(capsys, "health", "--spool", str(tmp_path / "spool"), "--json",
+                           "--database-url", store_url)  # fmt: skip
+        assert code == 0
+        assert json.loads(out)["spool"]["signals"] == 0

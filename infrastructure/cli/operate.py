@@ -210,6 +210,8 @@ def highest_per_session(watermarks: list[dict[str, Any]]) -> list[dict[str, Any]
     "--spool",
     "spool_dir",
     metavar="DIR",
+    # a mistyped folder would read as an empty spool: "0 kept signals" where some wait
+    type=click.Path(exists=True, file_okay=False),
     help="The spool folder the host's services use (default: "
     "$XDG_STATE_HOME/session-awareness/spool, else ~/.local/state/session-awareness/spool).",
 )
