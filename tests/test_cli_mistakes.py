@@ -4,8 +4,12 @@ script would take for a result, and nothing half-written (R-L9, docs/operations.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
+import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -355,3 +359,39 @@ class TestHealthOfASpoolThatIsNotThere:
                            "--database-url", store_url)  # fmt: skip
         assert code == 0
         assert json.loads(out)["spool"]["signals"] == 0
+
+
+class TestTheMcpServerOnSomeoneElsesDatabase:
+    @staticmethod
+    def serve(url: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+        """`session-awareness mcp` over stdio until stdin closes, nothing asked."""
+        return subprocess.run(
+            [sys.executable, "-m", "session_awareness.infrastructure.cli", "mcp", "--caller",
+             MANAGER, "--database-url", url],
+            input="", capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+            env={**os.environ, "SESSION_AWARENESS_STATE_DIR": str(tmp_path / "state")},
+        )  # fmt: skip
+
+    def test_a_sqlite_file_holding_other_tables_is_refused_and_left_as_it_was(
+        self, tmp_path: Path
+    ) -> None:
+        """A host makes a store of a missing or empty file; `mcp --database-url` on a file
+        that holds another application's tables added the store's eleven tables to it.
+        It is refused as every other command refuses it (exit 2, one line)."""
+        other = tmp_path / "orders.db"
+        with contextlib.closing(sqlite3.connect(other)) as c, c:
+            c.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+        before = other.read_bytes()
+        done = self.serve(f"sqlite:///{other}", tmp_path)
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr == (f"error: {other} is not a session-awareness store: it holds "
+                               "other tables, with no stored_events table (nothing was "
+                               "changed)\n")  # fmt: skip
+        assert other.read_bytes() == before
+
+    def test_a_missing_file_is_still_made_a_store_as_a_host_makes_it(self, tmp_path: Path) -> None:
+        """What `install` relies on: the first server (or hook) of a new store creates it."""
+        fresh = tmp_path / "sessions.db"
+        done = self.serve(f"sqlite:///{fresh}", tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert fresh.is_file()

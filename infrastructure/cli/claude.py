@@ -37,8 +37,12 @@ from session_awareness.infrastructure.claude_state import (
 from session_awareness.infrastructure.cli.common import (
     database_url,
     given_url,
+    require_sqlite_store_if_there,
     service_logs,
     store_options,
+)
+from session_awareness.infrastructure.cli.common import (
+    database_url as database_url_in_force,
 )
 from session_awareness.infrastructure.cli.exits import EXIT_OK
 from session_awareness.infrastructure.install_claude import (
@@ -154,6 +158,8 @@ def _serve_mcp(  # noqa: PLR0917 -- the command's options, passed on
         resolve = partial(claude_caller, _agent(agent), state)
         host = process_identity(os.getppid())
         hook_socket = socket_path(state, host) if host is not None else None
+    # A host makes a store of a missing or empty file, never of someone else's database.
+    require_sqlite_store_if_there(database_url_in_force(database_url))
     relay = WakeRelay()
     # The relay's wakes tell the notices resource's subscribers of each new notice, which
     # is news every time: no coalescing (R-N5 coalesces heartbeat wakes).

@@ -181,10 +181,9 @@ def require_sqlite_store(url: str, *, startup: bool = False) -> None:
     or to an empty file, by a command that only looks). Only a command that opens the service
     as a host does (`startup`: `adopt`, `upstream scan`) may make a store of an empty
     database, as a host would; every other command needs the store to exist."""
-    name = environment_for(url).get("SQLITE_DBNAME")  # raises ConfigurationError on a bad URL
-    if name is None or "mode=memory" in name:
+    path = sqlite_file(url)
+    if path is None:
         return  # not SQLite, or an in-memory database
-    path = unquote(name[len("file:") :].partition("?")[0]) if name.startswith("file:") else name
     if not Path(path).is_file():
         raise NoDatabaseError(
             f"no database at {path} (pass --database-url or set ${DATABASE_URL_ENV})"
@@ -196,6 +195,24 @@ def require_sqlite_store(url: str, *, startup: bool = False) -> None:
             f"{path} is not a session-awareness store: it {what}, with no {EVENTS_TABLE} "
             "table (nothing was changed)"
         )
+
+
+def require_sqlite_store_if_there(url: str) -> None:
+    """For a command that opens the service as a host does (`mcp`): a missing SQLite file
+    is made a store, as a host's first open makes it, but an existing file that holds
+    other tables is refused (`require_sqlite_store`), not given the store's tables."""
+    path = sqlite_file(url)
+    if path is not None and Path(path).exists():
+        require_sqlite_store(url, startup=True)
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file a SQLite URL names; None for another database or an in-memory one.
+    `ConfigurationError` for a URL the service cannot use."""
+    name = environment_for(url).get("SQLITE_DBNAME")
+    if name is None or "mode=memory" in name:
+        return None
+    return unquote(name[len("file:") :].partition("?")[0]) if name.startswith("file:") else name
 
 
 def require_postgres_store(url: str) -> None:
