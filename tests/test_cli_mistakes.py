@@ -189,6 +189,23 @@ class TestInstallingAStoreTheHooksCannotUse:
         assert "the store cannot be read-only" in err
         assert list(project.iterdir()) == []
 
+    def test_a_sqlite_file_holding_other_tables_is_refused(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        """The hooks open the store as a host does and would add the store's tables to
+        another application's database; `install` refuses to point them at it."""
+        other = tmp_path / "orders.db"
+        with contextlib.closing(sqlite3.connect(other)) as c, c:
+            c.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+        project = tmp_path / "project"
+        project.mkdir()
+        code, out, err = run(capsys, "install", "claude-code", "--project", str(project),
+                             "--database-url", f"sqlite:///{other}")  # fmt: skip
+        assert (code, out) == (2, "")
+        assert f"{other} is not a session-awareness store: it holds other tables" in err
+        assert err.count("nothing was changed") == 1
+        assert list(project.iterdir()) == []
+
     def test_a_relative_path_keeps_its_options_when_made_absolute(
         self, tmp_path: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -35,6 +35,7 @@ from session_awareness.infrastructure.claude_state import (
     state_dir,
 )
 from session_awareness.infrastructure.cli.common import (
+    NoDatabaseError,
     database_url,
     given_url,
     require_sqlite_store_if_there,
@@ -293,10 +294,12 @@ def _run_plan(
         url = absolute_url(options.get("database_url"))  # type: ignore[arg-type]
         try:
             check_database_url(url)
-        except ConfigurationError as error:
+            require_sqlite_store_if_there(url)  # the hooks would fill someone else's file
+        except (ConfigurationError, NoDatabaseError) as error:
+            why = str(error).removesuffix(" (nothing was changed)")
             raise click.UsageError(
-                f"the hooks and the MCP server cannot use {redact(url)}: {error} (nothing "
-                "was changed)"
+                f"the hooks and the MCP server cannot use {redact(url)}: {why} (nothing was "
+                "changed)"
             ) from None
     try:
         changes = plan(settings=settings, mcp_config=mcp_config, cli=cli, **options)  # type: ignore[arg-type]
