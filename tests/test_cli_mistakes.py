@@ -8,6 +8,7 @@ import contextlib
 import io
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -412,3 +413,31 @@ class TestTheMcpServerOnSomeoneElsesDatabase:
         done = self.serve(f"sqlite:///{fresh}", tmp_path)
         assert done.returncode == 0, done.stderr
         assert fresh.is_file()
+
+
+class TestAConsoleAddressThatCannotBeTaken:
+    def test_a_port_in_use_is_one_line_and_exit_2_before_the_console_says_where_it_listens(
+        self, store_url: str, capsys: Capture
+    ) -> None:
+        """R-O1: uvicorn logged the bind error in its own format and exited 3, a code the
+        CLI does not document, after the console had announced its address."""
+        pytest.importorskip("uvicorn")
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            code, out, err = run(capsys, "console", "--port", str(port),
+                                 "--database-url", store_url)  # fmt: skip
+        assert (code, out) == (2, "")
+        assert err == f"error: cannot listen on 127.0.0.1 port {port}: address already in use\n"
+
+    def test_a_host_that_does_not_resolve_is_one_line_and_exit_2(
+        self, store_url: str, capsys: Capture
+    ) -> None:
+        """A mistyped --host (given a token, as beyond loopback it must be)."""
+        pytest.importorskip("uvicorn")
+        code, out, err = run(capsys, "console", "--host", "nosuchhost.invalid", "--token", "t",
+                             "--database-url", store_url)  # fmt: skip
+        assert (code, out) == (2, "")
+        assert err.startswith("error: cannot listen on nosuchhost.invalid port 8765: ")
+        assert err.count("\n") == 1
