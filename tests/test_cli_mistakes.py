@@ -96,6 +96,28 @@ class TestAnEmptyDatabaseUrl:
         assert list(tmp_path.iterdir()) == []
 
 
+class TestAnEmptyAgentId:
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ["list"],
+            ["status", MANAGER],
+            ["history", MANAGER],
+            ["watches", "--target", MANAGER],
+            ["transcript", MANAGER],
+        ],
+    )
+    def test_an_empty_agent_id_is_refused_not_read_one_way_or_the_other(
+        self, argv: list[str], store_url: str, capsys: Capture
+    ) -> None:
+        """R-L9: `--agent-id ""` listed no session (`0 sessions`, exit 0), answered `status`
+        with `Unknown sessionKey`, and read as absent for `history`; it is bad input."""
+        code, out, err = run(capsys, *argv, "--agent-id", "", "--database-url", store_url)
+        assert (code, out) == (2, "")
+        assert err.startswith("error: Invalid value for '--agent-id': an empty agent id")
+        assert err.count("\n") == 1
+
+
 class TestHugeNumbers:
     """A number beyond what the store can hold is bad input the CLI names, not an
     `OverflowError` from the database driver (exit 1, the driver's words)."""

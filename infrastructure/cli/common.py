@@ -115,6 +115,17 @@ def given_url(_: click.Context, param: click.Parameter, value: str | None) -> st
     return value
 
 
+def given_agent(_: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse an empty `--agent-id` (a script's `--agent-id "$AGENT"` with `AGENT` unset):
+    read as given, it names no agent, so `list` shows nothing and `status` finds nothing;
+    read as absent, it silently means the key's own agent (R-L9)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(
+            "an empty agent id names no agent: give one, or leave the option out", param=param
+        )
+    return value
+
+
 def store_options(command: F) -> F:
     """`--database-url` and the logging options, on every command that opens the store."""
     return click.option(

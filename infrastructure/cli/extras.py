@@ -19,6 +19,7 @@ from session_awareness.application.tools.tool_schemas import FLAVORS, tool_schem
 from session_awareness.configuration import DATABASE_URL_ENV
 from session_awareness.infrastructure.cli.common import (
     counted,
+    given_agent,
     given_url,
     json_option,
     line,
@@ -138,7 +139,9 @@ def scan(database_url: str | None, verbose: int, as_json: bool) -> int:
     metavar="PATH",
     help="A Claude Code JSONL transcript to follow.",
 )
-@click.option("--agent-id", metavar="A", help="The agent of a bare key (e.g. global).")
+@click.option(
+    "--agent-id", metavar="A", callback=given_agent, help="The agent of a bare key (e.g. global)."
+)
 @store_options
 @json_option
 def adopt(

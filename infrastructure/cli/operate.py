@@ -29,6 +29,7 @@ from session_awareness.application.service import spool_for
 from session_awareness.domain.signals import MAX_SAFE_INTEGER
 from session_awareness.infrastructure.cli.common import (
     counted,
+    given_agent,
     json_option,
     line,
     open_store,
@@ -125,7 +126,9 @@ def print_report(report: AuditReport) -> None:
 
 @click.command()
 @click.argument("key")
-@click.option("--agent-id", metavar="A", help="The agent of a bare key (e.g. global).")
+@click.option(
+    "--agent-id", metavar="A", callback=given_agent, help="The agent of a bare key (e.g. global)."
+)
 @store_options
 @json_option
 def history(

@@ -13,6 +13,7 @@ from session_awareness.application.ports import CursorRow
 from session_awareness.domain.signals import MAX_SAFE_INTEGER
 from session_awareness.infrastructure.cli.common import (
     counted,
+    given_agent,
     json_option,
     line,
     open_store,
@@ -32,7 +33,9 @@ EVERY = 2**62
 @click.command()
 @click.argument("key")
 @click.option("--changes-since", metavar="N", help="Also list the changes after state version N.")
-@click.option("--agent-id", metavar="A", help="The agent of a bare key (e.g. global).")
+@click.option(
+    "--agent-id", metavar="A", callback=given_agent, help="The agent of a bare key (e.g. global)."
+)
 @store_options
 @json_option
 def status(
@@ -70,7 +73,7 @@ def status(
 
 
 @click.command(name="list")
-@click.option("--agent-id", metavar="A", help="Only this agent's sessions.")
+@click.option("--agent-id", metavar="A", callback=given_agent, help="Only this agent's sessions.")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND", help="Only these kinds.")
 @click.option("--search", metavar="TEXT", help="Key or label contains TEXT.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N sessions.")
@@ -154,7 +157,9 @@ def hand_over(svc: SessionAwareness, watcher: str) -> int:
 @click.command()
 @click.option("--watcher", metavar="W", help="Only the cursors W holds.")
 @click.option("--target", metavar="T", help="Only the cursors on session T.")
-@click.option("--agent-id", metavar="A", help="The agent of a bare target key.")
+@click.option(
+    "--agent-id", metavar="A", callback=given_agent, help="The agent of a bare target key."
+)
 @click.option("--limit", type=click.IntRange(1, MAX_SAFE_INTEGER), metavar="N",
               help="At most N cursors.")  # fmt: skip
 @click.option("--offset", type=click.IntRange(0, MAX_SAFE_INTEGER), default=0, metavar="N",
