@@ -89,6 +89,7 @@ class _Story:
 
     def tell(self, database_url: str, *, program: str, kept: bool) -> None:
         svc, emit = self.svc, self.emit
+        hidden = redact(database_url) != database_url
         database_url = redact(database_url)  # a password is never printed
         emit("session-awareness demo: a manager, two children, and a human who steps in")
         emit(f"database  {database_url}" + ("" if kept else " (temporary, removed afterwards)"))
@@ -160,6 +161,7 @@ class _Story:
             emit(
                 f"try it    {program} status {RESEARCHER} --changes-since {since} "
                 f"--database-url {shlex.quote(database_url)}"
+                + ("   # with the password in place of ***" if hidden else "")
             )
         else:
             emit(

@@ -18,7 +18,7 @@ import pytest
 import structlog.testing
 
 from session_awareness.application import open_service, retention
-from session_awareness.configuration import DATABASE_URL_ENV
+from session_awareness.configuration import DATABASE_URL_ENV, redact
 from session_awareness.domain.positions import notice_text
 from session_awareness.infrastructure.cli import main
 
@@ -463,3 +463,19 @@ class TestAConsoleAddressThatCannotBeTaken:
         assert (code, out) == (2, "")
         assert err.startswith("error: cannot listen on nosuchhost.invalid port 8765: ")
         assert err.count("\n") == 1
+
+
+class TestTheDemosTryItLine:
+    def test_a_hidden_password_is_said_to_be_hidden(
+        self, database_url: str, capsys: Capture
+    ) -> None:
+        """The demo's last line is a command to try; on a URL with a password it shows
+        `***` (never the password), so it says that the password goes there: as printed,
+        the command would fail to log in with no word why."""
+        code, out, _ = run(capsys, "demo", "--database-url", database_url)
+        last = out.splitlines()[-1]
+        assert code == 0
+        assert last.startswith("try it    ")
+        hidden = redact(database_url) != database_url
+        assert last.endswith("   # with the password in place of ***") is hidden
+        assert ("***" in last) is hidden
