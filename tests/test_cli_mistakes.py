@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import structlog.testing
 
-from session_awareness.application import open_service, retention
+from session_awareness.application import SessionAwareness, open_service, retention
 from session_awareness.configuration import DATABASE_URL_ENV, redact
 from session_awareness.domain.positions import notice_text
 from session_awareness.infrastructure.cli import main
@@ -479,3 +479,43 @@ class TestTheDemosTryItLine:
         hidden = redact(database_url) != database_url
         assert last.endswith("   # with the password in place of ***") is hidden
         assert ("***" in last) is hidden
+
+
+class TestAnInterruptedDemo:
+    @staticmethod
+    def interrupt_the_story(monkeypatch: pytest.MonkeyPatch) -> None:
+        """Ctrl-C when the human changes the researcher's goal, halfway through the story."""
+
+        def interrupted(*_: object, **__: object) -> None:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(SessionAwareness, "record_goal_changed", interrupted)
+
+    def test_a_file_the_demo_created_goes_with_the_half_told_story(
+        self, tmp_path: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Ctrl-C midway left `demo.db` holding half the story, and every later `demo
+        --database-url` on it refused ("already has some"): the file it created is removed,
+        so the same command runs again."""
+        demo = tmp_path / "demo.db"
+        url = f"sqlite:///{demo}"
+        with monkeypatch.context() as patch:
+            self.interrupt_the_story(patch)
+            code, _, err = run(capsys, "demo", "--database-url", url)
+            assert (code, err.strip()) == (130, "error: interrupted")
+        assert list(tmp_path.iterdir()) == []
+        code, out, _ = run(capsys, "demo", "--database-url", url)
+        assert code == 0
+        assert out.splitlines()[-1].startswith("try it")
+
+    def test_a_store_that_was_there_before_is_kept(
+        self, store_url: str, tmp_path: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Only what the demo created goes: a store the caller named is never removed."""
+        empty = tmp_path / "empty.db"
+        with structlog.testing.capture_logs(), open_service(f"sqlite:///{empty}"):
+            pass
+        self.interrupt_the_story(monkeypatch)
+        code, _, _ = run(capsys, "demo", "--database-url", f"sqlite:///{empty}")
+        assert code == 130
+        assert empty.is_file()
