@@ -340,3 +340,45 @@ class TestTheReadmesCommands:
         assert last.split(None, 2)[2] == command
         assert main(shlex.split(command)[1:]) == 0
         assert "changes since 1: 2 events" in capsys.readouterr().out
+
+
+class TestTheClaudeCodePage:
+    """docs/claude-code.md's story: the two answers the lead gets (steps 4 and 5) are what
+    the tools give, `<worker 1>` standing for the worker's session id."""
+
+    PAGE = ROOT / "docs" / "claude-code.md"
+
+    def test_the_leads_delta_and_the_workers_turn_are_as_shown(self, tmp_path: Path) -> None:
+        """R-S1, R-L6, R-T4: the lead watches worker 1; the human's turn at 09:02 is one
+        `human_direct_message` via `claude-code`, and `sessions_history` with `limit: 1`
+        shows it, as the page's JSON says."""
+        status, history = (
+            json.loads(block.replace("<worker 1>", "w1"))
+            for block in re.findall(r"```json\n(.*?)```", self.PAGE.read_text(), re.S)
+        )
+        lead, worker = "agent:claude:claude:lead", "agent:claude:claude:w1"
+        transcript = tmp_path / "w1.jsonl"
+        turns = [f"turn {n}" for n in range(1, 7)]
+        turns.append("stop the migration, write the rollback plan first")
+        transcript.write_text("".join(
+            json.dumps({"type": "user", "uuid": f"u-{n:03}", "timestamp": "2026-11-30T09:02:00Z",
+                        "message": {"role": "user", "content": text}}) + "\n"
+            for n, text in enumerate(turns, 1)
+        ))  # fmt: skip
+        clock = FakeClock(datetime(2026, 11, 30, 9, 2, tzinfo=UTC))
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        with (
+            structlog.testing.capture_logs(),
+            open_service(url, clock=clock, visibility="agent") as svc,  # as `install` runs it
+        ):
+            svc.open_session(lead)
+            svc.open_session(worker)
+            svc.note_transcript(worker, source="claude-code", ref=str(transcript))
+            assert svc.watch(lead, worker)
+            svc.record_human_direct_message(worker, channel="claude-code")
+            [notice] = svc.drain_notices(lead)
+            assert notice.endswith(f'sessionKey "{worker}" changesSince 0.')
+            asked = {"sessionKey": worker, "changesSince": 0}
+            assert svc.tools.call("session_status", asked, caller=lead) == status
+            asked = {"sessionKey": worker, "limit": 1}
+            assert svc.tools.call("sessions_history", asked, caller=lead) == history
