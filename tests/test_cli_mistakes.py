@@ -401,6 +401,21 @@ class TestHealthOfASpoolThatIsNotThere:
         assert json.loads(out)["spool"]["signals"] == 0
 
 
+class TestAPollingPeriodThatIsNoNumber:
+    @pytest.mark.parametrize("seconds", ["nan", "inf", "1e400", "3601"])
+    def test_the_mcp_server_refuses_it_before_serving(
+        self, seconds: str, store_url: str, capsys: Capture
+    ) -> None:
+        """R-M3: `--poll-seconds nan` passed the range (NaN compares false) and the server
+        died with `ExceptionGroup: unhandled errors in a TaskGroup` (exit 1); `inf` polled
+        never. Both are bad input, named, before anything is served."""
+        code, out, err = run(capsys, "mcp", "--caller", MANAGER, "--poll-seconds", seconds,
+                             "--database-url", store_url)  # fmt: skip
+        assert (code, out) == (2, "")
+        assert err.startswith("error: Invalid value for '--poll-seconds': ")
+        assert err.count("\n") == 1
+
+
 class TestTheMcpServerOnSomeoneElsesDatabase:
     @staticmethod
     def serve(url: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:

@@ -4,6 +4,7 @@ configuration)."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -72,6 +73,17 @@ def _agent(agent: str) -> str:
     return agent
 
 
+#: The longest wait between two reads of the pending notices: an hour.
+MAX_POLL_SECONDS = 3600.0
+
+
+def _finite(_: click.Context, param: click.Parameter, value: float) -> float:
+    """NaN passes a range's comparisons (each is false): refuse it by name."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of seconds", param=param)
+    return value
+
+
 def claude_caller(agent: str, state: ClaudeState) -> str | None:
     """The key of the agent-CLI session (Claude Code or Gemini CLI, as the `SessionStart`
     hook recorded it for the process that started this server) this server runs under,
@@ -104,7 +116,8 @@ def claude_caller(agent: str, state: ClaudeState) -> str | None:
 )
 @click.option(
     "--poll-seconds",
-    type=click.FloatRange(min=0.05),
+    type=click.FloatRange(min=0.05, max=MAX_POLL_SECONDS),
+    callback=_finite,
     default=1.0,
     show_default=True,
     help="How often pending notices are read, for those no wake announces: ambient ones "
