@@ -372,6 +372,22 @@ class TestDrainingIntoAReaderThatGoes:
         code, out, _ = run(capsys, "notices", MANAGER, "--drain", "--database-url", pending_url)
         assert out == "0 notices drained; 0 pending now\n"
 
+    def test_with_json_too(
+        self, pending_url: str, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-N8: `--json` writes the document up to `pendingAfter` before acknowledging, so
+        a reader that goes away leaves the notice pending; a whole run prints the same JSON
+        as before, `pendingAfter` counting what is pending once the drain is done."""
+        argv = ["notices", MANAGER, "--drain", "--json", "--database-url", pending_url]
+        with monkeypatch.context() as patch:
+            patch.setattr(sys, "stdout", ClosedPipe())
+            assert main(argv) == 141
+        code, out, _ = run(capsys, *argv)
+        assert code == 0
+        assert out == json.dumps({"watcher": MANAGER, "notices": [notice_text(CHILD, 1)],
+                                  "drained": True, "pendingAfter": 0}, indent=2) + "\n"  # fmt: skip
+        assert json.loads(run(capsys, *argv)[1])["notices"] == []
+
 
 class TestHealthOfASpoolThatIsNotThere:
     @pytest.mark.parametrize("spool", ["missing", "a-file", ""])

@@ -3,6 +3,7 @@ R-S1–R-S5)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -122,15 +123,11 @@ def notices(
 ) -> int:
     """A watcher's pending notices, oldest first; --drain acknowledges them."""
     with open_store(database_url, verbose=verbose) as svc:  # each call checks the key (R-L9)
-        if drain and not as_json:
-            return hand_over(svc, watcher)
-        texts = svc.drain_notices(watcher) if drain else svc.pending_notices(watcher)
-        pending = svc.pending_notices(watcher) if drain else texts
-    if as_json:
-        answer: dict[str, Any] = {"watcher": watcher, "notices": texts, "drained": drain}
         if drain:
-            answer["pendingAfter"] = len(pending)
-        print_json(answer)
+            return hand_over(svc, watcher, as_json=as_json)
+        texts = svc.pending_notices(watcher)
+    if as_json:
+        print_json({"watcher": watcher, "notices": texts, "drained": False})
         return EXIT_OK
     for text in texts:
         line(text)
@@ -138,20 +135,39 @@ def notices(
     return EXIT_OK
 
 
-def hand_over(svc: SessionAwareness, watcher: str) -> int:
+def hand_over(svc: SessionAwareness, watcher: str, *, as_json: bool) -> int:
     """`notices W --drain`: print the pending notices, then acknowledge them (R-N8): a reader
     of stdout that goes away midway (`| head`, Ctrl-C) leaves them pending, to be shown
     again, never acknowledged unseen. A notice whose cursor moved on meanwhile stays as it
-    is now (pending, if it still is); one opened since is left pending."""
+    is now (pending, if it still is); one opened since is left pending. With `--json` the
+    document is written up to its last field, `pendingAfter`, which is known only once the
+    notices are acknowledged."""
     handover = svc.hand_over_notices(watcher)
-    for text in handover.notices:
-        line(text)
+    if as_json:
+        answer = {"watcher": watcher, "notices": list(handover.notices), "drained": True,
+                  "pendingAfter": PENDING_AFTER}  # fmt: skip
+        head, _, tail = json.dumps(answer, indent=2, ensure_ascii=False).rpartition(
+            str(PENDING_AFTER)
+        )
+        click.echo(head, nl=False)
+    else:
+        for text in handover.notices:
+            line(text)
     sys.stdout.flush()  # a closed stdout fails here, before anything is acknowledged
     drained = svc.acknowledge_handed(watcher, handover)
     pending = svc.pending_notices(watcher)
+    if as_json:
+        click.echo(f"{len(pending)}{tail}")
+        return EXIT_OK
     reopened = " (newer changes opened a fresh notice)" if pending else ""
     line(f"{counted(len(drained), 'notice')} drained; {len(pending)} pending now{reopened}")
     return EXIT_OK
+
+
+#: Where `pendingAfter` goes in a drain's JSON, written before the count is known: a number
+#: no count reaches. A notice's key may spell it too, but the field is the document's last,
+#: so its value is the last occurrence.
+PENDING_AFTER = -271828182845
 
 
 @click.command()
