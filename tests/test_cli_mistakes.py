@@ -229,6 +229,21 @@ class TestInstallingAStoreTheHooksCannotUse:
         assert err.count("nothing was changed") == 1
         assert list(project.iterdir()) == []
 
+    def test_a_database_whose_folder_cannot_be_made_is_refused(
+        self, tmp_path: Path, capsys: Capture
+    ) -> None:
+        """`install` makes the database's folder for the first hook; when a file stands
+        where the folder goes, that was Python's `FileExistsError` (exit 1)."""
+        (tmp_path / "state").touch()
+        project = tmp_path / "project"
+        project.mkdir()
+        url = f"sqlite:///{tmp_path / 'state' / 'sessions.db'}"
+        code, out, err = run(capsys, "install", "claude-code", "--project", str(project),
+                             "--database-url", url)  # fmt: skip
+        assert (code, out) == (2, "")
+        assert "cannot make the folder of its file: File exists (nothing was changed)" in err
+        assert list(project.iterdir()) == []
+
     def test_a_relative_path_keeps_its_options_when_made_absolute(
         self, tmp_path: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -309,19 +309,19 @@ def _run_plan(
             check_database_url(url)
             require_sqlite_store_if_there(url)  # the hooks would fill someone else's file
         except (ConfigurationError, NoDatabaseError) as error:
-            why = str(error).removesuffix(" (nothing was changed)")
-            raise click.UsageError(
-                f"the hooks and the MCP server cannot use {redact(url)}: {why} (nothing was "
-                "changed)"
-            ) from None
+            raise _unusable(url, str(error).removesuffix(" (nothing was changed)")) from None
     try:
         changes = plan(settings=settings, mcp_config=mcp_config, cli=cli, **options)  # type: ignore[arg-type]
     except InstallError as error:
         raise click.ClickException(str(error)) from None
-    if not dry_run and not options.get("remove"):
-        prepare_database(absolute_url(options.get("database_url")))  # type: ignore[arg-type]
     if not dry_run:
         try:
+            if not options.get("remove"):
+                try:
+                    prepare_database(url)
+                except OSError as error:  # the database's folder cannot be made
+                    why = f"cannot make the folder of its file: {error.strerror or error}"
+                    raise _unusable(url, why) from None
             apply_all(changes)
         except InstallError as error:
             raise click.ClickException(str(error)) from None
@@ -333,6 +333,12 @@ def _run_plan(
         else:
             click.echo(f"{change.path}: {'removed' if change.after is None else 'updated'}")
     return EXIT_OK
+
+
+def _unusable(url: str, why: str) -> click.UsageError:
+    return click.UsageError(
+        f"the hooks and the MCP server cannot use {redact(url)}: {why} (nothing was changed)"
+    )
 
 
 def _install(cli: AgentCli, project: Path | None, user: bool, dry_run: bool,
