@@ -408,6 +408,29 @@ class TestOperationsPage:
             ran += 1
         assert tampered and ran == 28
 
+    def test_the_metrics_sample_is_what_the_console_serves_after_the_demo(
+        self, demo_url: str
+    ) -> None:
+        """R-O1, R-O2: `/metrics` on the demo's store, comments left out, is the page's."""
+        pytest.importorskip("starlette")
+        from starlette.testclient import TestClient  # noqa: PLC0415 -- the console extra
+
+        from session_awareness.application.retention import Retention  # noqa: PLC0415
+        from session_awareness.infrastructure.console import create_app  # noqa: PLC0415
+
+        page = self.PAGE.read_text()
+        [shown] = re.findall(r"^\$ curl -s http://127\.0\.0\.1:8765/metrics .*?\n(.*?)^```",
+                             page, re.M | re.S)  # fmt: skip
+        with (
+            structlog.testing.capture_logs(),
+            open_store(demo_url, verbose=0, retention=Retention()) as svc,
+            TestClient(
+                create_app(svc, token=None, retention=Retention()), base_url="http://127.0.0.1:8765"
+            ) as client,
+        ):
+            served = client.get("/metrics").text
+        assert [ln for ln in served.splitlines() if not ln.startswith("#")] == shown.splitlines()
+
     #: Samples that need what the demo's store does not give: a transcript, a
     #: PostgreSQL server listening on 127.0.0.1:5432 with the page's roles.
     NOT_REPLAYED = ("adopt ", "upstream scan", "ops:wrong", "/sesions", "gateway:")
