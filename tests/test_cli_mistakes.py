@@ -118,6 +118,38 @@ class TestAnEmptyAgentId:
         assert err.count("\n") == 1
 
 
+class TestWritingThroughAReadOnlyUrl:
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ["audit", "--rebuild"],
+            ["prune"],
+            ["notices", MANAGER, "--drain"],
+            ["upstream", "scan"],
+        ],
+    )
+    def test_a_command_that_writes_refuses_it_before_starting(
+        self, argv: list[str], store_url: str, capsys: Capture
+    ) -> None:
+        """`?mode=ro` opens the store read-only (docs/api.md): `audit --rebuild` replayed the
+        whole log and then ended with `OperationalError: attempt to write a readonly
+        database` (exit 1), and a drain printed its notices before failing to acknowledge
+        them. A writing command now says so at once (exit 2, one line, nothing printed)."""
+        code, out, err = run(capsys, *argv, "--database-url", f"{store_url}?mode=ro")
+        assert (code, out) == (2, "")
+        assert err == (f"error: {store_url}?mode=ro opens the store read-only, and this "
+                       "command writes to it: drop ?mode=ro (nothing was changed)\n")  # fmt: skip
+
+    @pytest.mark.parametrize(
+        "argv", [["audit"], ["prune", "--dry-run"], ["notices", MANAGER], ["list"]]
+    )
+    def test_a_command_that_only_looks_still_reads_it(
+        self, argv: list[str], store_url: str, capsys: Capture
+    ) -> None:
+        """Looking needs no write: a read-only URL serves it as ever."""
+        assert run(capsys, *argv, "--database-url", f"{store_url}?mode=ro")[0] == 0
+
+
 class TestHugeNumbers:
     """A number beyond what the store can hold is bad input the CLI names, not an
     `OverflowError` from the database driver (exit 1, the driver's words)."""

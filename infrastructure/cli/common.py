@@ -152,14 +152,21 @@ def open_store(
     verbose: int,
     startup: bool = False,
     retention: Retention | None = None,
+    writes: bool = False,
 ) -> Iterator[SessionAwareness]:
     """The service on the URL, closed afterwards. Without `startup` the service's startup
     duties (prune, sweep, wake listener) do not run: looking never changes anything, and
     `prune` reports what it removed itself. A missing SQLite file is never created, and a
-    SQLite file that is not a store is never written to (see `require_sqlite_store`)."""
+    SQLite file that is not a store is never written to (see `require_sqlite_store`). A
+    command that `writes` refuses a store opened read-only before it starts."""
     url = database_url(given_url)
     with service_logs(verbose=verbose):
         require_sqlite_store(url, startup=startup)
+        if writes and "mode=ro" in environment_for(url).get("SQLITE_DBNAME", ""):
+            raise ConfigurationError(
+                f"{redact(url)} opens the store read-only, and this command writes to it: "
+                "drop ?mode=ro (nothing was changed)"
+            )
         if not startup:
             require_postgres_store(url)
         if startup:

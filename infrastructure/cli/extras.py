@@ -115,7 +115,7 @@ def upstream() -> None:
 def scan(database_url: str | None, verbose: int, as_json: bool) -> int:
     """Scan every watched, idle upstream link once and show what was found."""
     commands = importlib.import_module(UPSTREAM_COMMANDS)
-    with open_store(database_url, verbose=verbose, startup=True) as svc:
+    with open_store(database_url, verbose=verbose, startup=True, writes=True) as svc:
         outcomes: list[dict[str, Any]] = commands.scan_once(svc)
     if as_json:
         print_json(outcomes)
@@ -159,7 +159,7 @@ def adopt(
     the output's `adopted` says whether this call adopted it, and `sessionKey` which session
     it is. Only turns written after the transcript's last complete line count."""
     commands = importlib.import_module(UPSTREAM_COMMANDS)
-    with open_store(database_url, verbose=verbose, startup=True) as svc:
+    with open_store(database_url, verbose=verbose, startup=True, writes=True) as svc:
         link: dict[str, Any] = commands.adopt_claude_transcript(
             svc, key, transcript, agent_id=agent_id
         )

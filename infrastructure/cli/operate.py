@@ -80,7 +80,7 @@ def audit(rebuild: bool, database_url: str | None, verbose: int, as_json: bool) 
     """Replay the event store into scratch read models and compare them with the live ones,
     row by row; exit 1 when anything differs or a recorded fact breaks a rule."""
     with (
-        open_store(database_url, verbose=verbose) as svc,
+        open_store(database_url, verbose=verbose, writes=rebuild) as svc,
         progress_bar(stderr_is_interactive()) as progress,
     ):
         report = svc.audit(rebuild=rebuild, progress=progress)
@@ -175,7 +175,7 @@ def prune(
     """Apply retention (R-R1): drop old changesSince rows, raising watermarks, and expire
     idle cursors. The event store keeps everything (R-R2)."""
     retention = Retention(retention_days, retention_rows)
-    with open_store(database_url, verbose=verbose, retention=retention) as svc:
+    with open_store(database_url, verbose=verbose, retention=retention, writes=not dry_run) as svc:
         result: dict[str, Any] = svc.prune_preview() if dry_run else svc.prune()
     result["watermarks"] = highest_per_session(result["watermarks"])
     if as_json:

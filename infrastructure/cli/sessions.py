@@ -122,7 +122,7 @@ def notices(
     watcher: str, drain: bool, database_url: str | None, verbose: int, as_json: bool
 ) -> int:
     """A watcher's pending notices, oldest first; --drain acknowledges them."""
-    with open_store(database_url, verbose=verbose) as svc:  # each call checks the key (R-L9)
+    with open_store(database_url, verbose=verbose, writes=drain) as svc:  # R-L9: the key
         if drain:
             return hand_over(svc, watcher, as_json=as_json)
         texts = svc.pending_notices(watcher)
