@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.ports import CursorRow
-from session_awareness.configuration import redact
+from session_awareness.configuration import environment_for, redact
 from session_awareness.testing import FakeClock, RecordingWaker
 
 MANAGER = "agent:main:main"
@@ -64,16 +64,37 @@ def run_demo(
     The last line is a command to try next, for `program` (the CLI as it was invoked): a
     query on this database when it is `kept`, else how to run the demo on one that is."""
     clock, waker = DemoClock(START), RecordingWaker()
+    new_file = _new_sqlite_file(database_url)
     svc = open_service(database_url, clock=clock, waker=waker)
     try:
         if svc.sessions_list(limit=1):
             raise DatabaseNotEmptyError(
                 f"the demo needs a database without sessions; {redact(database_url)} already "
-                "has some (omit --database-url to use a fresh temporary file)"
+                "has some (name a new file, or omit --database-url to use a fresh temporary "
+                "file)"
             )
         _Story(svc, clock, waker, emit).tell(database_url, program=program, kept=kept)
-    finally:
+    except BaseException:
         svc.close()
+        if new_file is not None:  # a half-told story would refuse the next demo there
+            for path in (new_file, *(Path(f"{new_file}{end}") for end in SQLITE_SIDE_FILES)):
+                path.unlink(missing_ok=True)
+        raise
+    svc.close()
+
+
+#: The files SQLite keeps beside a database (write-ahead log, shared memory, journal).
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def _new_sqlite_file(database_url: str) -> Path | None:
+    """The SQLite file the demo is about to create, or None (another database, an
+    in-memory one, or a file that is already there): an interrupted demo removes it."""
+    name = environment_for(database_url).get("SQLITE_DBNAME", "")
+    if not name or name.startswith("file:"):  # not SQLite, in memory, or `?mode=` (exists)
+        return None
+    path = Path(name)
+    return None if path.exists() else path.absolute()
 
 
 class _Story:
@@ -89,6 +110,7 @@ class _Story:
 
     def tell(self, database_url: str, *, program: str, kept: bool) -> None:
         svc, emit = self.svc, self.emit
+        hidden = redact(database_url) != database_url
         database_url = redact(database_url)  # a password is never printed
         emit("session-awareness demo: a manager, two children, and a human who steps in")
         emit(f"database  {database_url}" + ("" if kept else " (temporary, removed afterwards)"))
@@ -160,6 +182,7 @@ class _Story:
             emit(
                 f"try it    {program} status {RESEARCHER} --changes-since {since} "
                 f"--database-url {shlex.quote(database_url)}"
+                + ("   # with the password in place of ***" if hidden else "")
             )
         else:
             emit(

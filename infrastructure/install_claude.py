@@ -32,9 +32,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
-from session_awareness.configuration import url_in_force
+from session_awareness.configuration import ConfigurationError, environment_for, url_in_force
 from session_awareness.infrastructure.claude_hooks import CLAUDE_CODE, AgentCli
 from session_awareness.infrastructure.claude_state import STATE_DIR_ENV, state_dir
 
@@ -76,15 +76,69 @@ class Change:
 
     def apply(self) -> None:
         """Write the file (atomically), or remove it when nothing is left in it."""
-        if not self.changed:
-            return
-        if self.after is None:
-            self.path.unlink(missing_ok=True)
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        scratch.write_text(_dump(self.after))
-        scratch.replace(self.path)
+        apply_all([self])
+
+
+def apply_all(changes: list[Change]) -> None:
+    """Write every changed file, or leave them all as they were: the hooks without their
+    MCP server (or the reverse) would be a half-done install. Each new content is written
+    to a scratch file beside its file first; then the files are replaced (or removed) one by
+    one, and a failure puts back the ones already replaced. `InstallError` names the file
+    that could not be written."""
+    changed = [change for change in changes if change.changed]
+    originals = {c.path: c.path.read_bytes() if c.path.exists() else None for c in changed}
+    made: list[Path] = []  # folders created for a file, removed again on failure
+    scratches: dict[Path, Path] = {}
+    done: list[Path] = []
+    current = changed[0].path if changed else None
+    try:
+        for change in changed:
+            current = change.path
+            if change.after is None:
+                continue
+            made += [p for p in reversed(change.path.parents) if not p.exists()]
+            change.path.parent.mkdir(parents=True, exist_ok=True)
+            scratch = change.path.with_name(f".{change.path.name}.{os.getpid()}.tmp")
+            scratches[change.path] = scratch
+            scratch.write_text(_dump(change.after))
+        for change in changed:
+            current = change.path
+            if change.path in scratches:
+                scratches[change.path].replace(change.path)
+                del scratches[change.path]
+            else:
+                change.path.unlink(missing_ok=True)
+            done.append(change.path)
+    except OSError as error:
+        kept = _put_back(done, originals, scratches, made)
+        raise InstallError(f"cannot write {current}: {error.strerror or error}; {kept}") from None
+
+
+def _put_back(
+    done: list[Path], originals: dict[Path, bytes | None], scratches: dict[Path, Path],
+    made: list[Path],
+) -> str:  # fmt: skip
+    """Undo a part-done `apply_all`; what the error message says was changed."""
+    for scratch in scratches.values():
+        scratch.unlink(missing_ok=True)
+    left = []
+    for path in done:
+        try:
+            original = originals[path]
+            if original is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(original)
+        except OSError:
+            left.append(str(path))
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:
+            break
+    if left:
+        return f"{', '.join(left)} could not be put back as it was"
+    return "nothing was changed"
 
 
 def config_paths(
@@ -111,7 +165,35 @@ def absolute_url(url: str | None) -> str:
     if parts.scheme != "sqlite" or parts.path in ("", "/", "/:memory:"):
         return url
     path = Path(unquote(parts.path[1:]))
-    return f"sqlite:///{path.resolve()}" if not path.is_absolute() else url
+    if path.is_absolute():
+        return url
+    query = f"?{parts.query}" if parts.query else ""  # `?mode=rw` goes with the path
+    return f"sqlite:///{quote(str(path.resolve()))}{query}"
+
+
+def check_database_url(url: str) -> None:
+    """Refuse, before anything is written, a URL the hooks and the MCP server could not
+    record into: one the service cannot open (`ConfigurationError`, as `open_service` says
+    it), an in-memory SQLite database (each hook run would record into a new, empty one) or
+    a read-only one. Installed, such a URL fails every hook run quietly: a hook never
+    breaks its session, so nothing would say why no signal is recorded (R-L9)."""
+    env = environment_for(url)
+    name = env.get("SQLITE_DBNAME", "")
+    if "mode=memory" in name:
+        raise ConfigurationError(
+            "an in-memory database lasts one process, and each hook run is a process of its "
+            "own: give a file (sqlite:///path.db) or postgresql://…"
+        )
+    if "mode=ro" in name:
+        raise ConfigurationError("the hooks record signals: the store cannot be read-only")
+    if "POSTGRES_URL" in env:
+        try:
+            from session_awareness.infrastructure.pg_config import (  # noqa: PLC0415
+                parse_postgres_url,
+            )
+        except ImportError:  # the postgres extra: its absence is the server's to say
+            return
+        parse_postgres_url(url)
 
 
 def prepare_database(url: str) -> None:
@@ -169,9 +251,9 @@ def plan(
     url = absolute_url(database_url)
     before = {path: _load(path) for path in (settings, mcp_config)}
     after = dict(before)
-    hooks = _without_our_hooks(before[settings])
+    hooks = _without_our_hooks(before[settings], settings)
     if not remove:
-        hooks = _with_hooks(hooks, hook_command(url, agent, cli), cli)
+        hooks = _with_hooks(hooks, hook_command(url, agent, cli), cli, settings)
     after[settings] = hooks
     after[mcp_config] = _with_server(
         after[mcp_config], mcp_config, None if remove else server_entry(url, agent, visibility, cli)
@@ -202,6 +284,10 @@ def _load(path: Path) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(path.read_text() or "{}")
+    except OSError as error:  # a folder, or a file this user may not read
+        raise InstallError(
+            f"cannot read {path}: {error.strerror or error}; nothing was changed"
+        ) from None
     except ValueError as error:
         raise InstallError(f"{path} is not valid JSON ({error}); nothing was changed") from None
     if not isinstance(data, dict):
@@ -213,13 +299,13 @@ def _is_ours(hook: object) -> bool:
     return isinstance(hook, dict) and HOOK_MODULE in str(hook.get("command", ""))
 
 
-def _without_our_hooks(settings: dict[str, Any] | None) -> dict[str, Any]:
+def _without_our_hooks(settings: dict[str, Any] | None, path: Path) -> dict[str, Any]:
     out: dict[str, Any] = json.loads(json.dumps(settings or {}))
     hooks = out.get("hooks")
     if hooks is None:
         return out
     if not isinstance(hooks, dict):
-        raise InstallError("the settings' hooks is not a JSON object; nothing was changed")
+        raise InstallError(f"{path}: the settings' hooks is not a JSON object; nothing was changed")
     for event in list(hooks):
         groups = hooks[event] if isinstance(hooks[event], list) else None
         if groups is None:
@@ -240,8 +326,15 @@ def _without_our_hooks(settings: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def _with_hooks(settings: dict[str, Any], command: str, cli: AgentCli) -> dict[str, Any]:
+def _with_hooks(
+    settings: dict[str, Any], command: str, cli: AgentCli, path: Path
+) -> dict[str, Any]:
     hooks = settings.setdefault("hooks", {})
+    for event in cli.events:  # an event's hooks are a list of groups ({"hooks": [...]})
+        if not isinstance(hooks.get(event, []), list):
+            raise InstallError(
+                f"{path}: the settings' hooks.{event} is not a JSON array; nothing was changed"
+            )
     if cli is CLAUDE_CODE:
         hook: dict[str, Any] = {"type": "command", "command": command,
                                 "timeout": HOOK_TIMEOUT_SECONDS}  # fmt: skip

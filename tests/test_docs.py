@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import logging
 import re
+import shlex
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
+import structlog.testing
 
 from session_awareness.application import open_service
+from session_awareness.testing import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -257,3 +262,123 @@ class TestCitations:
                 f"{where}: {m[0]}" for m in DOC_PATH.finditer(text) if not (ROOT / m[0]).exists()
             ]
         assert wrong == []
+
+
+class TestTheToolsPage:
+    """docs/tools.md's tool calls (`{arguments}` → `{result}`) are what the tools answer, run
+    in the page's order as one story: the manager spawns a worker at 09:01 (the demo's day),
+    sends it two messages, a human writes to it at 09:02, and the manager looks."""
+
+    PAGE = ROOT / "docs" / "tools.md"
+    #: The tool each sample calls, in the page's order.
+    TOOLS = ("sessions_spawn", "sessions_send", "sessions_send", "session_status",
+             "sessions_list", "subagents", "subagents", "session_status")  # fmt: skip
+
+    def samples(self) -> list[tuple[Any, Any]]:
+        pairs = []
+        for block in re.findall(r"```json\n(.*?)```", self.PAGE.read_text(), re.S):
+            for call, answer in re.findall(r"^(\{.*?)\n→ (.*?)(?=^\{|\Z)", block, re.M | re.S):
+                pairs.append((json.loads(call), json.loads(answer)))
+        return pairs
+
+    def test_every_call_answers_as_the_page_shows(self, tmp_path: Path) -> None:
+        """R-T1, R-T2, R-W2, R-S1, R-S4: each result is the page's, field for field (a
+        string `…` on the page stands for any text)."""
+        clock = FakeClock(datetime(2026, 11, 30, 9, 1, tzinfo=UTC))
+        manager, worker = "agent:main:main", "agent:main:subagent:worker"
+
+        def start_child(caller_key: str, request: dict[str, Any]) -> tuple[str, str]:
+            return worker, "run-1"
+
+        def deliver(
+            sender_key: str, target_key: str, message: str, *, timeout_seconds: Any = None
+        ) -> Any:
+            if not timeout_seconds:
+                return target_key
+            return {"sessionKey": target_key, "status": "ok", "reply": "3 of 5 files done"}
+
+        samples = self.samples()
+        assert len(samples) == len(self.TOOLS)
+        with structlog.testing.capture_logs(), open_service(
+            f"sqlite:///{tmp_path / 'sessions.db'}", clock=clock, visibility="tree",
+            spawner=start_child, dispatcher=deliver, canceller=lambda *_: None,
+        ) as svc:  # fmt: skip
+            svc.open_session(manager)
+            for tool, (arguments, shown) in zip(self.TOOLS, samples, strict=True):
+                if tool == "session_status" and arguments.get("changesSince") == 1:
+                    clock.advance(minutes=1)
+                    svc.record_human_direct_message(worker, channel="telegram")
+                answer = svc.tools.call(tool, arguments, caller=manager)
+                assert answer == elided(shown, answer), (tool, arguments)
+
+
+def elided(shown: Any, real: Any) -> Any:
+    """`shown` with each string `…` replaced by what `real` holds there."""
+    if shown == "…":
+        return real
+    if isinstance(shown, dict) and isinstance(real, dict):
+        return {k: elided(v, real.get(k)) for k, v in shown.items()}
+    if isinstance(shown, list) and isinstance(real, list) and len(shown) == len(real):
+        return [elided(s, r) for s, r in zip(shown, real, strict=True)]
+    return shown
+
+
+class TestTheReadmesCommands:
+    def test_the_demos_last_line_is_the_command_the_readme_gives_and_it_runs(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`make demo` (`.venv/bin/session-awareness demo --database-url sqlite:///demo.db`)
+        ends with the README's "command to try next", which answers on the demo's store."""
+        from session_awareness.infrastructure.cli import main  # noqa: PLC0415
+
+        [command] = re.findall(r"a command to try\s+next:\s+`([^`]+)`", README.read_text())
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setattr("sys.argv", [".venv/bin/session-awareness"])
+        assert main(["demo", "--database-url", "sqlite:///demo.db"]) == 0
+        last = capsys.readouterr().out.splitlines()[-1]
+        assert last.split(None, 2)[:2] == ["try", "it"]
+        assert last.split(None, 2)[2] == command
+        assert main(shlex.split(command)[1:]) == 0
+        assert "changes since 1: 2 events" in capsys.readouterr().out
+
+
+class TestTheClaudeCodePage:
+    """docs/claude-code.md's story: the two answers the lead gets (steps 4 and 5) are what
+    the tools give, `<worker 1>` standing for the worker's session id."""
+
+    PAGE = ROOT / "docs" / "claude-code.md"
+
+    def test_the_leads_delta_and_the_workers_turn_are_as_shown(self, tmp_path: Path) -> None:
+        """R-S1, R-L6, R-T4: the lead watches worker 1; the human's turn at 09:02 is one
+        `human_direct_message` via `claude-code`, and `sessions_history` with `limit: 1`
+        shows it, as the page's JSON says."""
+        status, history = (
+            json.loads(block.replace("<worker 1>", "w1"))
+            for block in re.findall(r"```json\n(.*?)```", self.PAGE.read_text(), re.S)
+        )
+        lead, worker = "agent:claude:claude:lead", "agent:claude:claude:w1"
+        transcript = tmp_path / "w1.jsonl"
+        turns = [f"turn {n}" for n in range(1, 7)]
+        turns.append("stop the migration, write the rollback plan first")
+        transcript.write_text("".join(
+            json.dumps({"type": "user", "uuid": f"u-{n:03}", "timestamp": "2026-11-30T09:02:00Z",
+                        "message": {"role": "user", "content": text}}) + "\n"
+            for n, text in enumerate(turns, 1)
+        ))  # fmt: skip
+        clock = FakeClock(datetime(2026, 11, 30, 9, 2, tzinfo=UTC))
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        with (
+            structlog.testing.capture_logs(),
+            open_service(url, clock=clock, visibility="agent") as svc,  # as `install` runs it
+        ):
+            svc.open_session(lead)
+            svc.open_session(worker)
+            svc.note_transcript(worker, source="claude-code", ref=str(transcript))
+            assert svc.watch(lead, worker)
+            svc.record_human_direct_message(worker, channel="claude-code")
+            [notice] = svc.drain_notices(lead)
+            assert notice.endswith(f'sessionKey "{worker}" changesSince 0.')
+            asked = {"sessionKey": worker, "changesSince": 0}
+            assert svc.tools.call("session_status", asked, caller=lead) == status
+            asked = {"sessionKey": worker, "limit": 1}
+            assert svc.tools.call("sessions_history", asked, caller=lead) == history

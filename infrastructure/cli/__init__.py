@@ -8,7 +8,7 @@ prints.
     session-awareness notices WATCHER [--drain]
     session-awareness watches [--watcher W | --target T] [--limit N] [--offset N]
     session-awareness history KEY [--agent-id A]
-    session-awareness transcript KEY [--limit N] [--offset N] [--include-tools]
+    session-awareness transcript KEY [--limit N] [--offset N] [--before POS] [--include-tools]
     session-awareness audit [--rebuild]
     session-awareness prune [--dry-run] [--retention-days D] [--retention-rows R]
     session-awareness health [--spool DIR]

@@ -4,6 +4,7 @@ configuration)."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -16,6 +17,7 @@ import click
 import session_awareness
 from session_awareness.application import open_service
 from session_awareness.application.service import VISIBILITIES
+from session_awareness.configuration import ConfigurationError, redact
 from session_awareness.domain.keys import InvalidKeyError, check_key
 from session_awareness.infrastructure.claude_hooks import (
     CLAUDE_CODE,
@@ -34,15 +36,23 @@ from session_awareness.infrastructure.claude_state import (
     state_dir,
 )
 from session_awareness.infrastructure.cli.common import (
+    NoDatabaseError,
     database_url,
+    given_url,
+    require_sqlite_store_if_there,
     service_logs,
     store_options,
+)
+from session_awareness.infrastructure.cli.common import (
+    database_url as database_url_in_force,
 )
 from session_awareness.infrastructure.cli.exits import EXIT_OK
 from session_awareness.infrastructure.install_claude import (
     MCP_EXTRA,
     InstallError,
     absolute_url,
+    apply_all,
+    check_database_url,
     config_paths,
     mcp_extra_installed,
     plan,
@@ -61,6 +71,17 @@ def _agent(agent: str) -> str:
             "must be an agent id (no ':' and no whitespace)", param_hint="--agent"
         )
     return agent
+
+
+#: The longest wait between two reads of the pending notices: an hour.
+MAX_POLL_SECONDS = 3600.0
+
+
+def _finite(_: click.Context, param: click.Parameter, value: float) -> float:
+    """NaN passes a range's comparisons (each is false): refuse it by name."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of seconds", param=param)
+    return value
 
 
 def claude_caller(agent: str, state: ClaudeState) -> str | None:
@@ -95,7 +116,8 @@ def claude_caller(agent: str, state: ClaudeState) -> str | None:
 )
 @click.option(
     "--poll-seconds",
-    type=click.FloatRange(min=0.05),
+    type=click.FloatRange(min=0.05, max=MAX_POLL_SECONDS),
+    callback=_finite,
     default=1.0,
     show_default=True,
     help="How often pending notices are read, for those no wake announces: ambient ones "
@@ -150,6 +172,8 @@ def _serve_mcp(  # noqa: PLR0917 -- the command's options, passed on
         resolve = partial(claude_caller, _agent(agent), state)
         host = process_identity(os.getppid())
         hook_socket = socket_path(state, host) if host is not None else None
+    # A host makes a store of a missing or empty file, never of someone else's database.
+    require_sqlite_store_if_there(database_url_in_force(database_url))
     relay = WakeRelay()
     # The relay's wakes tell the notices resource's subscribers of each new notice, which
     # is news every time: no coalescing (R-N5 coalesces heartbeat wakes).
@@ -260,6 +284,7 @@ def _install_options(agent_help: str, default_agent: str) -> Callable[[F], F]:
             click.option(
                 "--database-url",
                 metavar="URL",
+                callback=given_url,
                 help="The one store the hooks and the MCP server "
                 "use (default: $SESSION_AWARENESS_DATABASE_URL, else a SQLite file in the state "
                 "directory).",
@@ -278,21 +303,42 @@ def _run_plan(
     if project is not None and user:
         raise click.UsageError("--project and --user are exclusive")
     settings, mcp_config = config_paths(project=project, user=user, cli=cli)
+    if not options.get("remove"):
+        url = absolute_url(options.get("database_url"))  # type: ignore[arg-type]
+        try:
+            check_database_url(url)
+            require_sqlite_store_if_there(url)  # the hooks would fill someone else's file
+        except (ConfigurationError, NoDatabaseError) as error:
+            raise _unusable(url, str(error).removesuffix(" (nothing was changed)")) from None
     try:
         changes = plan(settings=settings, mcp_config=mcp_config, cli=cli, **options)  # type: ignore[arg-type]
     except InstallError as error:
         raise click.ClickException(str(error)) from None
-    if not dry_run and not options.get("remove"):
-        prepare_database(absolute_url(options.get("database_url")))  # type: ignore[arg-type]
+    if not dry_run:
+        try:
+            if not options.get("remove"):
+                try:
+                    prepare_database(url)
+                except OSError as error:  # the database's folder cannot be made
+                    why = f"cannot make the folder of its file: {error.strerror or error}"
+                    raise _unusable(url, why) from None
+            apply_all(changes)
+        except InstallError as error:
+            raise click.ClickException(str(error)) from None
     for change in changes:
         if not change.changed:
             click.echo(f"{change.path}: unchanged")
         elif dry_run:
             click.echo(change.diff(), nl=False)
         else:
-            change.apply()
             click.echo(f"{change.path}: {'removed' if change.after is None else 'updated'}")
     return EXIT_OK
+
+
+def _unusable(url: str, why: str) -> click.UsageError:
+    return click.UsageError(
+        f"the hooks and the MCP server cannot use {redact(url)}: {why} (nothing was changed)"
+    )
 
 
 def _install(cli: AgentCli, project: Path | None, user: bool, dry_run: bool,

@@ -102,11 +102,36 @@ def log_options(command: F) -> F:
     return command
 
 
+def given_url(_: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse an empty `--database-url` (a script's `--database-url "$URL"` with `URL`
+    unset): left to the fallbacks, it would open `$SESSION_AWARENESS_DATABASE_URL` or the
+    default store, not the one the caller meant (R-L9)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(
+            "an empty URL names no store: give sqlite:///… or postgresql://…, or leave the "
+            "option out for its default",
+            param=param,
+        )
+    return value
+
+
+def given_agent(_: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse an empty `--agent-id` (a script's `--agent-id "$AGENT"` with `AGENT` unset):
+    read as given, it names no agent, so `list` shows nothing and `status` finds nothing;
+    read as absent, it silently means the key's own agent (R-L9)."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(
+            "an empty agent id names no agent: give one, or leave the option out", param=param
+        )
+    return value
+
+
 def store_options(command: F) -> F:
     """`--database-url` and the logging options, on every command that opens the store."""
     return click.option(
         "--database-url",
         metavar="URL",
+        callback=given_url,
         help=f"The store (default: ${DATABASE_URL_ENV}, else {DEFAULT_DATABASE_URL}).",
     )(log_options(command))
 
@@ -127,14 +152,21 @@ def open_store(
     verbose: int,
     startup: bool = False,
     retention: Retention | None = None,
+    writes: bool = False,
 ) -> Iterator[SessionAwareness]:
     """The service on the URL, closed afterwards. Without `startup` the service's startup
     duties (prune, sweep, wake listener) do not run: looking never changes anything, and
     `prune` reports what it removed itself. A missing SQLite file is never created, and a
-    SQLite file that is not a store is never written to (see `require_sqlite_store`)."""
+    SQLite file that is not a store is never written to (see `require_sqlite_store`). A
+    command that `writes` refuses a store opened read-only before it starts."""
     url = database_url(given_url)
     with service_logs(verbose=verbose):
         require_sqlite_store(url, startup=startup)
+        if writes and "mode=ro" in environment_for(url).get("SQLITE_DBNAME", ""):
+            raise ConfigurationError(
+                f"{redact(url)} opens the store read-only, and this command writes to it: "
+                "drop ?mode=ro (nothing was changed)"
+            )
         if not startup:
             require_postgres_store(url)
         if startup:
@@ -167,10 +199,9 @@ def require_sqlite_store(url: str, *, startup: bool = False) -> None:
     or to an empty file, by a command that only looks). Only a command that opens the service
     as a host does (`startup`: `adopt`, `upstream scan`) may make a store of an empty
     database, as a host would; every other command needs the store to exist."""
-    name = environment_for(url).get("SQLITE_DBNAME")  # raises ConfigurationError on a bad URL
-    if name is None or "mode=memory" in name:
+    path = sqlite_file(url)
+    if path is None:
         return  # not SQLite, or an in-memory database
-    path = unquote(name[len("file:") :].partition("?")[0]) if name.startswith("file:") else name
     if not Path(path).is_file():
         raise NoDatabaseError(
             f"no database at {path} (pass --database-url or set ${DATABASE_URL_ENV})"
@@ -182,6 +213,24 @@ def require_sqlite_store(url: str, *, startup: bool = False) -> None:
             f"{path} is not a session-awareness store: it {what}, with no {EVENTS_TABLE} "
             "table (nothing was changed)"
         )
+
+
+def require_sqlite_store_if_there(url: str) -> None:
+    """For a command that opens the service as a host does (`mcp`): a missing SQLite file
+    is made a store, as a host's first open makes it, but an existing file that holds
+    other tables is refused (`require_sqlite_store`), not given the store's tables."""
+    path = sqlite_file(url)
+    if path is not None and Path(path).exists():
+        require_sqlite_store(url, startup=True)
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file a SQLite URL names; None for another database or an in-memory one.
+    `ConfigurationError` for a URL the service cannot use."""
+    name = environment_for(url).get("SQLITE_DBNAME")
+    if name is None or "mode=memory" in name:
+        return None
+    return unquote(name[len("file:") :].partition("?")[0]) if name.startswith("file:") else name
 
 
 def require_postgres_store(url: str) -> None:
@@ -199,7 +248,10 @@ def require_postgres_store(url: str) -> None:
         from session_awareness.infrastructure.pg_config import parse_postgres_url  # noqa: PLC0415
     except ImportError:
         return
-    config = parse_postgres_url(url)
+    try:
+        config = parse_postgres_url(url)
+    except ConfigurationError as error:  # named as the open names it (docs/operations.md)
+        raise ConfigurationError(f"cannot open {redact(url)}: {error}") from None
     events = POSTGRES_EVENTS_TABLE
     try:
         with psycopg.connect(config.conninfo, autocommit=True) as conn:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import socket
 import threading
+from contextlib import closing
 from types import FrameType
 
 import click
 
 from session_awareness.application.retention import Retention
 from session_awareness.infrastructure.cli.common import open_store, store_options
-from session_awareness.infrastructure.cli.exits import EXIT_OK
+from session_awareness.infrastructure.cli.exits import EXIT_BAD_INPUT, EXIT_OK
 
 #: The environment variable the token may come from (the console's `guard` module names it
 #: too; repeated here so `--help` needs none of the console's dependencies).
@@ -48,7 +50,10 @@ def console(
         raise click.UsageError(str(error)) from None
     retention = Retention()
     stopping = threading.Event()
-    with open_store(database_url, verbose=verbose, retention=retention) as svc:
+    with (
+        closing(listening_socket(host, port)) as sock,
+        open_store(database_url, verbose=verbose, retention=retention) as svc,
+    ):
         app = create_app(svc, token=token, retention=retention, stopping=stopping)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning",
                                 timeout_graceful_shutdown=5)  # fmt: skip
@@ -61,6 +66,37 @@ def console(
 
         server.handle_exit = handle_exit  # type: ignore[method-assign]
         shown = f"[{host}]" if ":" in host else host
+        port = sock.getsockname()[1]  # the one the system chose, for --port 0
         click.echo(f"console on http://{shown}:{port}/ (read-only; Ctrl-C stops it)", err=True)
-        server.run()
+        server.run(sockets=[sock])
     return EXIT_OK
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The console's socket, bound here rather than by uvicorn, so an address in use or a
+    host that does not resolve is one line and exit 2 before the console says where it
+    listens (uvicorn logs it in its own format and exits 3)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as error:
+        raise BadInput(f"cannot listen on {host} port {port}: {reason(error)}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        raise BadInput(f"cannot listen on {host} port {port}: {reason(error)}") from None
+    return sock
+
+
+def reason(error: OSError) -> str:
+    return (error.strerror or str(error)).lower()
+
+
+class BadInput(click.ClickException):
+    """A listening address the console cannot take: bad input (exit 2), one line."""
+
+    exit_code = EXIT_BAD_INPUT

@@ -19,6 +19,8 @@ from session_awareness.application.tools.tool_schemas import FLAVORS, tool_schem
 from session_awareness.configuration import DATABASE_URL_ENV
 from session_awareness.infrastructure.cli.common import (
     counted,
+    given_agent,
+    given_url,
     json_option,
     line,
     log_options,
@@ -50,6 +52,7 @@ UPSTREAM_COMMANDS = "session_awareness.infrastructure.upstream_commands"
 @click.option(
     "--database-url",
     metavar="URL",
+    callback=given_url,
     help="A store without sessions to tell the story in, kept afterwards "
     "(default: a temporary SQLite file).",
 )
@@ -112,7 +115,7 @@ def upstream() -> None:
 def scan(database_url: str | None, verbose: int, as_json: bool) -> int:
     """Scan every watched, idle upstream link once and show what was found."""
     commands = importlib.import_module(UPSTREAM_COMMANDS)
-    with open_store(database_url, verbose=verbose, startup=True) as svc:
+    with open_store(database_url, verbose=verbose, startup=True, writes=True) as svc:
         outcomes: list[dict[str, Any]] = commands.scan_once(svc)
     if as_json:
         print_json(outcomes)
@@ -136,7 +139,9 @@ def scan(database_url: str | None, verbose: int, as_json: bool) -> int:
     metavar="PATH",
     help="A Claude Code JSONL transcript to follow.",
 )
-@click.option("--agent-id", metavar="A", help="The agent of a bare key (e.g. global).")
+@click.option(
+    "--agent-id", metavar="A", callback=given_agent, help="The agent of a bare key (e.g. global)."
+)
 @store_options
 @json_option
 def adopt(
@@ -148,9 +153,13 @@ def adopt(
     verbose: int,
     as_json: bool,
 ) -> int:
-    """Adopt an upstream thread into session KEY: its new human turns become signals (R-U1)."""
+    """Adopt an upstream thread into session KEY: its new human turns become signals (R-U1).
+
+    A KEY no session has (or a deleted one's) is opened, as a host adopting a thread does:
+    the output's `adopted` says whether this call adopted it, and `sessionKey` which session
+    it is. Only turns written after the transcript's last complete line count."""
     commands = importlib.import_module(UPSTREAM_COMMANDS)
-    with open_store(database_url, verbose=verbose, startup=True) as svc:
+    with open_store(database_url, verbose=verbose, startup=True, writes=True) as svc:
         link: dict[str, Any] = commands.adopt_claude_transcript(
             svc, key, transcript, agent_id=agent_id
         )

@@ -26,8 +26,10 @@ from session_awareness.application.audit_report import AuditReport
 from session_awareness.application.backlog import SpoolError
 from session_awareness.application.retention import Retention
 from session_awareness.application.service import spool_for
+from session_awareness.domain.signals import MAX_SAFE_INTEGER
 from session_awareness.infrastructure.cli.common import (
     counted,
+    given_agent,
     json_option,
     line,
     open_store,
@@ -44,6 +46,9 @@ from session_awareness.infrastructure.cli.common import (
 )
 from session_awareness.infrastructure.cli.exits import EXIT_FAILURE, EXIT_OK
 from session_awareness.infrastructure.cli.history_lines import describe
+
+#: A century: the age limit's cutoff (now minus D days) stays a date the clock can hold.
+MAX_RETENTION_DAYS = 36_500
 
 
 class RateColumn(ProgressColumn):
@@ -75,7 +80,7 @@ def audit(rebuild: bool, database_url: str | None, verbose: int, as_json: bool) 
     """Replay the event store into scratch read models and compare them with the live ones,
     row by row; exit 1 when anything differs or a recorded fact breaks a rule."""
     with (
-        open_store(database_url, verbose=verbose) as svc,
+        open_store(database_url, verbose=verbose, writes=rebuild) as svc,
         progress_bar(stderr_is_interactive()) as progress,
     ):
         report = svc.audit(rebuild=rebuild, progress=progress)
@@ -121,7 +126,9 @@ def print_report(report: AuditReport) -> None:
 
 @click.command()
 @click.argument("key")
-@click.option("--agent-id", metavar="A", help="The agent of a bare key (e.g. global).")
+@click.option(
+    "--agent-id", metavar="A", callback=given_agent, help="The agent of a bare key (e.g. global)."
+)
 @store_options
 @json_option
 def history(
@@ -147,8 +154,13 @@ def history(
 
 @click.command()
 @click.option("--dry-run", is_flag=True, help="Show what would go; change nothing.")
-@click.option("--retention-days", type=click.IntRange(min=1), default=30, show_default=True)
-@click.option("--retention-rows", type=click.IntRange(min=1), default=50_000, show_default=True)
+@click.option("--retention-days", type=click.IntRange(1, MAX_RETENTION_DAYS), default=30,
+              show_default=True, metavar="D",
+              help="Remove the rows recorded more than D days ago, and expire the cursors "
+              "idle that long.")  # fmt: skip
+@click.option("--retention-rows", type=click.IntRange(1, MAX_SAFE_INTEGER), default=50_000,
+              show_default=True, metavar="R",
+              help="Then keep the newest R rows across all sessions.")  # fmt: skip
 @store_options
 @json_option
 def prune(
@@ -163,8 +175,9 @@ def prune(
     """Apply retention (R-R1): drop old changesSince rows, raising watermarks, and expire
     idle cursors. The event store keeps everything (R-R2)."""
     retention = Retention(retention_days, retention_rows)
-    with open_store(database_url, verbose=verbose, retention=retention) as svc:
+    with open_store(database_url, verbose=verbose, retention=retention, writes=not dry_run) as svc:
         result: dict[str, Any] = svc.prune_preview() if dry_run else svc.prune()
+    result["watermarks"] = highest_per_session(result["watermarks"])
     if as_json:
         print_json({**result, "dryRun": dry_run})
         return EXIT_OK
@@ -183,11 +196,25 @@ def prune(
     return EXIT_OK
 
 
+def highest_per_session(watermarks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per session, its highest watermark, in the order first raised: a prune runs
+    in batches (ADR 038), and a session whose rows span two batches is raised by each, so
+    `prune()` may list it twice; the dry run, planned at once, lists it once."""
+    highest: dict[tuple[str, str], dict[str, Any]] = {}
+    for item in watermarks:
+        key = (item["agentId"], item["sessionKey"])
+        if key not in highest or item["watermark"] > highest[key]["watermark"]:
+            highest[key] = {**highest.get(key, {}), **item}
+    return list(highest.values())
+
+
 @click.command()
 @click.option(
     "--spool",
     "spool_dir",
     metavar="DIR",
+    # a mistyped folder would read as an empty spool: "0 kept signals" where some wait
+    type=click.Path(exists=True, file_okay=False),
     help="The spool folder the host's services use (default: "
     "$XDG_STATE_HOME/session-awareness/spool, else ~/.local/state/session-awareness/spool).",
 )

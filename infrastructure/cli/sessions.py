@@ -3,13 +3,18 @@ R-S1–R-S5)."""
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Any
 
 import click
 
+from session_awareness.application import SessionAwareness
 from session_awareness.application.ports import CursorRow
+from session_awareness.domain.signals import MAX_SAFE_INTEGER
 from session_awareness.infrastructure.cli.common import (
     counted,
+    given_agent,
     json_option,
     line,
     open_store,
@@ -29,7 +34,9 @@ EVERY = 2**62
 @click.command()
 @click.argument("key")
 @click.option("--changes-since", metavar="N", help="Also list the changes after state version N.")
-@click.option("--agent-id", metavar="A", help="The agent of a bare key (e.g. global).")
+@click.option(
+    "--agent-id", metavar="A", callback=given_agent, help="The agent of a bare key (e.g. global)."
+)
 @store_options
 @json_option
 def status(
@@ -67,7 +74,7 @@ def status(
 
 
 @click.command(name="list")
-@click.option("--agent-id", metavar="A", help="Only this agent's sessions.")
+@click.option("--agent-id", metavar="A", callback=given_agent, help="Only this agent's sessions.")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND", help="Only these kinds.")
 @click.option("--search", metavar="TEXT", help="Key or label contains TEXT.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N sessions.")
@@ -115,31 +122,63 @@ def notices(
     watcher: str, drain: bool, database_url: str | None, verbose: int, as_json: bool
 ) -> int:
     """A watcher's pending notices, oldest first; --drain acknowledges them."""
-    with open_store(database_url, verbose=verbose) as svc:  # each call checks the key (R-L9)
-        texts = svc.drain_notices(watcher) if drain else svc.pending_notices(watcher)
-        pending = svc.pending_notices(watcher) if drain else texts
-    if as_json:
-        answer: dict[str, Any] = {"watcher": watcher, "notices": texts, "drained": drain}
+    with open_store(database_url, verbose=verbose, writes=drain) as svc:  # R-L9: the key
         if drain:
-            answer["pendingAfter"] = len(pending)
-        print_json(answer)
+            return hand_over(svc, watcher, as_json=as_json)
+        texts = svc.pending_notices(watcher)
+    if as_json:
+        print_json({"watcher": watcher, "notices": texts, "drained": False})
         return EXIT_OK
     for text in texts:
         line(text)
-    if drain:
-        reopened = " (newer changes opened a fresh notice)" if pending else ""
-        line(f"{counted(len(texts), 'notice')} drained; {len(pending)} pending now{reopened}")
-    else:
-        line(f"{counted(len(texts), 'notice')} pending for {watcher}")
+    line(f"{counted(len(texts), 'notice')} pending for {watcher}")
     return EXIT_OK
+
+
+def hand_over(svc: SessionAwareness, watcher: str, *, as_json: bool) -> int:
+    """`notices W --drain`: print the pending notices, then acknowledge them (R-N8): a reader
+    of stdout that goes away midway (`| head`, Ctrl-C) leaves them pending, to be shown
+    again, never acknowledged unseen. A notice whose cursor moved on meanwhile stays as it
+    is now (pending, if it still is); one opened since is left pending. With `--json` the
+    document is written up to its last field, `pendingAfter`, which is known only once the
+    notices are acknowledged."""
+    handover = svc.hand_over_notices(watcher)
+    if as_json:
+        answer = {"watcher": watcher, "notices": list(handover.notices), "drained": True,
+                  "pendingAfter": PENDING_AFTER}  # fmt: skip
+        head, _, tail = json.dumps(answer, indent=2, ensure_ascii=False).rpartition(
+            str(PENDING_AFTER)
+        )
+        click.echo(head, nl=False)
+    else:
+        for text in handover.notices:
+            line(text)
+    sys.stdout.flush()  # a closed stdout fails here, before anything is acknowledged
+    drained = svc.acknowledge_handed(watcher, handover)
+    pending = svc.pending_notices(watcher)
+    if as_json:
+        click.echo(f"{len(pending)}{tail}")
+        return EXIT_OK
+    reopened = " (newer changes opened a fresh notice)" if pending else ""
+    line(f"{counted(len(drained), 'notice')} drained; {len(pending)} pending now{reopened}")
+    return EXIT_OK
+
+
+#: Where `pendingAfter` goes in a drain's JSON, written before the count is known: a number
+#: no count reaches. A notice's key may spell it too, but the field is the document's last,
+#: so its value is the last occurrence.
+PENDING_AFTER = -271828182845
 
 
 @click.command()
 @click.option("--watcher", metavar="W", help="Only the cursors W holds.")
 @click.option("--target", metavar="T", help="Only the cursors on session T.")
-@click.option("--agent-id", metavar="A", help="The agent of a bare target key.")
-@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N cursors.")
-@click.option("--offset", type=click.IntRange(min=0), default=0, metavar="N",
+@click.option(
+    "--agent-id", metavar="A", callback=given_agent, help="The agent of a bare target key."
+)
+@click.option("--limit", type=click.IntRange(1, MAX_SAFE_INTEGER), metavar="N",
+              help="At most N cursors.")  # fmt: skip
+@click.option("--offset", type=click.IntRange(0, MAX_SAFE_INTEGER), default=0, metavar="N",
               help="Skip the first N cursors (with --limit: the next page).")  # fmt: skip
 @store_options
 @json_option

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from session_awareness.infrastructure.cli.common import (
+    given_agent,
     json_option,
     line,
     open_store,
@@ -22,7 +23,9 @@ from session_awareness.infrastructure.cli.exits import EXIT_OK
 @click.option("--offset", type=click.IntRange(min=0), metavar="N", help="Skip N newer messages.")
 @click.option("--before", metavar="POS", help="Only messages older than the one at position POS.")
 @click.option("--include-tools", is_flag=True, help="Also show tool calls and results.")
-@click.option("--agent-id", metavar="A", help="The agent of a bare key (e.g. global).")
+@click.option(
+    "--agent-id", metavar="A", callback=given_agent, help="The agent of a bare key (e.g. global)."
+)
 @store_options
 @json_option
 def transcript(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import shlex
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +18,7 @@ from session_awareness.infrastructure.cli import main
 from session_awareness.infrastructure.cli.common import open_store
 from tests.conftest import FakeClock
 from tests.contract.helpers import CHILD, MANAGER, PEER
-from tests.ops.helpers import cursor_id, mixed_workload, tamper
+from tests.ops.helpers import cursor_id, mixed_workload, session_id, tamper
 
 Capture = pytest.CaptureFixture[str]
 
@@ -370,6 +372,94 @@ class TestOperationsPage:
         sample = page[page.index("$ session-awareness audit\n") :]
         sample = sample[: sample.index("[exit")]
         assert (code, sample.splitlines()[2:]) == (0, out.splitlines()[1:])
+
+    def test_every_sample_runs_as_shown_when_the_page_is_followed_in_order(
+        self, tmp_path: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An operator who runs the page's commands in its order, on the demo's store, gets
+        what the page shows: output, errors and exit codes. Left out: what varies from run to
+        run (an audit's rate and timing, the real clock's times after the demo) and what
+        needs more than the demo's store (adopt, the console, a PostgreSQL server on 5432);
+        the tamper the page describes is done where the page does it."""
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("SESSION_AWARENESS_DATABASE_URL", "sqlite:///demo.db")
+        page = self.PAGE.read_text()
+        [(demo, shown)] = re.findall(
+            r"^\$ session-awareness (demo [^\n]*)\n(.*?)^…$", page, re.M | re.S
+        )
+        code, out, _ = run(capsys, *shlex.split(demo))
+        assert (code, out[: len(shown)]) == (0, shown)
+        with contextlib.closing(sqlite3.connect("other.db")) as c, c:
+            c.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+        # A sample: the command, its lines up to `[exit N]`, all in one code block.
+        samples = re.findall(
+            r"^\$ session-awareness ([^\n]*)\n((?:(?!```)[^\n]*\n)*?)\[exit (\d+)\]$", page, re.M
+        )
+        ran, tampered = 0, False
+        for command, expected, code_shown in samples:
+            if any(word in command for word in self.NOT_REPLAYED):
+                continue
+            if command == "audit" and code_shown == "1" and not tampered:
+                self._tamper_as_the_page_says()
+                tampered = True
+            code, out, err = run(capsys, *shlex.split(command))
+            got = scrub(out + err)
+            assert (command, got, code) == (command, scrub(expected), int(code_shown))
+            ran += 1
+        assert tampered and ran == 28
+
+    def test_the_metrics_sample_is_what_the_console_serves_after_the_demo(
+        self, demo_url: str
+    ) -> None:
+        """R-O1, R-O2: `/metrics` on the demo's store, comments left out, is the page's."""
+        pytest.importorskip("starlette")
+        from starlette.testclient import TestClient  # noqa: PLC0415 -- the console extra
+
+        from session_awareness.application.retention import Retention  # noqa: PLC0415
+        from session_awareness.infrastructure.console import create_app  # noqa: PLC0415
+
+        page = self.PAGE.read_text()
+        [shown] = re.findall(r"^\$ curl -s http://127\.0\.0\.1:8765/metrics .*?\n(.*?)^```",
+                             page, re.M | re.S)  # fmt: skip
+        with (
+            structlog.testing.capture_logs(),
+            open_store(demo_url, verbose=0, retention=Retention()) as svc,
+            TestClient(
+                create_app(svc, token=None, retention=Retention()), base_url="http://127.0.0.1:8765"
+            ) as client,
+        ):
+            served = client.get("/metrics").text
+        assert [ln for ln in served.splitlines() if not ln.startswith("#")] == shown.splitlines()
+
+    #: Samples that need what the demo's store does not give: a transcript, a
+    #: PostgreSQL server listening on 127.0.0.1:5432 with the page's roles.
+    NOT_REPLAYED = ("adopt ", "upstream scan", "ops:wrong", "/sesions", "gateway:")
+
+    @staticmethod
+    def _tamper_as_the_page_says() -> None:
+        """The page's tamper: the manager's cursor moved back to L = 0 and the researcher's
+        retained row #3 deleted, behind the service's back."""
+        researcher = "agent:main:subagent:researcher"
+        with open_store("sqlite:///demo.db", verbose=False) as svc:
+            tamper(svc, "UPDATE {s}session_watch_cursors SET acknowledged = 0 WHERE watch_id = ?",
+                   cursor_id("agent:main:main", researcher))  # fmt: skip
+            tamper(svc, "DELETE FROM {s}session_state_events WHERE session_id = ? AND sequence = 3",
+                   session_id(researcher))  # fmt: skip
+
+
+#: What varies from one run of a sample to the next: an audit's timing, and the times the
+#: real clock gives after the demo's fake one (09:00 on 2026-11-30), same width as shown.
+VARYING = (
+    (re.compile(r"in \d+\.\d\d s: [\d,]+ events/s"), "in <seconds>: <rate>"),
+    (re.compile(r'"(seconds|eventsPerSecond)": [\d.]+'), r'"\1": <n>'),
+    (re.compile(r"\b(?!2026-11-30 09:00)\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\b"), "<now>              "),
+)
+
+
+def scrub(text: str) -> str:
+    for pattern, replacement in VARYING:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 class TestUpstreamCommands:
