@@ -74,6 +74,9 @@ class PrunePass:
         self._idle_before = now - limit
         self.result: dict[str, Any] = {"removedRows": 0, "watermarks": [], "expiredCursors": 0}
         self._listed = watermarks
+        #: Each listed session's entry in `result`, by agent and key: a session whose rows
+        #: span two batches is raised by each, and listed once, at its highest watermark.
+        self._entries: dict[tuple[str, str], dict[str, Any]] = {}
         #: The watermarks raised so far, listed or not.
         self.raised = 0
         newest = store.read_model.newest_recorded(before=to_ms(now - RECENT))
@@ -145,10 +148,19 @@ class PrunePass:
             self.result["removedRows"] += plan.rows
             self.raised += 1
             if self._listed:
-                self.result["watermarks"].append(
-                    {"sessionKey": plan.key, "agentId": plan.agent_id, "watermark": plan.watermark}
-                )
+                self._list(plan)
         return sum(plan.rows for plan in plans) >= PRUNE_BATCH_ROWS
+
+    def _list(self, plan: PrunePlan) -> None:
+        """`plan`'s session in `result`, once, at the highest watermark a batch raised it to
+        (as `prune_preview` lists it)."""
+        entry = self._entries.get((plan.agent_id, plan.key))
+        if entry is None:
+            entry = {"sessionKey": plan.key, "agentId": plan.agent_id, "watermark": plan.watermark}
+            self._entries[plan.agent_id, plan.key] = entry
+            self.result["watermarks"].append(entry)
+        else:
+            entry["watermark"] = max(entry["watermark"], plan.watermark)
 
 
 class SweepPass:

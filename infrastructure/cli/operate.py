@@ -177,7 +177,6 @@ def prune(
     retention = Retention(retention_days, retention_rows)
     with open_store(database_url, verbose=verbose, retention=retention, writes=not dry_run) as svc:
         result: dict[str, Any] = svc.prune_preview() if dry_run else svc.prune()
-    result["watermarks"] = highest_per_session(result["watermarks"])
     if as_json:
         print_json({**result, "dryRun": dry_run})
         return EXIT_OK
@@ -194,18 +193,6 @@ def prune(
             row(out, item["sessionKey"], item["agentId"], item["watermark"])
         show(out)
     return EXIT_OK
-
-
-def highest_per_session(watermarks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per session, its highest watermark, in the order first raised: a prune runs
-    in batches (ADR 038), and a session whose rows span two batches is raised by each, so
-    `prune()` may list it twice; the dry run, planned at once, lists it once."""
-    highest: dict[tuple[str, str], dict[str, Any]] = {}
-    for item in watermarks:
-        key = (item["agentId"], item["sessionKey"])
-        if key not in highest or item["watermark"] > highest[key]["watermark"]:
-            highest[key] = {**highest.get(key, {}), **item}
-    return list(highest.values())
 
 
 @click.command()

@@ -143,13 +143,9 @@ def hand_over(svc: SessionAwareness, watcher: str, *, as_json: bool) -> int:
     document is written up to its last field, `pendingAfter`, which is known only once the
     notices are acknowledged."""
     handover = svc.hand_over_notices(watcher)
-    if as_json:
-        answer = {"watcher": watcher, "notices": list(handover.notices), "drained": True,
-                  "pendingAfter": PENDING_AFTER}  # fmt: skip
-        head, _, tail = json.dumps(answer, indent=2, ensure_ascii=False).rpartition(
-            str(PENDING_AFTER)
-        )
-        click.echo(head, nl=False)
+    if as_json:  # all but its last field and the closing brace: `{…, "drained": true`
+        answer = {"watcher": watcher, "notices": list(handover.notices), "drained": True}
+        click.echo(json.dumps(answer, indent=2, ensure_ascii=False).removesuffix("\n}"), nl=False)
     else:
         for text in handover.notices:
             line(text)
@@ -157,17 +153,11 @@ def hand_over(svc: SessionAwareness, watcher: str, *, as_json: bool) -> int:
     drained = svc.acknowledge_handed(watcher, handover)
     pending = svc.pending_notices(watcher)
     if as_json:
-        click.echo(f"{len(pending)}{tail}")
+        click.echo(f',\n  "pendingAfter": {len(pending)}\n}}')
         return EXIT_OK
     reopened = " (newer changes opened a fresh notice)" if pending else ""
     line(f"{counted(len(drained), 'notice')} drained; {len(pending)} pending now{reopened}")
     return EXIT_OK
-
-
-#: Where `pendingAfter` goes in a drain's JSON, written before the count is known: a number
-#: no count reaches. A notice's key may spell it too, but the field is the document's last,
-#: so its value is the last occurrence.
-PENDING_AFTER = -271828182845
 
 
 @click.command()

@@ -116,6 +116,26 @@ class TestPruneInBatches:
         report = again.audit()
         assert report.clean, report.as_dict()
 
+    def test_a_session_whose_rows_span_two_batches_is_listed_once_as_the_preview_lists_it(
+        self, open_svc: ServiceFactory, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """R-R1 (ADR 038): `prune()` lists each session it raised once, at its highest
+        watermark, as `prune_preview()` does: a session whose rows span two batches was
+        listed by each batch (two entries, the first at a watermark it no longer has)."""
+        monkeypatch.setattr(retention_module, "PRUNE_BATCH_ROWS", 2)
+        svc = open_svc(retention_rows=1)
+        svc.open_session(MANAGER)
+        for _ in range(5):
+            svc.record_goal_changed(MANAGER, summary="goal updated")
+        preview = svc.prune_preview()
+        result = svc.prune()
+        assert result["watermarks"] == preview["watermarks"]
+        assert result["watermarks"] == [
+            {"sessionKey": MANAGER, "agentId": "main", "watermark": 4}
+        ]
+        assert result["removedRows"] == preview["removedRows"] == 4
+        assert sequences(svc, MANAGER) == [5]
+
     def test_the_background_pass_counts_the_watermarks_it_raises_without_listing_them(
         self, open_svc: ServiceFactory, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
     ) -> None:
