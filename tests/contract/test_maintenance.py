@@ -130,9 +130,7 @@ class TestPruneInBatches:
         preview = svc.prune_preview()
         result = svc.prune()
         assert result["watermarks"] == preview["watermarks"]
-        assert result["watermarks"] == [
-            {"sessionKey": MANAGER, "agentId": "main", "watermark": 4}
-        ]
+        assert result["watermarks"] == [{"sessionKey": MANAGER, "agentId": "main", "watermark": 4}]
         assert result["removedRows"] == preview["removedRows"] == 4
         assert sequences(svc, MANAGER) == [5]
 
