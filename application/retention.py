@@ -20,7 +20,7 @@ from session_awareness.domain import notices
 from session_awareness.domain.keys import drains_id, is_subagent
 from session_awareness.domain.positions import RemovalReason
 from session_awareness.domain.session import Session
-from session_awareness.domain.signals import to_ms
+from session_awareness.domain.signals import MAX_SAFE_INTEGER, to_ms
 from session_awareness.logs import get_logger
 
 if TYPE_CHECKING:
@@ -44,6 +44,13 @@ class Retention:
 
     days: int = 30
     rows: int = 50_000
+
+
+#: The longest age limit a store takes, in days (a century): the cutoff, now minus the
+#: limit, stays a date the clock can hold.
+MAX_RETENTION_DAYS = 36_500
+#: The largest row cap a store takes: the largest integer every backend and JSON holds.
+MAX_RETENTION_ROWS = MAX_SAFE_INTEGER
 
 
 #: Retained rows one prune batch removes at most, in one transaction of its own (ADR 038).

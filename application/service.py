@@ -34,7 +34,13 @@ from session_awareness.application.ports import (
 )
 from session_awareness.application.process_metrics import Metrics, watch_gauges
 from session_awareness.application.recording import CLOSE_MARGIN, Intake
-from session_awareness.application.retention import Maintenance, MaintenanceTask, Retention
+from session_awareness.application.retention import (
+    MAX_RETENTION_DAYS,
+    MAX_RETENTION_ROWS,
+    Maintenance,
+    MaintenanceTask,
+    Retention,
+)
 from session_awareness.application.store import SessionStore, log
 from session_awareness.application.transcripts import Transcripts
 from session_awareness.application.unit_of_work import STORE_ERRORS
@@ -935,9 +941,12 @@ def _check_arguments(
         raise ConfigurationError(str(error)) from None
     if visibility not in VISIBILITIES:
         raise ConfigurationError(f"visibility must be one of {', '.join(VISIBILITIES)}")
+    bounds = {"retention_days": MAX_RETENTION_DAYS, "retention_rows": MAX_RETENTION_ROWS}
     for name, value in retention.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= bounds[name]:
+            raise ConfigurationError(
+                f"{name} must be a positive integer, at most {bounds[name]}, got {value!r}"
+            )
     for name, port in ports.items():
         if port is not None and not callable(port):
             raise ConfigurationError(f"{name} must be callable, got {type(port).__name__}")

@@ -24,9 +24,12 @@ from session_awareness.application import SessionAwarenessError
 from session_awareness.application.audit import Progress as OnProgress
 from session_awareness.application.audit_report import AuditReport
 from session_awareness.application.backlog import SpoolError
-from session_awareness.application.retention import Retention
+from session_awareness.application.retention import (
+    MAX_RETENTION_DAYS,
+    MAX_RETENTION_ROWS,
+    Retention,
+)
 from session_awareness.application.service import spool_for
-from session_awareness.domain.signals import MAX_SAFE_INTEGER
 from session_awareness.infrastructure.cli.common import (
     counted,
     given_agent,
@@ -46,9 +49,6 @@ from session_awareness.infrastructure.cli.common import (
 )
 from session_awareness.infrastructure.cli.exits import EXIT_FAILURE, EXIT_OK
 from session_awareness.infrastructure.cli.history_lines import describe
-
-#: A century: the age limit's cutoff (now minus D days) stays a date the clock can hold.
-MAX_RETENTION_DAYS = 36_500
 
 
 class RateColumn(ProgressColumn):
@@ -158,7 +158,7 @@ def history(
               show_default=True, metavar="D",
               help="Remove the rows recorded more than D days ago, and expire the cursors "
               "idle that long.")  # fmt: skip
-@click.option("--retention-rows", type=click.IntRange(1, MAX_SAFE_INTEGER), default=50_000,
+@click.option("--retention-rows", type=click.IntRange(1, MAX_RETENTION_ROWS), default=50_000,
               show_default=True, metavar="R",
               help="Then keep the newest R rows across all sessions.")  # fmt: skip
 @store_options

@@ -269,6 +269,11 @@ class TestOpenServiceArguments:
             ({"signal_backlog": -1}, "signal_backlog"),
             ({"signal_backlog": True}, "signal_backlog"),
             ({"dispatcher": object()}, "dispatcher"),
+            # accepted at open, they failed the first prune (OverflowError, R-L9)
+            ({"retention_days": 10**20}, "retention_days must be a positive integer, at most"),
+            ({"retention_days": 36_501}, "retention_days"),
+            ({"retention_rows": 2**53}, "retention_rows"),
+            ({"retention_rows": 0}, "retention_rows"),
         ],
     )
     def test_bad_arguments_are_configuration_errors(
