@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from session_awareness.infrastructure.cli.common import (
+    counted,
     given_agent,
     json_option,
     line,
@@ -62,10 +63,11 @@ def transcript(
                     line(" " * len(prefix) + text)
     flags = [name for name in ("truncated", "contentTruncated", "contentRedacted") if page[name]]
     dropped = f", {page['droppedMessages']} dropped" if page["droppedMessages"] else ""
-    dropped += f", {page['skippedLines']} lines unreadable" if page["skippedLines"] else ""
+    skipped = page["skippedLines"]
+    dropped += f", {counted(skipped, 'line')} unreadable" if skipped else ""
     more = f", next --before {page['nextBefore']}" if "nextBefore" in page else ""
     if more and before is None:
         more = f", next --offset {page['nextOffset']} or --before {page['nextBefore']}"
-    line(f"{len(page['messages'])} messages, {page['bytes']} bytes{dropped}{more}"
+    line(f"{counted(len(page['messages']), 'message')}, {page['bytes']} bytes{dropped}{more}"
          + (f" ({', '.join(flags)})" if flags else ""))  # fmt: skip
     return EXIT_OK

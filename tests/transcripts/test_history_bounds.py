@@ -309,7 +309,8 @@ def test_the_cli_pages_by_position_too(tmp_path: Path, capsys: pytest.CaptureFix
         noted(svc, path)
     assert main(["transcript", WORKER, "--limit", "2", "--offset", "0", "--database-url", url]) == 0
     out = capsys.readouterr().out
-    assert "1 lines unreadable, next --offset 2 or --before m04" in out
+    assert "2 messages, " in out
+    assert "1 line unreadable, next --offset 2 or --before m04" in out
     assert main(["transcript", WORKER, "--limit", "2", "--before", "m04",
                  "--database-url", url]) == 0  # fmt: skip
     out = capsys.readouterr().out
