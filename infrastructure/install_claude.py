@@ -74,10 +74,6 @@ class Change:
         new = _dump(self.after).splitlines(keepends=True) if self.after is not None else []
         return "".join(difflib.unified_diff(old, new, str(self.path), str(self.path)))
 
-    def apply(self) -> None:
-        """Write the file (atomically), or remove it when nothing is left in it."""
-        apply_all([self])
-
 
 def apply_all(changes: list[Change]) -> None:
     """Write every changed file, or leave them all as they were: the hooks without their
