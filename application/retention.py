@@ -83,7 +83,7 @@ class PrunePass:
         self._listed = watermarks
         #: Each listed session's entry in `result`, by agent and key: a session whose rows
         #: span two batches is raised by each, and listed once, at its highest watermark.
-        self._entries: dict[tuple[str, str], dict[str, Any]] = {}
+        self._entries: dict[tuple[str | None, str | None], dict[str, Any]] = {}
         #: The watermarks raised so far, listed or not.
         self.raised = 0
         newest = store.read_model.newest_recorded(before=to_ms(now - RECENT))
