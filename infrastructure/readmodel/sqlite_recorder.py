@@ -37,8 +37,6 @@ from session_awareness.infrastructure.readmodel.recorder import ReadModelStore
 from session_awareness.infrastructure.readmodel.session_state import JoinedSessionState
 from session_awareness.infrastructure.readmodel.streams import split_streams, streams_statement
 from session_awareness.infrastructure.sqlite_store import (
-    held_connection,
-    immediate_transaction,
     library_error,
 )
 
@@ -128,12 +126,8 @@ class SQLiteReadModels(JoinedSessionState, ReadModelStore):
         (`cached_statements=True`). An in-memory database is shared through the pool."""
         pool = self.datastore.pool
         interruption = CURRENT.get()  # the maintenance's (application/interruption.py)
-        if pool.is_sqlite_memory_mode:
-            if interruption is None:
-                connection = self.datastore.get_connection(commit=False)
-            else:
-                connection = held_connection(self.datastore, interruption, commit=False)
-            with connection as conn:
+        if pool.is_sqlite_memory_mode:  # in the maintenance's scope, a held checkout
+            with self.datastore.get_connection(commit=False) as conn:
                 cursor = conn.cursor().sqlite_cursor
                 cursor.row_factory = None  # tuples, not `sqlite3.Row`
                 try:
@@ -258,12 +252,8 @@ class SQLiteReadModelRecorder(SQLiteApplicationRecorder):
         """Each save inside a savepoint of its own, then one commit. A refused save is rolled
         back to its savepoint; a store error (the database locked or gone) ends the batch,
         which rolls back. A save alone is its transaction, without a savepoint."""
-        interruption = CURRENT.get()  # the maintenance's batch: its close may end it
-        if interruption is None:
-            transaction = self.datastore.transaction(commit=True)
-        else:
-            transaction = immediate_transaction(self.datastore, interruption)
-        with transaction as c:
+        # in the maintenance's scope, begun so that its close may end the lock's wait
+        with self.datastore.transaction(commit=True) as c:
             if len(saves) == 1:
                 [save] = saves
                 save.ids = self._insert_events(c, save.events, **save.kwargs)
