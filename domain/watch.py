@@ -313,8 +313,7 @@ class Watch(Aggregate):
             raise WatchStateError("no pending notice to acknowledge")
         from session_awareness.domain.drains import Acknowledgement  # noqa: PLC0415
 
-        _, version, acknowledged, notified, held = entry
-        return Acknowledgement(self.id, version, acknowledged, notified, held, at)
+        return Acknowledgement.of(entry, at)
 
     def redelivery(self, *, material: int, at: datetime) -> Acknowledgement | None:
         """What the start-up sweep's re-delivery of the pending notice leaves (R-N6), as the
