@@ -253,20 +253,21 @@ class ServiceSQLiteFactory(SQLiteFactory):
 
 
 @contextmanager
-def holding_own(conn: sqlite3.Connection) -> Iterator[None]:
-    """A connection of its user's own, outside the pool (the audit's scratch file), used in
-    the block: in the maintenance's scope the close may interrupt its statement (and fails
-    the block at once when it came before), a connection it did is closed, never used
-    again, and sqlite3's errors are the library's, as the pool's raise them. Outside a
-    scope (a caller's thread) nothing changes."""
+def holding_own(conn: sqlite3.Connection) -> Iterator[Held | None]:
+    """A connection of its user's own, outside the pool (the audit's scratch file, a
+    thread's reader), used in the block: in the maintenance's scope the close may interrupt
+    its statement (and fails the block at once when it came before), a connection it did
+    is closed, never used again (the `Held` yielded says so), and sqlite3's errors are the
+    library's, as the pool's raise them. Outside a scope (a caller's thread) nothing
+    changes, and None is yielded."""
     interruption = CURRENT.get()
     if interruption is None:
-        yield
+        yield None
         return
     held: Held | None = None
     try:
         with interruption.holding(conn.interrupt) as held:
-            yield
+            yield held
     except sqlite3.Error as error:
         raise library_error(error) from error
     finally:

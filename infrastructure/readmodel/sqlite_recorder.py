@@ -24,7 +24,7 @@ from eventsourcing.sqlite import (
 )
 
 from session_awareness.application import projection as p
-from session_awareness.application.interruption import CURRENT, Held, Interruption
+from session_awareness.application.interruption import CURRENT, Held
 from session_awareness.infrastructure.readmodel.bulk import held_before
 from session_awareness.infrastructure.readmodel.dialect import Dialect
 from session_awareness.infrastructure.readmodel.group_commit import (
@@ -36,9 +36,7 @@ from session_awareness.infrastructure.readmodel.group_commit import (
 from session_awareness.infrastructure.readmodel.recorder import ReadModelStore
 from session_awareness.infrastructure.readmodel.session_state import JoinedSessionState
 from session_awareness.infrastructure.readmodel.streams import split_streams, streams_statement
-from session_awareness.infrastructure.sqlite_store import (
-    library_error,
-)
+from session_awareness.infrastructure.sqlite_store import holding_own, library_error
 
 if TYPE_CHECKING:
     from session_awareness.infrastructure.readmodel.sqlite_audit import SQLiteAudit
@@ -138,7 +136,7 @@ class SQLiteReadModels(JoinedSessionState, ReadModelStore):
         if reader is None:
             reader = self._open_reader(pool.db_name, pool.lock_timeout)
         if interruption is not None:
-            return self._fetch_held(interruption, reader, template, params)
+            return self._fetch_held(reader, template, params)
         try:
             with reader.lock:
                 return reader.conn.execute(self.sql(template), params).fetchall()
@@ -149,27 +147,21 @@ class SQLiteReadModels(JoinedSessionState, ReadModelStore):
                 reader.retire()
 
     def _fetch_held(
-        self,
-        interruption: Interruption,
-        reader: Reader,
-        template: str,
-        params: Sequence[Any],
+        self, reader: Reader, template: str, params: Sequence[Any]
     ) -> list[tuple[Any, ...]]:
-        """`fetch_tuples` on the thread's reader, which the close may interrupt; one it did
-        is closed, and the thread opens another when it reads again."""
+        """`fetch_tuples` in the maintenance's scope, on the thread's reader, which the close
+        may interrupt (`holding_own`); one it did is closed, and the thread opens another
+        when it reads again."""
         held: Held | None = None
         try:
-            with interruption.holding(reader.conn.interrupt) as held, reader.lock:
+            with holding_own(reader.conn) as held, reader.lock:
                 return reader.conn.execute(self.sql(template), params).fetchall()
-        except sqlite3.Error as error:
-            raise library_error(error) from error
         finally:
-            if held is not None and held.ended:
+            if held is not None and held.ended:  # closed by `holding_own`: forgotten here
                 self._reader.connection = None
                 with self._readers_lock:
                     self._readers = [(t, r) for t, r in self._readers if r is not reader]
-                reader.retire()
-            elif reader.retired:
+            if reader.retired:
                 reader.retire()
 
     def _open_reader(self, db_name: str, lock_timeout: int | None) -> Reader:
