@@ -279,6 +279,8 @@ class TestOpenServiceArguments:
     def test_bad_arguments_are_configuration_errors(
         self, options: dict[str, Any], field: str, tmp_path: Path
     ) -> None:
+        """R-L9, R-R1: an argument the service cannot use (a retention past what a prune can
+        compute among them) is a `ConfigurationError` at open, before any file is made."""
         with pytest.raises(ConfigurationError, match=field):
             open_service(f"sqlite:///{tmp_path / 'x.db'}", **options)
         assert not list(tmp_path.iterdir())
