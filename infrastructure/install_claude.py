@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from session_awareness.configuration import ConfigurationError, environment_for, url_in_force
+from session_awareness.configuration import check_recordable, url_in_force
 from session_awareness.infrastructure.claude_hooks import CLAUDE_CODE, AgentCli
 from session_awareness.infrastructure.claude_state import STATE_DIR_ENV, state_dir
 
@@ -171,18 +171,10 @@ def check_database_url(url: str) -> None:
     """Refuse, before anything is written, a URL the hooks and the MCP server could not
     record into: one the service cannot open (`ConfigurationError`, as `open_service` says
     it), an in-memory SQLite database (each hook run would record into a new, empty one) or
-    a read-only one. Installed, such a URL fails every hook run quietly: a hook never
-    breaks its session, so nothing would say why no signal is recorded (R-L9)."""
-    env = environment_for(url)
-    name = env.get("SQLITE_DBNAME", "")
-    if "mode=memory" in name:
-        raise ConfigurationError(
-            "an in-memory database lasts one process, and each hook run is a process of its "
-            "own: give a file (sqlite:///path.db) or postgresql://…"
-        )
-    if "mode=ro" in name:
-        raise ConfigurationError("the hooks record signals: the store cannot be read-only")
-    if "POSTGRES_URL" in env:
+    a read-only one (`check_recordable`, which every in-process hook run checks too, and
+    then says so on each run, R-L9)."""
+    check_recordable(url)
+    if not url.startswith("sqlite://"):
         try:
             from session_awareness.infrastructure.pg_config import (  # noqa: PLC0415
                 parse_postgres_url,

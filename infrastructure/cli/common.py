@@ -40,6 +40,7 @@ from session_awareness.configuration import (
     DATABASE_URL_ENV,
     DEFAULT_DATABASE_URL,
     environment_for,
+    read_only,
     redact,
     url_in_force,
 )
@@ -162,7 +163,7 @@ def open_store(
     url = database_url(given_url)
     with service_logs(verbose=verbose):
         require_sqlite_store(url, startup=startup)
-        if writes and "mode=ro" in environment_for(url).get("SQLITE_DBNAME", ""):
+        if writes and read_only(url):
             raise ConfigurationError(
                 f"{redact(url)} opens the store read-only, and this command writes to it: "
                 "drop ?mode=ro (nothing was changed)"

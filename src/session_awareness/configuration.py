@@ -98,10 +98,7 @@ def sqlite_environment(url: str) -> dict[str, str]:
     creates it when missing."""
     import uuid  # noqa: PLC0415 -- the hook's relay path never parses a URL
 
-    path = plain_sqlite_path(url)
-    mode = "rwc"
-    if path is None:
-        path, mode = parsed_sqlite_url(url)
+    path, mode = sqlite_file_and_mode(url)
     env = {
         "PERSISTENCE_MODULE": SQLITE_FACTORY_TOPIC,
         "APPLICATION_RECORDER_TOPIC": SQLITE_RECORDER_TOPIC,
@@ -121,6 +118,36 @@ def sqlite_environment(url: str) -> dict[str, str]:
         if mode == "ro":
             env["CREATE_TABLE"] = "n"  # a read-only file is used as it is
     return env
+
+
+def sqlite_file_and_mode(url: str) -> tuple[str, str]:
+    """The file a `sqlite:///` URL names (`:memory:` for an in-memory database) and the mode
+    it is opened in (`SQLITE_MODES`); `ConfigurationError` for one the service cannot use."""
+    path = plain_sqlite_path(url)
+    return (path, "rwc") if path is not None else parsed_sqlite_url(url)
+
+
+def read_only(url: str) -> bool:
+    """Whether the URL opens its store read-only (`sqlite:///…?mode=ro`)."""
+    return url.startswith("sqlite://") and sqlite_file_and_mode(url)[1] == "ro"
+
+
+def check_recordable(url: str) -> None:
+    """`ConfigurationError` for a URL that a process which records and then ends (an agent
+    CLI's hook) can never record into: one the service cannot use, an in-memory SQLite
+    database (each process would record into a new, empty one, gone when it ends) or a
+    read-only one. `install` refuses such a URL, and a hook run given one says so (R-L9)."""
+    environment_for(url)
+    if not url.startswith("sqlite://"):
+        return
+    path, mode = sqlite_file_and_mode(url)
+    if path == ":memory:":
+        raise ConfigurationError(
+            "an in-memory database lasts one process, and each hook run is a process of its "
+            "own: give a file (sqlite:///path.db) or postgresql://…"
+        )
+    if mode == "ro":
+        raise ConfigurationError("the hooks record signals: the store cannot be read-only")
 
 
 def plain_sqlite_path(url: str) -> str | None:
@@ -235,8 +262,10 @@ __all__ = [
     "DEFAULT_DATABASE_URL",
     "ConfigurationError",
     "SessionAwarenessError",
+    "check_recordable",
     "credentials_end",
     "environment_for",
+    "read_only",
     "redact",
     "secret_of",
     "sqlite_environment",
