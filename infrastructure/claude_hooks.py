@@ -22,8 +22,12 @@ A hook must never break the user's session (R-L8, R-A1): unknown events and malf
 exit 0, say why in one line (on stderr for Claude Code; in the state directory's `hook.log`
 for Gemini CLI, which shows a hook's stderr to the user when its stdout is empty) and record
 nothing; when the store is unreachable the signal is kept in the state directory and recorded
-by the next hook run that reaches it. Only the documented JSON output is ever written to
-stdout. The prompt's text is never read beyond its presence.
+by the next hook run that reaches it. Settings the hook can never record with (a store the
+service refuses to open, an in-memory or read-only one, an empty `--database-url`, a bad
+`--agent`) are the user's mistake, never silent (R-L9): the signal is kept, and the hook
+exits 1 with one line on stderr, which both CLIs show the user without blocking the turn.
+Only the documented JSON output is ever written to stdout. The prompt's text is never read
+beyond its presence.
 """
 
 from __future__ import annotations
@@ -473,18 +477,18 @@ def run(
     state: ClaudeState,
     verbose: bool = False,
     cli: AgentCli = CLAUDE_CODE,
+    shown: Lines | None = None,
 ) -> int:
-    """Handle one hook event; always 0, whatever happens (R-L8, R-A1)."""
-    try:
-        signal = parse(stdin.read(MAX_INPUT), state, now_ms=int(time.time() * 1000), cli=cli)
-    except HookInputError as error:
-        stderr.write(f"session-awareness hook: ignored: {error}\n")
+    """Handle one hook event: 0, whatever happens to the event or the store (R-L8, R-A1);
+    `MISCONFIGURED` when the hook's settings can never record, said on `shown` (the stderr
+    the CLI shows the user; `stderr` when not given), the signal kept for when they are
+    mended."""
+    signal = _read(stdin, stderr, state, cli)
+    if signal is None:
         return 0
-    except NothingToRecord:
-        return 0
-    except Exception as error:  # noqa: BLE001 -- a hook never breaks the user's session
-        stderr.write(f"session-awareness hook: ignored: {type(error).__name__}: {error}\n")
-        return 0
+    mistake = settings_mistake(agent, database_url)
+    if mistake is not None:
+        return refuse(signal, state, mistake, stderr if shown is None else shown)
     try:
         from session_awareness.infrastructure.claude_relay import forward  # noqa: PLC0415
 
@@ -511,14 +515,56 @@ def run(
             "session-awareness hook: notices shown, not acknowledged (shown again): "
             f"{_one_line(str(error.__cause__))}\n"
         )
+    except Misconfigured as error:
+        why = f"cannot record into the store as given: {_one_line(str(error.__cause__))}"
+        return refuse(signal, state, why, stderr if shown is None else shown)
     except Exception as error:  # noqa: BLE001 -- kept for the next run, never raised
-        dropped = state.spool(signal.to_json())
-        lost = f" ({dropped} oldest kept signals dropped)" if dropped else ""
         stderr.write(
-            f"session-awareness hook: store unavailable, signal kept{lost}: "
+            f"session-awareness hook: store unavailable, {keep(signal, state)}: "
             f"{_one_line(str(error))}\n"
         )
     return 0
+
+
+def _read(stdin: IO[str], stderr: Lines, state: ClaudeState, cli: AgentCli) -> Signal | None:
+    """The event's signal; None, said on `stderr` when it is a mistake, for nothing to record."""
+    try:
+        return parse(stdin.read(MAX_INPUT), state, now_ms=int(time.time() * 1000), cli=cli)
+    except HookInputError as error:
+        stderr.write(f"session-awareness hook: ignored: {error}\n")
+    except NothingToRecord:
+        pass
+    except Exception as error:  # noqa: BLE001 -- a hook never breaks the user's session
+        stderr.write(f"session-awareness hook: ignored: {type(error).__name__}: {error}\n")
+    return None
+
+
+def settings_mistake(agent: str, database_url: str | None) -> str | None:
+    """What is wrong with the hook's own options, seen before any store is asked."""
+    if not valid_agent(agent):
+        return "--agent must be an agent id (no ':', spaces or control characters)"
+    if database_url == "":
+        return "--database-url is empty"
+    return None
+
+
+#: A hook's exit code for settings it can never record with: both CLIs then show the hook's
+#: stderr to the user and go on (a non-blocking error; 2 would block the turn).
+MISCONFIGURED = 1
+
+
+def keep(signal: Signal, state: ClaudeState) -> str:
+    """Keep the signal for the next run that can record it, and say so."""
+    dropped = state.spool(signal.to_json())
+    return "signal kept" + (f" ({dropped} oldest kept signals dropped)" if dropped else "")
+
+
+def refuse(signal: Signal, state: ClaudeState, why: str, shown: Lines) -> int:
+    """Settings this hook can never record with: keep the signal for when they are mended,
+    say why on `shown` (the stderr the CLI shows the user), and exit `MISCONFIGURED`. A
+    caller's mistake is never silent (R-L9), and a hook still never blocks its turn (R-A1)."""
+    shown.write(f"session-awareness hook: {why}; {keep(signal, state)}\n")
+    return MISCONFIGURED
 
 
 def deliver(stdout: IO[str], notices: list[str], cli: AgentCli) -> bool:
@@ -532,6 +578,12 @@ def deliver(stdout: IO[str], notices: list[str], cli: AgentCli) -> bool:
     except (OSError, ValueError):
         return False
     return True
+
+
+class Misconfigured(Exception):
+    """The store cannot be recorded into as the hook's settings name it (its cause says why):
+    a URL the service refuses, an in-memory or a read-only database. Every run with these
+    settings would fail alike, so it is the user's to mend, not an outage to wait out."""
 
 
 class Unacknowledged(Exception):
@@ -570,12 +622,22 @@ def _record(
     them, then acknowledge them (R-N8): a hook killed before the acknowledgement leaves them
     pending, to be shown again."""
     from session_awareness.application import open_service  # noqa: PLC0415 -- the heavy part
+    from session_awareness.configuration import (  # noqa: PLC0415
+        ConfigurationError,
+        check_recordable,
+        url_in_force,
+    )
 
+    try:
+        check_recordable(url_in_force(database_url))
+        svc = open_service(database_url, spool=False, maintenance="manual")
+    except ConfigurationError as error:
+        raise Misconfigured from error
     # The hook keeps what the store refused in its own spool (below, ClaudeState): the
     # service's would hold it a second time (R-L10). A hook's process lives for one event:
     # the host's long-lived service (the MCP server) runs the sweep and the prune, never a
     # prompt's hook, whose own sweep would race its record (ADR 038).
-    with open_service(database_url, spool=False, maintenance="manual") as svc:
+    with svc:
         for kept in state.take_spooled():
             try:
                 apply(svc, Signal.from_json(kept), agent=agent, drain=False)
@@ -662,8 +724,8 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument("--verbose", action="store_true")
     try:
         args = parser.parse_args(argv)
-    except SystemExit:
-        return 0  # argparse said why on stderr; a hook still never fails the session
+    except SystemExit as done:  # argparse said why on stderr (or helped, code 0)
+        return 0 if done.code in (0, None) else MISCONFIGURED  # never 2: that blocks the turn
     return run_for(
         CLIS[args.host],
         agent=args.agent,
@@ -698,7 +760,8 @@ def _plain_arguments(argv: list[str]) -> tuple[str, dict[str, str]] | None:
 def run_for(cli: AgentCli, *, agent: str | None, database_url: str | None, verbose: bool) -> int:
     """One hook run of `cli` on the process's stdin/stdout; where the CLI shows a hook's
     stderr to the user, the one-line reasons go to the state directory's `hook.log` instead
-    (`--verbose` still logs on stderr)."""
+    (`--verbose` still logs on stderr), all but the settings' mistakes (`refuse`), which are
+    the user's to see."""
     import sys  # noqa: PLC0415
 
     agent = cli.default_agent if agent is None else agent
@@ -707,9 +770,6 @@ def run_for(cli: AgentCli, *, agent: str | None, database_url: str | None, verbo
         errors: Lines = HookLog(os.path.join(root, HOOK_LOG)) if cli.stderr_shown else sys.stderr
     except Exception as error:  # noqa: BLE001 -- a hook never breaks the user's session
         sys.stderr.write(f"session-awareness hook: ignored: {_one_line(str(error))}\n")
-        return 0
-    if not valid_agent(agent):
-        errors.write("session-awareness hook: ignored: --agent must be an agent id\n")
         return 0
     return run(
         sys.stdin,
@@ -720,6 +780,7 @@ def run_for(cli: AgentCli, *, agent: str | None, database_url: str | None, verbo
         state=ClaudeState(root),
         verbose=verbose,
         cli=cli,
+        shown=sys.stderr,
     )
 
 

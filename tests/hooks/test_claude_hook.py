@@ -191,6 +191,78 @@ class TestNeverBreaksTheSession:
             assert svc.session_status(lead_key(WORKER_1))["stateVersion"] == 1
 
 
+class TestSettingsItCanNeverRecordWith:
+    """Settings no run can record with are the user's mistake, not an outage: the hook exits
+    1 (Claude Code shows a hook's stderr then, and goes on; 2 would block the prompt) with
+    one line saying why, and keeps the signal, which the first run with mended settings
+    records (R-L9, R-A1, R-L10)."""
+
+    @pytest.mark.parametrize(
+        ("bad", "why"),
+        [
+            ("sqlite:///:memory:", "in-memory"),
+            ("{store}?mode=ro", "read-only"),
+            ("{store}?cache=shared", "unknown SQLite URL options"),
+            ("mysql://gateway/sessions", "unsupported database URL"),
+            ("postgresql://gateway@127.0.0.1:notaport/sessions", "port"),
+        ],
+        ids=["in-memory", "read-only", "unknown-option", "unknown-scheme", "bad-port"],
+    )
+    def test_a_store_it_cannot_record_into_is_said_and_the_signal_kept(
+        self, bad: str, why: str, tmp_path: Path
+    ) -> None:
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        state = tmp_path / "state"
+        start(LEAD, url, state)
+
+        done = run_hook(
+            fixture("session_start", session_id=WORKER_1),
+            url=bad.format(store=url),
+            state_dir=state,
+        )
+        assert (done.returncode, done.stdout) == (1, "")
+        assert len(done.stderr.splitlines()) == 1, done.stderr
+        assert why in done.stderr and "signal kept" in done.stderr
+
+        start(WORKER_2, url, state)
+        with open_service(url) as svc:
+            keys = {row.key for row in svc.session_rows()}
+        assert keys == {lead_key(LEAD), lead_key(WORKER_1), lead_key(WORKER_2)}
+
+    @pytest.mark.parametrize(
+        ("args", "why"),
+        [(("--agent", "team:a"), "--agent"), (("--database-url", ""), "--database-url is empty")],
+        ids=["agent-with-a-colon", "empty-url"],
+    )
+    def test_an_option_it_cannot_use_is_said_and_the_signal_kept(
+        self, args: tuple[str, ...], why: str, tmp_path: Path
+    ) -> None:
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        state = tmp_path / "state"
+        done = run_hook(
+            fixture("session_start", session_id=LEAD), url=url, state_dir=state, args=args
+        )
+        assert (done.returncode, done.stdout) == (1, "")
+        assert len(done.stderr.splitlines()) == 1 and why in done.stderr
+
+        start(WORKER_1, url, state)
+        with open_service(url) as svc:
+            assert {row.key for row in svc.session_rows()} == {lead_key(LEAD), lead_key(WORKER_1)}
+
+    def test_arguments_it_cannot_read_exit_1_never_2_which_would_block_the_prompt(
+        self, tmp_path: Path
+    ) -> None:
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        done = run_hook(
+            fixture("user_prompt_submit", session_id=LEAD),
+            url=url,
+            state_dir=tmp_path / "state",
+            args=("--agnet", "team"),
+        )
+        assert (done.returncode, done.stdout) == (1, "")
+        assert "--agnet" in done.stderr
+
+
 class TestCommandLine:
     def test_the_cli_subcommand_is_the_same_hook(self, tmp_path: Path) -> None:
         """`session-awareness hook claude-code` maps events exactly as the installed module."""

@@ -198,6 +198,25 @@ class TestNeverBlocksTheTurn:
         with open_service(database_url) as svc:
             assert svc.session_status(gemini_key(WORKER))["stateVersion"] == 1
 
+    def test_a_store_it_can_never_record_into_is_a_warning_the_user_sees(
+        self, tmp_path: Path
+    ) -> None:
+        """An in-memory store: exit 1 with one line on stderr, which Gemini CLI shows as a
+        warning and goes on (2 would deny the turn), not the hook.log's quiet line; the
+        signal is kept and recorded by the first run with a store (R-L9, R-A1)."""
+        url = f"sqlite:///{tmp_path / 'sessions.db'}"
+        state = tmp_path / "state"
+        done = gemini_hook(
+            gemini_fixture("session_start", session_id=LEAD), "sqlite:///:memory:", state
+        )
+        assert (done.returncode, done.stdout) == (1, "")
+        assert len(done.stderr.splitlines()) == 1 and "in-memory" in done.stderr
+        assert not (state / "hook.log").exists()
+
+        start(WORKER, url, state)
+        with open_service(url) as svc:
+            assert {row.key for row in svc.session_rows()} == {gemini_key(LEAD), gemini_key(WORKER)}
+
 
 class TestCommandLine:
     def test_the_cli_subcommand_is_the_same_hook(self, tmp_path: Path) -> None:
