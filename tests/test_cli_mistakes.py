@@ -507,6 +507,26 @@ class TestTheMcpServerOnSomeoneElsesDatabase:
                                "changed)\n")  # fmt: skip
         assert other.read_bytes() == before
 
+    @pytest.mark.parametrize(
+        ("url", "why"),
+        [("sqlite:///:memory:", "in-memory"), ("sqlite:///{store}?mode=ro", "read-only")],
+        ids=["in-memory", "read-only"],
+    )
+    def test_a_store_no_other_process_shares_or_that_cannot_be_written_is_refused(
+        self, url: str, why: str, tmp_path: Path
+    ) -> None:
+        """R-L9: the server records its hooks' relayed signals and its acknowledgements, for
+        every session of the store to see. It served an in-memory database, which each
+        session's server and hook had to itself and lost at exit, the hooks relaying their
+        signals into it; it is refused (exit 2, one line), as `install` refuses it."""
+        store = tmp_path / "sessions.db"
+        with open_service(f"sqlite:///{store}"):
+            pass
+        done = self.serve(url.format(store=store), tmp_path)
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr.startswith("error: ") and why in done.stderr
+        assert done.stderr.count("\n") == 1
+
     def test_a_missing_file_is_still_made_a_store_as_a_host_makes_it(self, tmp_path: Path) -> None:
         """What `install` relies on: the first server (or hook) of a new store creates it."""
         fresh = tmp_path / "sessions.db"

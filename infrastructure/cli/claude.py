@@ -17,7 +17,7 @@ import click
 import session_awareness
 from session_awareness.application import open_service
 from session_awareness.application.service import VISIBILITIES
-from session_awareness.configuration import ConfigurationError, redact
+from session_awareness.configuration import ConfigurationError, check_recordable, redact
 from session_awareness.domain.keys import InvalidKeyError, check_key
 from session_awareness.infrastructure.claude_hooks import (
     CLAUDE_CODE,
@@ -172,8 +172,12 @@ def _serve_mcp(  # noqa: PLR0917 -- the command's options, passed on
         resolve = partial(claude_caller, _agent(agent), state)
         host = process_identity(os.getppid())
         hook_socket = socket_path(state, host) if host is not None else None
-    # A host makes a store of a missing or empty file, never of someone else's database.
-    require_sqlite_store_if_there(database_url_in_force(database_url))
+    # A host makes a store of a missing or empty file, never of someone else's database;
+    # and the server records (its hooks' relayed signals, acknowledgements), into a store
+    # the other sessions share: never an in-memory or read-only one (R-L9).
+    url = database_url_in_force(database_url)
+    check_recordable(url)
+    require_sqlite_store_if_there(url)
     relay = WakeRelay()
     # The relay's wakes tell the notices resource's subscribers of each new notice, which
     # is news every time: no coalescing (R-N5 coalesces heartbeat wakes).

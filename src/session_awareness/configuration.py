@@ -133,21 +133,23 @@ def read_only(url: str) -> bool:
 
 
 def check_recordable(url: str) -> None:
-    """`ConfigurationError` for a URL that a process which records and then ends (an agent
-    CLI's hook) can never record into: one the service cannot use, an in-memory SQLite
-    database (each process would record into a new, empty one, gone when it ends) or a
-    read-only one. `install` refuses such a URL, and a hook run given one says so (R-L9)."""
+    """`ConfigurationError` for a URL the agent CLIs' hooks and MCP servers can never record
+    into: one the service cannot use, an in-memory SQLite database (each of those processes
+    would record into a new, empty one of its own, gone when it ends) or a read-only one.
+    `install` and `mcp` refuse such a URL, and a hook run given one says so (R-L9)."""
     environment_for(url)
     if not url.startswith("sqlite://"):
         return
     path, mode = sqlite_file_and_mode(url)
     if path == ":memory:":
         raise ConfigurationError(
-            "an in-memory database lasts one process, and each hook run is a process of its "
-            "own: give a file (sqlite:///path.db) or postgresql://…"
+            "an in-memory database lasts one process, and each hook run and MCP server is a "
+            "process of its own: give a file (sqlite:///path.db) or postgresql://…"
         )
     if mode == "ro":
-        raise ConfigurationError("the hooks record signals: the store cannot be read-only")
+        raise ConfigurationError(
+            "the hooks and the MCP server record signals: the store cannot be read-only"
+        )
 
 
 def plain_sqlite_path(url: str) -> str | None:
