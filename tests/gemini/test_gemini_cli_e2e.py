@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -220,3 +221,39 @@ def _claude_code(command: str, event: dict[str, Any], world: World) -> dict[str,
 def _history(url: str, key: str) -> dict[str, Any]:
     with open_service(url) as svc:
         return svc.session_status(key, changes_since=0)
+
+
+def test_a_hook_that_can_never_record_warns_the_user_and_the_turn_goes_on(world: World) -> None:
+    """The installed hooks' URL edited by hand into an in-memory store: under the real CLI
+    the turn completes (the hook's exit 1 is a non-blocking error; 2 would deny the turn),
+    and Gemini CLI prints the hook's one line as a warning; once the URL is mended, the next
+    turn's hooks record what was kept first: both sessions are in the store (R-L9, R-A1,
+    ADR 049)."""
+    done = world.install("gemini-cli")
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    settings = world.project / ".gemini" / "settings.json"
+    good = settings.read_text()
+    option = f"--database-url {shlex.quote(world.url)}"
+    assert option in good
+    settings.write_text(good.replace(option, "--database-url sqlite:///:memory:"))
+
+    world.api.script.append(text_reply("Planned."))
+    args = [*world.gemini, "-m", MODEL, "-p", "Plan the v2 pricing rollout."]
+    ran = subprocess.run(args, cwd=world.project, capture_output=True, text=True,
+                         timeout=RUN_TIMEOUT, check=False, env=world.env())  # fmt: skip
+    assert (ran.returncode, ran.stdout.strip()) == (0, "Planned."), ran.stderr[-3000:]
+    warned = [line for line in ran.stderr.splitlines()
+              if line.startswith("Warning: session-awareness hook: ")]  # fmt: skip
+    assert warned, ran.stderr[-3000:]  # SessionStart's and BeforeAgent's
+    assert all("cannot record into the store as given: an in-memory database" in line
+               for line in warned), warned  # fmt: skip
+    assert world.gemini_sessions() == set()
+
+    settings.write_text(good)
+    world.api.script.append(text_reply("Carrying on."))
+    ran = subprocess.run([*world.gemini, "-m", MODEL, "-p", "Carry on."], cwd=world.project,
+                         capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False,
+                         env=world.env())  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "session-awareness hook:" not in ran.stderr
+    assert len(world.gemini_sessions()) == 2  # the kept session's, then the mended turn's
