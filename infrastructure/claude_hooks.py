@@ -22,7 +22,8 @@ A hook must never break the user's session (R-L8, R-A1): unknown events and malf
 exit 0, say why in one line (on stderr for Claude Code; in the state directory's `hook.log`
 for Gemini CLI, which shows a hook's stderr to the user when its stdout is empty) and record
 nothing; when the store is unreachable the signal is kept in the state directory and recorded
-by the next hook run that reaches it. Settings the hook can never record with (a store the
+by the next hook run that reaches it, and the first run of each session's outage says so
+where the user sees it (exit 1, below; ADR 050). Settings the hook can never record with (a store the
 service refuses to open, an in-memory or read-only one, an empty `--database-url`, a bad
 `--agent`) are the user's mistake, never silent (R-L9): the signal is kept, and the hook
 exits 1 with one line on stderr, which both CLIs show the user without blocking the turn.
@@ -479,16 +480,17 @@ def run(
     cli: AgentCli = CLAUDE_CODE,
     shown: Lines | None = None,
 ) -> int:
-    """Handle one hook event: 0, whatever happens to the event or the store (R-L8, R-A1);
-    `MISCONFIGURED` when the hook's settings can never record, said on `shown` (the stderr
-    the CLI shows the user; `stderr` when not given), the signal kept for when they are
-    mended."""
+    """Handle one hook event: 0, whatever happens to the event or the store (R-L8, R-A1),
+    but `TOLD` when the hook's settings can never record and at the first run of a
+    session's outage, said on `shown` (the stderr the CLI shows the user; `stderr` when not
+    given). The signal is kept for the first run that can record it."""
+    shown = stderr if shown is None else shown
     signal = _read(stdin, stderr, state, cli)
     if signal is None:
         return 0
     mistake = settings_mistake(agent, database_url)
     if mistake is not None:
-        return refuse(signal, state, mistake, stderr if shown is None else shown)
+        return tell(f"{mistake}; {keep(signal, state)}", shown)
     try:
         from session_awareness.infrastructure.claude_relay import forward  # noqa: PLC0415
 
@@ -517,12 +519,14 @@ def run(
         )
     except Misconfigured as error:
         why = f"cannot record into the store as given: {_one_line(str(error.__cause__))}"
-        return refuse(signal, state, why, stderr if shown is None else shown)
+        return tell(f"{why}; {keep(signal, state)}", shown)
     except Exception as error:  # noqa: BLE001 -- kept for the next run, never raised
-        stderr.write(
-            f"session-awareness hook: store unavailable, {keep(signal, state)}: "
-            f"{_one_line(str(error))}\n"
-        )
+        told = state.keeps_signals_of(signal.session_id)
+        why = f"store unavailable, {keep(signal, state)}: {_one_line(str(error))}"
+        if not told:  # the first of this session's outage: its picture is going stale
+            why += " (notices wait until it is back; said once)"
+            return tell(why, shown)
+        stderr.write(f"session-awareness hook: {why}\n")
     return 0
 
 
@@ -548,9 +552,9 @@ def settings_mistake(agent: str, database_url: str | None) -> str | None:
     return None
 
 
-#: A hook's exit code for settings it can never record with: both CLIs then show the hook's
-#: stderr to the user and go on (a non-blocking error; 2 would block the turn).
-MISCONFIGURED = 1
+#: A hook's exit code for what the user must see: both CLIs then show the hook's stderr to
+#: the user and go on with the turn (a non-blocking error; 2 would block it).
+TOLD = 1
 
 
 def keep(signal: Signal, state: ClaudeState) -> str:
@@ -559,12 +563,13 @@ def keep(signal: Signal, state: ClaudeState) -> str:
     return "signal kept" + (f" ({dropped} oldest kept signals dropped)" if dropped else "")
 
 
-def refuse(signal: Signal, state: ClaudeState, why: str, shown: Lines) -> int:
-    """Settings this hook can never record with: keep the signal for when they are mended,
-    say why on `shown` (the stderr the CLI shows the user), and exit `MISCONFIGURED`. A
-    caller's mistake is never silent (R-L9), and a hook still never blocks its turn (R-A1)."""
-    shown.write(f"session-awareness hook: {why}; {keep(signal, state)}\n")
-    return MISCONFIGURED
+def tell(why: str, shown: Lines) -> int:
+    """Say `why` on `shown` (the stderr the CLI shows the user) and exit `TOLD`: for settings
+    the hook can never record with, and at the first run of a session's outage. A caller's
+    mistake is never silent, nor is a picture going stale (R-L9), and a hook still never
+    blocks its turn (R-A1)."""
+    shown.write(f"session-awareness hook: {why}\n")
+    return TOLD
 
 
 def deliver(stdout: IO[str], notices: list[str], cli: AgentCli) -> bool:
@@ -725,7 +730,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as done:  # argparse said why on stderr (or helped, code 0)
-        return 0 if done.code in (0, None) else MISCONFIGURED  # never 2: that blocks the turn
+        return 0 if done.code in (0, None) else TOLD  # never 2: that blocks the turn
     return run_for(
         CLIS[args.host],
         agent=args.agent,

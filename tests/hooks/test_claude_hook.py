@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from session_awareness.application import open_service
-from tests.hooks.helpers import fixture, lead_key, run_hook
+from session_awareness.infrastructure.claude_state import ClaudeState
+from tests.hooks.helpers import HookRun, fixture, lead_key, run_hook
 
 LEAD, WORKER_1, WORKER_2 = "lead-0001", "worker-0001", "worker-0002"
 
@@ -170,8 +171,12 @@ class TestNeverBreaksTheSession:
     def test_an_unreachable_store_keeps_the_signal_for_the_next_run(
         self, tmp_path: Path, database_url: str
     ) -> None:
-        """With the store down the hook exits 0, prints nothing on stdout and keeps the signal;
-        the next run that reaches the store records it first (R-L8)."""
+        """With the store down the hook prints nothing on stdout and keeps the signal; the
+        next run that reaches the store records it first (R-L8, R-L10). The first run of
+        each session's outage exits 1 with one line, which Claude Code shows the user
+        without blocking the prompt: no notice can reach the session until the store is
+        back (R-L9, ADR 050). The session's later runs exit 0, the line on a stderr Claude
+        Code does not show."""
         state = tmp_path / "state"
         down = "postgresql://nobody@127.0.0.1:9/none?connect_timeout=1"
         for session in (LEAD, WORKER_1):
@@ -179,16 +184,46 @@ class TestNeverBreaksTheSession:
         with open_service(database_url) as svc:
             assert svc.watch(lead_key(LEAD), lead_key(WORKER_1))
 
-        done = run_hook(
-            fixture("user_prompt_submit", session_id=WORKER_1), url=down, state_dir=state
-        )
-        assert (done.returncode, done.stdout) == (0, "")
-        assert len(done.stderr.splitlines()) == 1 and "signal kept" in done.stderr
+        def in_the_outage(session: str) -> HookRun:
+            done = run_hook(
+                fixture("user_prompt_submit", session_id=session), url=down, state_dir=state
+            )
+            assert done.stdout == ""
+            assert len(done.stderr.splitlines()) == 1 and "signal kept" in done.stderr
+            return done
+
+        first, again = in_the_outage(WORKER_1), in_the_outage(WORKER_1)
+        assert first.returncode == 1 and "said once" in first.stderr
+        assert again.returncode == 0 and "said once" not in again.stderr
+        assert in_the_outage(LEAD).returncode == 1  # each session is told once
         assert "rollback" not in "".join(p.read_text() for p in (state / "spool").iterdir())
 
         assert prompt(LEAD, database_url, state) is not None  # recorded, then drained
         with open_service(database_url) as svc:
-            assert svc.session_status(lead_key(WORKER_1))["stateVersion"] == 1
+            assert svc.session_status(lead_key(WORKER_1))["stateVersion"] == 2
+        assert in_the_outage(WORKER_1).returncode == 1  # a new outage is told again
+
+
+class TestTheSpoolKnowsWhoseSignalsItKeeps:
+    def test_a_session_is_told_from_one_whose_id_ends_like_it(self, tmp_path: Path) -> None:
+        """ADR 050: whether a session's outage was told is read from the spool's file names;
+        `abc` is not `x-abc`, and a file kept by an older version (no session in its name)
+        is still taken, in order."""
+        state = ClaudeState(tmp_path)
+        state.spool({"event": "SessionStart", "session_id": "x-abc", "at": 2})
+        (tmp_path / "spool" / f"{1:015d}-{'0' * 32}.json").write_text(
+            json.dumps({"event": "SessionStart", "session_id": "abc", "at": 1})
+        )
+        assert state.keeps_signals_of("x-abc")
+        assert not state.keeps_signals_of("abc") and not state.keeps_signals_of("c")
+        state.spool({"event": "SessionStart", "session_id": "abc", "at": 3})
+        assert state.keeps_signals_of("abc")
+        assert [(e["session_id"], e["at"]) for e in state.take_spooled()] == [
+            ("abc", 1),
+            ("x-abc", 2),
+            ("abc", 3),
+        ]
+        assert not state.keeps_signals_of("abc") and not state.keeps_signals_of("x-abc")
 
 
 class TestSettingsItCanNeverRecordWith:

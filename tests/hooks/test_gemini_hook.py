@@ -180,8 +180,11 @@ class TestNeverBlocksTheTurn:
     def test_an_unreachable_store_keeps_the_signal_for_the_next_run(
         self, database_url: str, tmp_path: Path
     ) -> None:
-        """With the store down: exit 0, nothing on stdout or stderr, the signal kept (never
-        the prompt); the next run that reaches the store records it first (R-A1, R-L8)."""
+        """With the store down: nothing on stdout, the signal kept (never the prompt); the
+        first run of the session's outage exits 1 with one line on stderr, which Gemini CLI
+        shows as a warning without denying the turn, and later ones exit 0 with nothing on
+        stderr, their line in hook.log; the next run that reaches the store records what
+        was kept first (R-A1, R-L8, R-L9, ADR 050)."""
         state = tmp_path / "state"
         down = "postgresql://nobody@127.0.0.1:9/none?connect_timeout=1"
         for session in (LEAD, WORKER):
@@ -189,6 +192,10 @@ class TestNeverBlocksTheTurn:
         with open_service(database_url) as svc:
             assert svc.watch(gemini_key(LEAD), gemini_key(WORKER))
 
+        first = gemini_hook(gemini_fixture("before_agent", session_id=WORKER), down, state)
+        assert (first.returncode, first.stdout) == (1, "")
+        assert len(first.stderr.splitlines()) == 1 and "said once" in first.stderr
+        assert not (state / "hook.log").exists()
         done = gemini_hook(gemini_fixture("before_agent", session_id=WORKER), down, state)
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
         assert "signal kept" in (state / "hook.log").read_text()
@@ -196,7 +203,7 @@ class TestNeverBlocksTheTurn:
 
         assert prompt(LEAD, database_url, state) is not None  # recorded, then drained
         with open_service(database_url) as svc:
-            assert svc.session_status(gemini_key(WORKER))["stateVersion"] == 1
+            assert svc.session_status(gemini_key(WORKER))["stateVersion"] == 2
 
     def test_a_store_it_can_never_record_into_is_a_warning_the_user_sees(
         self, tmp_path: Path
