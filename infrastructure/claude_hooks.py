@@ -22,11 +22,12 @@ A hook must never break the user's session (R-L8, R-A1): unknown events and malf
 exit 0, say why in one line (on stderr for Claude Code; in the state directory's `hook.log`
 for Gemini CLI, which shows a hook's stderr to the user when its stdout is empty) and record
 nothing; when the store is unreachable the signal is kept in the state directory and recorded
-by the next hook run that reaches it, and the first run of each session's outage says so
-where the user sees it (exit 1, below; ADR 050). Settings the hook can never record with (a store the
+by the next hook run that reaches it. Settings the hook can never record with (a store the
 service refuses to open, an in-memory or read-only one, an empty `--database-url`, a bad
 `--agent`) are the user's mistake, never silent (R-L9): the signal is kept, and the hook
 exits 1 with one line on stderr, which both CLIs show the user without blocking the turn.
+So does the first run of each session's outage (ADR 050), and a run whose signal the state
+directory could not keep.
 Only the documented JSON output is ever written to stdout. The prompt's text is never read
 beyond its presence.
 """
@@ -490,7 +491,7 @@ def run(
         return 0
     mistake = settings_mistake(agent, database_url)
     if mistake is not None:
-        return tell(f"{mistake}; {keep(signal, state)}", shown)
+        return tell(f"{mistake}; {keep(signal, state)[1]}", shown)
     try:
         from session_awareness.infrastructure.claude_relay import forward  # noqa: PLC0415
 
@@ -519,14 +520,26 @@ def run(
         )
     except Misconfigured as error:
         why = f"cannot record into the store as given: {_one_line(str(error.__cause__))}"
-        return tell(f"{why}; {keep(signal, state)}", shown)
+        return tell(f"{why}; {keep(signal, state)[1]}", shown)
     except Exception as error:  # noqa: BLE001 -- kept for the next run, never raised
-        told = state.keeps_signals_of(signal.session_id)
-        why = f"store unavailable, {keep(signal, state)}: {_one_line(str(error))}"
-        if not told:  # the first of this session's outage: its picture is going stale
-            why += " (notices wait until it is back; said once)"
-            return tell(why, shown)
-        stderr.write(f"session-awareness hook: {why}\n")
+        return outage(signal, state, error, stderr, shown)
+    return 0
+
+
+def outage(
+    signal: Signal, state: ClaudeState, error: Exception, stderr: Lines, shown: Lines
+) -> int:
+    """The store could not be reached: keep the signal; tell the user at the first run of
+    the session's outage, since no notice reaches the session until the store is back, and
+    whenever the signal could not be kept (ADR 050); else say it on `stderr` and exit 0."""
+    told = state.keeps_signals_of(signal.session_id)
+    kept, what = keep(signal, state)
+    why = f"store unavailable, {what}: {_one_line(str(error))}"
+    if not kept:
+        return tell(why, shown)
+    if not told:
+        return tell(f"{why} (notices wait until it is back; said once)", shown)
+    stderr.write(f"session-awareness hook: {why}\n")
     return 0
 
 
@@ -557,10 +570,14 @@ def settings_mistake(agent: str, database_url: str | None) -> str | None:
 TOLD = 1
 
 
-def keep(signal: Signal, state: ClaudeState) -> str:
-    """Keep the signal for the next run that can record it, and say so."""
-    dropped = state.spool(signal.to_json())
-    return "signal kept" + (f" ({dropped} oldest kept signals dropped)" if dropped else "")
+def keep(signal: Signal, state: ClaudeState) -> tuple[bool, str]:
+    """Keep the signal for the next run that can record it: whether it was kept, and what
+    to say of it (a spool that cannot be written loses it, which is said too)."""
+    try:
+        dropped = state.spool(signal.to_json())
+    except OSError as error:
+        return False, f"signal lost, the state directory cannot keep it ({_one_line(str(error))})"
+    return True, "signal kept" + (f" ({dropped} oldest kept signals dropped)" if dropped else "")
 
 
 def tell(why: str, shown: Lines) -> int:

@@ -204,6 +204,27 @@ class TestNeverBreaksTheSession:
         assert in_the_outage(WORKER_1).returncode == 1  # a new outage is told again
 
 
+class TestASignalThatCannotBeKept:
+    def test_a_state_directory_that_cannot_keep_it_says_the_signal_is_lost(
+        self, tmp_path: Path
+    ) -> None:
+        """R-L10, R-L9: with the store down and no spool to keep the signal in (here a file
+        where its folder goes, which no permission can undo, root or not), the hook said
+        nothing useful: a Python traceback. It exits 1 with one line saying the signal is
+        lost, and why, every time: a loss is told whether or not the outage was."""
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "spool").write_text("")
+        down = "postgresql://nobody@127.0.0.1:9/none?connect_timeout=1"
+        for _ in range(2):
+            done = run_hook(
+                fixture("user_prompt_submit", session_id=LEAD), url=down, state_dir=state
+            )
+            assert (done.returncode, done.stdout) == (1, "")
+            assert len(done.stderr.splitlines()) == 1, done.stderr
+            assert "signal lost, the state directory cannot keep it" in done.stderr
+
+
 class TestTheSpoolKnowsWhoseSignalsItKeeps:
     def test_a_session_is_told_from_one_whose_id_ends_like_it(self, tmp_path: Path) -> None:
         """ADR 050: whether a session's outage was told is read from the spool's file names;
