@@ -531,11 +531,11 @@ def outage(
 ) -> int:
     """The store could not be reached: keep the signal; tell the user at the first run of
     the session's outage, since no notice reaches the session until the store is back, and
-    whenever the signal could not be kept (ADR 050); else say it on `stderr` and exit 0."""
+    whenever a signal was lost (ADR 050); else say it on `stderr` and exit 0."""
     told = state.keeps_signals_of(signal.session_id)
-    kept, what = keep(signal, state)
+    whole, what = keep(signal, state)
     why = f"store unavailable, {what}: {_one_line(str(error))}"
-    if not kept:
+    if not whole:
         return tell(why, shown)
     if not told:
         return tell(f"{why} (notices wait until it is back; said once)", shown)
@@ -571,13 +571,16 @@ TOLD = 1
 
 
 def keep(signal: Signal, state: ClaudeState) -> tuple[bool, str]:
-    """Keep the signal for the next run that can record it: whether it was kept, and what
-    to say of it (a spool that cannot be written loses it, which is said too)."""
+    """Keep the signal for the next run that can record it: whether nothing was lost, and
+    what to say of it. A spool that cannot be written loses the signal; a full one drops
+    its oldest (`SPOOL_LIMIT`)."""
     try:
         dropped = state.spool(signal.to_json())
     except OSError as error:
         return False, f"signal lost, the state directory cannot keep it ({_one_line(str(error))})"
-    return True, "signal kept" + (f" ({dropped} oldest kept signals dropped)" if dropped else "")
+    if dropped:
+        return False, f"signal kept, but the spool was full: its {dropped} oldest lost"
+    return True, "signal kept"
 
 
 def tell(why: str, shown: Lines) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from session_awareness.application import open_service
-from session_awareness.infrastructure.claude_state import ClaudeState
+from session_awareness.infrastructure.claude_state import SPOOL_LIMIT, ClaudeState
 from tests.hooks.helpers import HookRun, fixture, lead_key, run_hook
 
 LEAD, WORKER_1, WORKER_2 = "lead-0001", "worker-0001", "worker-0002"
@@ -223,6 +223,24 @@ class TestASignalThatCannotBeKept:
             assert (done.returncode, done.stdout) == (1, "")
             assert len(done.stderr.splitlines()) == 1, done.stderr
             assert "signal lost, the state directory cannot keep it" in done.stderr
+
+
+    def test_a_full_spool_says_what_it_dropped_every_time(self, tmp_path: Path) -> None:
+        """R-L10, R-L9: the spool keeps the newest `SPOOL_LIMIT` signals; the oldest one
+        dropped for a new one was said only on a stderr Claude Code does not show (exit 0),
+        as the session's outage had already been told. A loss is told each time."""
+        state = tmp_path / "state"
+        spool = ClaudeState(state)
+        for at in range(SPOOL_LIMIT - 1):
+            spool.spool({"event": "UserPromptSubmit", "session_id": LEAD, "at": at})
+        down = "postgresql://nobody@127.0.0.1:9/none?connect_timeout=1"
+        done = [
+            run_hook(fixture("user_prompt_submit", session_id=LEAD), url=down, state_dir=state)
+            for _ in range(2)
+        ]
+        assert [(d.returncode, d.stdout) for d in done] == [(0, ""), (1, "")]
+        assert "the spool was full: its 1 oldest lost" in done[1].stderr
+        assert len(list((state / "spool").iterdir())) == SPOOL_LIMIT
 
 
 class TestTheSpoolKnowsWhoseSignalsItKeeps:
