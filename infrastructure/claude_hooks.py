@@ -785,8 +785,8 @@ def _plain_arguments(argv: list[str]) -> tuple[str, dict[str, str]] | None:
 def run_for(cli: AgentCli, *, agent: str | None, database_url: str | None, verbose: bool) -> int:
     """One hook run of `cli` on the process's stdin/stdout; where the CLI shows a hook's
     stderr to the user, the one-line reasons go to the state directory's `hook.log` instead
-    (`--verbose` still logs on stderr), all but the settings' mistakes (`refuse`), which are
-    the user's to see."""
+    (`--verbose` still logs on stderr), all but what the user must see (`tell`), which goes
+    to the stderr the CLI shows."""
     import sys  # noqa: PLC0415
 
     agent = cli.default_agent if agent is None else agent
