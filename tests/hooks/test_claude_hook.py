@@ -224,7 +224,6 @@ class TestASignalThatCannotBeKept:
             assert len(done.stderr.splitlines()) == 1, done.stderr
             assert "signal lost, the state directory cannot keep it" in done.stderr
 
-
     def test_a_full_spool_says_what_it_dropped_every_time(self, tmp_path: Path) -> None:
         """R-L10, R-L9: the spool keeps the newest `SPOOL_LIMIT` signals; the oldest one
         dropped for a new one was said only on a stderr Claude Code does not show (exit 0),
@@ -351,6 +350,20 @@ class TestCommandLine:
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
         with open_service(url) as svc:
             assert [row.key for row in svc.session_rows()] == [lead_key(LEAD)]
+
+    def test_an_option_the_cli_subcommand_cannot_read_exits_1_never_2(self, tmp_path: Path) -> None:
+        """ADR 049, R-A1: click's usage errors exit 2, which Claude Code takes as "block the
+        prompt" (and erases it); the hook subcommand's exit 1 is shown and the turn goes on."""
+        cli = [sys.executable, "-m", "session_awareness.infrastructure.cli", "hook", "claude-code"]
+        done = run_hook(
+            fixture("user_prompt_submit", session_id=LEAD),
+            url=f"sqlite:///{tmp_path / 'sessions.db'}",
+            state_dir=tmp_path / "state",
+            command=cli,
+            args=("--agnet", "team"),
+        )
+        assert (done.returncode, done.stdout) == (1, "")
+        assert "No such option '--agnet'" in done.stderr
 
     def test_the_hook_prints_no_logs_unless_asked(self, tmp_path: Path) -> None:
         """The service's structlog events stay off stdout; --verbose sends them to stderr."""
