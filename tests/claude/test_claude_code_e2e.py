@@ -299,3 +299,64 @@ def test_a_hook_that_can_never_record_is_reported_and_the_turn_goes_on(world: Wo
     assert mended.result == "Carrying on."
     assert [(h["exit_code"], h["stderr"]) for h in mended.hooks()] == [(0, "")] * 2
     assert len(world.claude_sessions()) == 2  # the kept session's, then the mended turn's
+
+
+#: The model's call of Claude Code's `Agent` tool: a sub-agent, which this CLI runs in the
+#: background and reports back to the session in a turn of its own when it is done.
+DELEGATE = tool_reply(
+    "Agent",
+    {"description": "Survey the code", "prompt": "List the files.",
+     "subagent_type": "general-purpose"},
+)  # fmt: skip
+
+
+def delegate(world: World, session: str) -> Turn:
+    """A turn of `session` in which the model starts a sub-agent; `claude -p` ends once the
+    sub-agent is done and its report has had its own model turn."""
+    world.api.script.extend([DELEGATE, text_reply("Delegated."), text_reply("Surveyed.")])
+    return world.turn("Survey the code with a sub-agent.", session, resume=True, allow=("Agent",))
+
+
+def test_a_sub_agent_is_a_child_session_its_lead_watches(world: World) -> None:
+    """The model starts a sub-agent under the real CLI: Claude Code's `SubagentStart` and
+    `SubagentStop` hooks record it as the lead's child session `…:subagent:<agent_id>`, its
+    run spawned and then completed, with no hook error (R-W1, R-A1)."""
+    done = world.install()
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    lead = str(uuid.uuid4())
+    world.turn("Plan the v2 pricing rollout.", lead, resume=False)
+    ran = delegate(world, lead)
+
+    hooks = [(h["hook_event"], h["exit_code"], h["stderr"]) for h in ran.hooks()]
+    assert {event for event, *_ in hooks} >= {"SubagentStart", "SubagentStop"}, hooks
+    assert all((code, stderr) == (0, "") for _, code, stderr in hooks), hooks
+    with open_service(world.url) as svc:
+        [child] = [row for row in svc.session_rows() if row.parent_key == lead_key(lead)]
+        events = svc.session_status(child.key, changes_since=0)["stateChanges"]["events"]
+    assert child.key == f"{lead_key(lead)}:subagent:{child.run_id}"
+    assert (child.kind, child.run_status) == ("subagent", "completed")
+    assert [e["kind"] for e in events] == ["child_spawned", "run_completed"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Claude Code 2.1.332 fires UserPromptSubmit for a background sub-agent's "
+    "<task-notification> turn, which the hook records as a human message",
+)
+def test_a_sub_agents_report_is_no_human_turn(world: World) -> None:
+    """A watched session whose model starts a sub-agent: the one human prompt is one
+    `human_direct_message`; the sub-agent's report, which Claude Code hands the session as a
+    prompt of its own (`UserPromptSubmit` with a `<task-notification>` prompt), is no human
+    turn (R-L6)."""
+    done = world.install()
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    lead, supervisor = str(uuid.uuid4()), lead_key("supervisor")
+    world.turn("Plan the v2 pricing rollout.", lead, resume=False)
+    with open_service(world.url) as svc:
+        svc.open_session(supervisor)
+        assert svc.watch(supervisor, lead_key(lead))
+
+    delegate(world, lead)
+    with open_service(world.url) as svc:
+        events = svc.session_status(lead_key(lead), changes_since=0)["stateChanges"]["events"]
+    assert [e["kind"] for e in events] == ["human_direct_message"]
