@@ -360,3 +360,25 @@ def test_a_sub_agents_report_is_no_human_turn(world: World) -> None:
     with open_service(world.url) as svc:
         events = svc.session_status(lead_key(lead), changes_since=0)["stateChanges"]["events"]
     assert [e["kind"] for e in events] == ["human_direct_message"]
+
+
+def test_clear_resets_the_session_it_replaced(world: World) -> None:
+    """`/clear` under the real CLI gives the process a new session: its `SessionStart` hook
+    (source `clear`) opens the new one and resets the one it replaced, whose watches go, so
+    a human turn in the session it watched is no longer recorded for it (R-W6, R-L6)."""
+    done = world.install()
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    lead, worker = str(uuid.uuid4()), "agent:claude:worker"
+    world.turn("Plan the v2 pricing rollout.", lead, resume=False)
+    with open_service(world.url) as svc:
+        svc.open_session(worker)
+        assert svc.watch(lead_key(lead), worker)
+
+    cleared = world.turn("/clear", lead, resume=True)
+    hooks = [(h["hook_name"], h["exit_code"], h["stderr"]) for h in cleared.hooks()]
+    assert ("SessionStart:clear", 0, "") in hooks, hooks
+    [fresh] = world.claude_sessions() - {lead}
+    with open_service(world.url) as svc:
+        assert svc.record_human_direct_message(worker, channel="terminal") is None
+        assert svc.pending_notices(lead_key(lead)) == []
+        assert svc.pending_notices(lead_key(fresh)) == []
