@@ -133,7 +133,7 @@ class World:
 
     def turn(self, prompt: str, session: str, *, resume: bool, allow: tuple[str, ...] = ()) -> Turn:
         """One non-interactive Claude Code turn in the project, in session `session` (a new
-        one unless `resume`), the MCP tools in `allow` permitted without asking."""
+        one unless `resume`), the tools in `allow` permitted without asking."""
         args = [*self.claude, "-p", prompt, "--resume" if resume else "--session-id", session,
                 "--output-format", "stream-json", "--verbose", "--include-hook-events"]  # fmt: skip
         if allow:
