@@ -29,7 +29,8 @@ exits 1 with one line on stderr, which both CLIs show the user without blocking 
 So does the first run of each session's outage (ADR 050), and a run whose signal the state
 directory could not keep.
 Only the documented JSON output is ever written to stdout. The prompt's text is never read
-beyond its presence.
+beyond its presence and whether it is a background sub-agent's report to its session
+(`<task-notification>…`, which Claude Code submits as a prompt): no human turn.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ if TYPE_CHECKING:
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SubagentStart", "SubagentStop")
 SOURCES = ("startup", "resume", "clear", "compact")
+#: The source of a prompt no human typed: Claude Code hands a background sub-agent's report
+#: to its session as a prompt of its own, `<task-notification>…` (R-L6).
+TASK_NOTIFICATION = "task-notification"
 MAX_INPUT = 1 << 20  # a hook event is small; a prompt larger than this is still only counted
 MAX_PATH = 4096
 #: Where a Gemini CLI hook run says why it recorded nothing, in the state directory.
@@ -279,7 +283,10 @@ class Signal(Record):
             or isinstance(fields["at"], bool)
             or not isinstance(fields["at"], int)
             or not all(isinstance(v, str) and 0 < len(v) <= 256 for v in texts)
-            or (fields["source"] is not None and fields["source"] not in SOURCES)
+            or (
+                fields["source"] is not None
+                and fields["source"] not in (*SOURCES, TASK_NOTIFICATION)
+            )
             or (fields["cli"] is not None and fields["cli"] not in CLIS)
             or (fields["event"].startswith("Subagent") and not valid_id(fields["agent_id"]))
             or (
@@ -359,7 +366,15 @@ def _parsed(
             previous=previous if source == "clear" else None,
         )
     if event == "UserPromptSubmit":
-        return Signal(event, session_id, now_ms, idempotency_key=f"{cli.name}:{uuid4()}")
+        prompt = data.get("prompt")
+        told = isinstance(prompt, str) and prompt.startswith(f"<{TASK_NOTIFICATION}>")
+        return Signal(
+            event,
+            session_id,
+            now_ms,
+            source=TASK_NOTIFICATION if told else None,
+            idempotency_key=f"{cli.name}:{uuid4()}",
+        )
     if event == "PreCompact":
         trigger = data.get("trigger")
         if cli.compaction_triggers is not None and trigger not in cli.compaction_triggers:
@@ -415,13 +430,14 @@ def apply(svc: SessionAwareness, signal: Signal, *, agent: str, drain: bool = Tr
     svc.open_session(key, agent_id=agent, kind="main")
     _note_transcript(svc, key, signal, agent)
     if signal.event == "UserPromptSubmit":
-        svc.record_human_direct_message(
-            key,
-            channel=cli.name,
-            occurred_at=signal.at,
-            idempotency_key=signal.idempotency_key,
-            agent_id=agent,
-        )
+        if signal.source != TASK_NOTIFICATION:  # a sub-agent's report is no human turn
+            svc.record_human_direct_message(
+                key,
+                channel=cli.name,
+                occurred_at=signal.at,
+                idempotency_key=signal.idempotency_key,
+                agent_id=agent,
+            )
         return svc.drain_notices(key) if drain else []
     if signal.event == "PreCompact":
         svc.record_compacted(key, operation_id=str(signal.operation), agent_id=agent)

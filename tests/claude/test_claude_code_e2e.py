@@ -338,11 +338,6 @@ def test_a_sub_agent_is_a_child_session_its_lead_watches(world: World) -> None:
     assert [e["kind"] for e in events] == ["child_spawned", "run_completed"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Claude Code 2.1.332 fires UserPromptSubmit for a background sub-agent's "
-    "<task-notification> turn, which the hook records as a human message",
-)
 def test_a_sub_agents_report_is_no_human_turn(world: World) -> None:
     """A watched session whose model starts a sub-agent: the one human prompt is one
     `human_direct_message`; the sub-agent's report, which Claude Code hands the session as a

@@ -67,6 +67,34 @@ class TestLeadAndWorkers:
         with open_service(database_url) as svc:
             assert svc.session_status(lead_key(WORKER_1))["stateVersion"] == 0
 
+    def test_a_sub_agents_report_is_no_human_turn_and_still_gets_the_notices(
+        self, database_url: str, tmp_path: Path
+    ) -> None:
+        """Claude Code hands a background sub-agent's report to its session as a prompt of
+        its own (`UserPromptSubmit`, the prompt `<task-notification>…`). It was recorded as
+        a human message, telling watchers a human had changed the session (R-L6). It records
+        none; the session's notices are still handed over into it (R-N3), since its model
+        reads that turn too."""
+        state = tmp_path / "state"
+        for session in (LEAD, WORKER_1):
+            start(session, database_url, state)
+        with open_service(database_url) as svc:
+            assert svc.watch(lead_key(LEAD), lead_key(WORKER_1))
+            assert svc.watch(lead_key(WORKER_1), lead_key(LEAD))
+        assert prompt(LEAD, database_url, state) is None  # the human's turn in the lead
+
+        report = "<task-notification>\n<task-id>a1</task-id>\n<status>completed</status>"
+        done = run_hook(
+            fixture("user_prompt_submit", session_id=WORKER_1, prompt=report),
+            url=database_url,
+            state_dir=state,
+        )
+        assert (done.returncode, done.stderr) == (0, "")
+        assert done.context is not None and lead_key(LEAD) in done.context
+        with open_service(database_url) as svc:
+            assert svc.session_status(lead_key(WORKER_1))["stateVersion"] == 0
+            assert svc.pending_notices(lead_key(LEAD)) == []
+
     def test_a_first_prompt_without_a_session_start_drains_without_failing(
         self, database_url: str, tmp_path: Path
     ) -> None:
