@@ -24,10 +24,10 @@ for Gemini CLI, which shows a hook's stderr to the user when its stdout is empty
 nothing; when the store is unreachable the signal is kept in the state directory and recorded
 by the next hook run that reaches it. Settings the hook can never record with (a store the
 service refuses to open, an in-memory or read-only one, an empty `--database-url`, a bad
-`--agent`) are the user's mistake, never silent (R-L9): the signal is kept, and the hook
-exits 1 with one line on stderr, which both CLIs show the user without blocking the turn.
-So does the first run of each session's outage (ADR 050), and a run whose signal the state
-directory could not keep.
+`--agent`) are the user's mistake, never silent (R-L9): the signal is kept, and the hook's
+JSON output carries one line as its `systemMessage`, which both CLIs show the user as a
+warning; the turn goes on (`tell`). So does the first run of each session's outage, and its
+first prompt (ADR 050), and every run that loses a signal.
 Only the documented JSON output is ever written to stdout. The prompt's text is never read
 beyond its presence and whether it is a background sub-agent's report to its session
 (`<task-notification>…`, which Claude Code submits as a prompt): no human turn.
@@ -495,19 +495,16 @@ def run(
     state: ClaudeState,
     verbose: bool = False,
     cli: AgentCli = CLAUDE_CODE,
-    shown: Lines | None = None,
 ) -> int:
-    """Handle one hook event: 0, whatever happens to the event or the store (R-L8, R-A1),
-    but `TOLD` when the hook's settings can never record and at the first run of a
-    session's outage, said on `shown` (the stderr the CLI shows the user; `stderr` when not
-    given). The signal is kept for the first run that can record it."""
-    shown = stderr if shown is None else shown
+    """Handle one hook event; always 0 (R-L8, R-A1). What the user must see (settings the
+    hook can never record with, the first run of a session's outage, a lost signal) is
+    `tell`: a warning the CLI shows, the signal kept for the first run that can record it."""
     signal = _read(stdin, stderr, state, cli)
     if signal is None:
         return 0
     mistake = settings_mistake(agent, database_url)
     if mistake is not None:
-        return tell(f"{mistake}; {keep(signal, state)[1]}", shown)
+        return tell(f"{mistake}; {keep(signal, state)[1]}", stdout, stderr)
     try:
         from session_awareness.infrastructure.claude_relay import forward  # noqa: PLC0415
 
@@ -536,25 +533,28 @@ def run(
         )
     except Misconfigured as error:
         why = f"cannot record into the store as given: {_one_line(str(error.__cause__))}"
-        return tell(f"{why}; {keep(signal, state)[1]}", shown)
+        return tell(f"{why}; {keep(signal, state)[1]}", stdout, stderr)
     except Exception as error:  # noqa: BLE001 -- kept for the next run, never raised
-        return outage(signal, state, error, stderr, shown)
+        return outage(signal, state, error, stdout, stderr)
     return 0
 
 
 def outage(
-    signal: Signal, state: ClaudeState, error: Exception, stderr: Lines, shown: Lines
+    signal: Signal, state: ClaudeState, error: Exception, stdout: IO[str], stderr: Lines
 ) -> int:
     """The store could not be reached: keep the signal; tell the user at the first run of
-    the session's outage, since no notice reaches the session until the store is back, and
-    whenever a signal was lost (ADR 050); else say it on `stderr` and exit 0."""
-    told = state.keeps_signals_of(signal.session_id)
+    the session's outage and at its first prompt, since no notice reaches the session until
+    the store is back, and whenever a signal was lost (ADR 050); else say it on `stderr`."""
+    # Told at the outage's first run of the session, and at its first prompt: a CLI may
+    # not show what a session's start says (Claude Code under `claude -p` does not).
+    prompt = "UserPromptSubmit" if signal.event == "UserPromptSubmit" else None
+    told = state.keeps_signals_of(signal.session_id, prompt)
     whole, what = keep(signal, state)
     why = f"store unavailable, {what}: {_one_line(str(error))}"
     if not whole:
-        return tell(why, shown)
+        return tell(why, stdout, stderr)
     if not told:
-        return tell(f"{why} (notices wait until it is back; said once)", shown)
+        return tell(f"{why} (no notice reaches this session until it is back)", stdout, stderr)
     stderr.write(f"session-awareness hook: {why}\n")
     return 0
 
@@ -581,9 +581,9 @@ def settings_mistake(agent: str, database_url: str | None) -> str | None:
     return None
 
 
-#: A hook's exit code for what the user must see: both CLIs then show the hook's stderr to
-#: the user and go on with the turn (a non-blocking error; 2 would block it).
-TOLD = 1
+#: A hook's exit code for arguments it cannot read (it then has no output to write): both
+#: CLIs report the hook failed and go on with the turn (a non-blocking error; 2 blocks it).
+UNREAD = 1
 
 
 def keep(signal: Signal, state: ClaudeState) -> tuple[bool, str]:
@@ -599,13 +599,20 @@ def keep(signal: Signal, state: ClaudeState) -> tuple[bool, str]:
     return True, "signal kept"
 
 
-def tell(why: str, shown: Lines) -> int:
-    """Say `why` on `shown` (the stderr the CLI shows the user) and exit `TOLD`: for settings
-    the hook can never record with, and at the first run of a session's outage. A caller's
-    mistake is never silent, nor is a picture going stale (R-L9), and a hook still never
-    blocks its turn (R-A1)."""
-    shown.write(f"session-awareness hook: {why}\n")
-    return TOLD
+def tell(why: str, stdout: IO[str], stderr: Lines) -> int:
+    """Show `why` to the user: the hook's JSON output with a `systemMessage`, which both CLIs
+    display as a warning and which no model reads, and the line where the run's reasons go.
+    For settings the hook can never record with, the first run of a session's outage and a
+    lost signal: a caller's mistake is never silent, nor is a picture going stale (R-L9),
+    and the turn goes on (R-A1). Always 0, the exit code whose JSON the CLIs read."""
+    line = f"session-awareness hook: {why}"
+    stderr.write(line + "\n")
+    try:
+        stdout.write(json.dumps({"systemMessage": line}) + "\n")
+        stdout.flush()
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def deliver(stdout: IO[str], notices: list[str], cli: AgentCli) -> bool:
@@ -766,7 +773,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as done:  # argparse said why on stderr (or helped, code 0)
-        return 0 if done.code in (0, None) else TOLD  # never 2: that blocks the turn
+        return 0 if done.code in (0, None) else UNREAD  # never 2: that blocks the turn
     return run_for(
         CLIS[args.host],
         agent=args.agent,
@@ -801,8 +808,7 @@ def _plain_arguments(argv: list[str]) -> tuple[str, dict[str, str]] | None:
 def run_for(cli: AgentCli, *, agent: str | None, database_url: str | None, verbose: bool) -> int:
     """One hook run of `cli` on the process's stdin/stdout; where the CLI shows a hook's
     stderr to the user, the one-line reasons go to the state directory's `hook.log` instead
-    (`--verbose` still logs on stderr), all but what the user must see (`tell`), which goes
-    to the stderr the CLI shows."""
+    (`--verbose` still logs on stderr); what the user must see is `tell`'s JSON output."""
     import sys  # noqa: PLC0415
 
     agent = cli.default_agent if agent is None else agent
@@ -821,7 +827,6 @@ def run_for(cli: AgentCli, *, agent: str | None, database_url: str | None, verbo
         state=ClaudeState(root),
         verbose=verbose,
         cli=cli,
-        shown=sys.stderr,
     )
 
 

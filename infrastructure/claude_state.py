@@ -43,7 +43,7 @@ SESSION_ID_ENV = "CLAUDE_CODE_SESSION_ID"
 #: Session and sub-agent ids as Claude Code writes them (UUIDs, hex); anything else is refused.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 SPOOL_LIMIT = 1000
-#: A kept signal's file name before its session id: `<at, 15 digits>-<32 hex digits>`.
+#: A kept signal's file name before its event and session: `<at, 15 digits>-<32 hex digits>`.
 SPOOL_NAME_HEAD = 15 + 1 + 32
 PROC = "/proc"
 #: The CLI of a host record that names none (written before other CLIs were served).
@@ -190,22 +190,26 @@ class ClaudeState:
         dropped = kept[: max(0, len(kept) - SPOOL_LIMIT + 1)]
         for old in dropped:
             old.unlink(missing_ok=True)
-        name = f"{entry['at']:015d}-{os.urandom(16).hex()}-{entry['session_id']}.json"
+        name = (
+            f"{entry['at']:015d}-{os.urandom(16).hex()}-{entry['event']}-{entry['session_id']}.json"
+        )
         self._write(folder / name, entry)
         return len(dropped)
 
-    def keeps_signals_of(self, session_id: str) -> bool:
-        """Whether a kept signal of the session waits in the spool (its file is named by the
-        session, `spool`; a file an older version kept, named without it, is not seen)."""
+    def keeps_signals_of(self, session_id: str, event: str | None = None) -> bool:
+        """Whether a kept signal of the session (of `event`, when given) waits in the spool:
+        its file is named by both (`spool`); a file an older version kept, named by neither,
+        is not seen."""
         tail = f"-{session_id}.json"
         try:
             with os.scandir(os.path.join(self.root_text, "spool")) as entries:
-                return any(
-                    len(entry.name) == SPOOL_NAME_HEAD + len(tail) and entry.name.endswith(tail)
-                    for entry in entries
-                )
+                for entry in entries:
+                    kind, dash, rest = entry.name[SPOOL_NAME_HEAD + 1 :].partition("-")
+                    if dash and f"-{rest}" == tail and (event is None or kind == event):
+                        return True
         except OSError:  # no spool folder: nothing kept
-            return False
+            pass
+        return False
 
     def has_spooled(self) -> bool:
         try:

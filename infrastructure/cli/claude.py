@@ -236,8 +236,8 @@ def _hook_options(agent_help: str, default_agent: str) -> Callable[[F], F]:
 @hook.command(name="claude-code")
 @_hook_options(AGENT_HELP, CLAUDE_CODE.default_agent)
 def hook_claude_code(agent: str, database_url: str | None, verbose: bool) -> int:
-    """Map one Claude Code hook event onto the service; exits 0, or 1 with one line on
-    stderr (Claude Code shows it) when the hook's settings can never record."""
+    """Map one Claude Code hook event onto the service; exits 0, with a warning Claude Code
+    shows the user (a `systemMessage`) when the hook's settings can never record."""
     return run_for(CLAUDE_CODE, agent=agent, database_url=database_url, verbose=verbose)
 
 
@@ -246,8 +246,8 @@ def hook_claude_code(agent: str, database_url: str | None, verbose: bool) -> int
 def hook_gemini_cli(agent: str, database_url: str | None, verbose: bool) -> int:
     """Map one Gemini CLI hook event onto the service; exits 0 and writes nothing but the
     JSON Gemini CLI reads (the reason for recording nothing goes to the state directory's
-    hook.log), or exits 1 with one line on stderr (Gemini CLI shows it as a warning) when
-    the hook's settings can never record."""
+    hook.log), with a warning Gemini CLI shows the user (a `systemMessage`) when the hook's
+    settings can never record."""
     return run_for(GEMINI_CLI, agent=agent, database_url=database_url, verbose=verbose)
 
 

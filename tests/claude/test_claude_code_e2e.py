@@ -269,10 +269,10 @@ def test_a_human_turn_in_a_claude_code_worker_reaches_the_leads_next_request_onc
 
 def test_a_hook_that_can_never_record_is_reported_and_the_turn_goes_on(world: World) -> None:
     """The installed hooks' URL edited by hand into an in-memory store: under the real CLI
-    the turn completes (the hook's exit 1 is a non-blocking error; 2 would block the prompt),
-    and Claude Code reports the hook's one line as that hook's error; once the URL is mended,
-    the next turn's hooks record what was kept first: both sessions are in the store (R-L9,
-    R-A1, ADR 049)."""
+    the turn completes, the hooks succeed, and Claude Code tells the user the hook's one line
+    (its JSON `systemMessage`; under `claude -p`, a prompt's, as an informational message);
+    once the URL is mended, the next turn's hooks record what was kept first: both sessions
+    are in the store (R-L9, R-A1, ADR 049)."""
     done = world.install()
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     settings = world.project / ".claude" / "settings.json"
@@ -285,12 +285,14 @@ def test_a_hook_that_can_never_record_is_reported_and_the_turn_goes_on(world: Wo
     broken = world.turn("Plan the v2 pricing rollout.", str(uuid.uuid4()), resume=False)
     assert broken.result == "Planned."
     reported = [(h["hook_event"], h["exit_code"], h["outcome"]) for h in broken.hooks()]
-    assert reported == [("SessionStart", 1, "error"), ("UserPromptSubmit", 1, "error")]
+    assert reported == [("SessionStart", 0, "success"), ("UserPromptSubmit", 0, "success")]
     for hook in broken.hooks():
         [line] = hook["stderr"].splitlines()
         assert line.startswith("session-awareness hook: ") and MISTAKE in line, line
         assert line.endswith("signal kept"), line
-        assert hook["stdout"] == ""
+        assert json.loads(hook["stdout"]) == {"systemMessage": line}
+    told = [m["content"] for m in broken.messages if m.get("subtype") == "informational"]
+    assert told == [f"UserPromptSubmit says: {line}"], told
     assert world.claude_sessions() == set()
 
     settings.write_text(good)

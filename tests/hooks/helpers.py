@@ -36,6 +36,16 @@ class HookRun:
     stderr: str
 
     @property
+    def told(self) -> str | None:
+        """The warning the hook had the CLI show the user (its JSON `systemMessage`), if any;
+        then it printed nothing else on stdout."""
+        if not self.stdout:
+            return None
+        output = json.loads(self.stdout)
+        assert set(output) == {"systemMessage"}, output
+        return str(output["systemMessage"])
+
+    @property
     def context(self) -> str | None:
         """The `additionalContext` the hook handed Claude Code, if it printed any."""
         if not self.stdout:
