@@ -303,6 +303,43 @@ def test_a_hook_that_can_never_record_is_reported_and_the_turn_goes_on(world: Wo
     assert len(world.claude_sessions()) == 2  # the kept session's, then the mended turn's
 
 
+def test_an_outage_is_told_at_a_sessions_first_prompt_and_not_again(world: World) -> None:
+    """The store out of reach of the hooks (their URL edited to a closed port): the session's
+    first prompt tells the user that no notice reaches it until the store is back, as an
+    informational message; its next prompt in the same outage does not; once the store is
+    back, the next turn records what was kept (R-L9, R-L10, ADR 050)."""
+    done = world.install()
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    settings = world.project / ".claude" / "settings.json"
+    good = settings.read_text()
+    option = f"--database-url {shlex.quote(world.url)}"
+    down = "'postgresql://nobody@127.0.0.1:1/none?connect_timeout=1'"
+    settings.write_text(good.replace(option, f"--database-url {down}"))
+    session, supervisor = str(uuid.uuid4()), lead_key("supervisor")
+    with open_service(world.url) as svc:  # watched, so each human prompt is recorded (R-L6)
+        svc.open_session(lead_key(session))
+        svc.open_session(supervisor)
+        assert svc.watch(supervisor, lead_key(session))
+
+    def told(turn: Turn) -> list[str]:
+        return [m["content"] for m in turn.messages if m.get("subtype") == "informational"]
+
+    world.api.script.extend([text_reply("Planned."), text_reply("Still planning.")])
+    first = world.turn("Plan the v2 pricing rollout.", session, resume=False)
+    [line] = told(first)
+    assert line.startswith("UserPromptSubmit says: session-awareness hook: store unavailable, ")
+    assert line.endswith("(no notice reaches this session until it is back)"), line
+    assert told(world.turn("Go on.", session, resume=True)) == []
+    assert all(h["exit_code"] == 0 for t in world.turns for h in t.hooks())
+
+    settings.write_text(good)
+    world.api.script.append(text_reply("Back."))
+    world.turn("And now?", session, resume=True)
+    with open_service(world.url) as svc:
+        events = svc.session_status(lead_key(session), changes_since=0)["stateChanges"]["events"]
+    assert [e["kind"] for e in events] == ["human_direct_message"] * 3  # the 2 kept, then this
+
+
 #: The model's call of Claude Code's `Agent` tool: a sub-agent, which this CLI runs in the
 #: background and reports back to the session in a turn of its own when it is done.
 DELEGATE = tool_reply(
