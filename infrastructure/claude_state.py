@@ -155,7 +155,37 @@ class ClaudeState:
             if previous is None and before is not None and before != (cli, session_id):
                 previous = before[1] if before[0] == cli else None
             self._write(self._file("hosts", f"{host}.json"), record)
+        self._forget_ended_hosts()
         return previous
+
+    def _forget_ended_hosts(self) -> None:
+        """Remove the records of host processes that have ended: every session start writes
+        two (under Claude Code, the hook's shell is one), and nothing else removes them. A
+        record whose pid is alive stays, even if a new process took the pid (its start time
+        in the name then tells it apart, `process_identity`)."""
+        folder = os.path.join(self.root_text, "hosts")
+        try:
+            with os.scandir(folder) as entries:
+                names = [entry.name for entry in entries if entry.name.endswith(".json")]
+        except OSError:
+            return
+        for name in names:
+            pid = name.partition("-")[0]
+            if not pid.isdigit():
+                continue
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                self._forget(os.path.join(folder, name))
+            except (OSError, OverflowError):  # alive (another user's), or no such number
+                continue
+
+    @staticmethod
+    def _forget(path: str) -> None:
+        try:  # noqa: SIM105 -- `contextlib` would be one more import on a relayed hook's path
+            os.unlink(path)
+        except OSError:  # another hook removed it first
+            pass
 
     def session_of_host(self, host: str) -> tuple[str, str] | None:
         """(the CLI, its session id) a host process runs, as its record says."""

@@ -4,6 +4,8 @@ stdin, on both backends."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -271,6 +273,28 @@ class TestASignalThatCannotBeKept:
         assert [(d.returncode, d.told) for d in done] == [(0, None), (0, done[1].stderr.strip())]
         assert "the spool was full: its 1 oldest lost" in done[1].stderr
         assert len(list((state / "spool").iterdir())) == SPOOL_LIMIT
+
+
+class TestTheHostRecords:
+    def test_a_session_start_forgets_the_hosts_that_have_ended(self, tmp_path: Path) -> None:
+        """Each session start records the session for the hook's parent and grandparent
+        (under Claude Code, a short-lived shell is one); nothing removed them, so the state
+        directory grew by about two files per session start. A start now forgets the records
+        of processes that have ended, and keeps those of live ones (the MCP server reads
+        its parent's, `host_session`)."""
+        state = tmp_path / "state"
+        ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+        hosts = state / "hosts"
+        hosts.mkdir(parents=True)
+        gone = hosts / f"{ended.stdout.strip()}-123.json"
+        gone.write_text(json.dumps({"sessionId": "old-session"}))
+        mine = hosts / f"{os.getpid()}-456.json"  # alive: this test's process
+        mine.write_text(json.dumps({"sessionId": "live-session"}))
+
+        start(LEAD, f"sqlite:///{tmp_path / 'sessions.db'}", state)
+        assert not gone.exists() and mine.exists()
+        assert len(list(hosts.iterdir())) == 2 + 1  # the hook's parent's and grandparent's
 
 
 class TestTheSpoolKnowsWhoseSignalsItKeeps:
