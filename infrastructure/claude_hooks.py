@@ -472,17 +472,20 @@ def _reset_if_live(svc: SessionAwareness, key: str, agent: str) -> None:
         svc.reset_session(key, agent_id=agent)
 
 
-def prompt_context(notices: list[str], cli: AgentCli = CLAUDE_CODE) -> str:
+def prompt_context(
+    notices: list[str], cli: AgentCli = CLAUDE_CODE, warning: str | None = None
+) -> str:
     """The documented output of the CLI's prompt event (`UserPromptSubmit`, `BeforeAgent`)
-    that adds the notices to the model's context."""
-    return json.dumps(
-        {
-            "hookSpecificOutput": {
-                "hookEventName": cli.prompt_event,
-                "additionalContext": "\n".join(notices),
-            }
+    that adds the notices to the model's context; with `warning`, told the user too."""
+    output: dict[str, Any] = {
+        "hookSpecificOutput": {
+            "hookEventName": cli.prompt_event,
+            "additionalContext": "\n".join(notices),
         }
-    )
+    }
+    if warning is not None:
+        output["systemMessage"] = f"session-awareness hook: {warning}"
+    return json.dumps(output)
 
 
 def run(
@@ -511,21 +514,48 @@ def run(
         relayed = forward(signal.to_json(), agent=agent, database_url=database_url, state=state)
     except Exception:  # noqa: BLE001 -- the relay is an optimisation: record in-process
         relayed = None
+    warning = None
+    if relayed is not None and relayed.other_store:  # recorded in-process, and told
+        relayed, warning = None, OTHER_STORE
     if relayed is not None:  # print, then confirm: the server acknowledges on that (R-N8)
         if deliver(stdout, relayed.notices, cli):
             relayed.confirm()
         else:
             relayed.close()
         return 0
+    quiet_logs(verbose=verbose)
+    return in_process(signal, agent, database_url, state, cli, stdout, stderr, warning)
+
+
+#: What a hook tells the user when its session's MCP server serves another store (R-L9).
+OTHER_STORE = (
+    "this session's MCP server serves another store than the hooks' --database-url, so its "
+    "session tools do not see what the hooks record: give both the same URL (`install` "
+    "writes both)"
+)
+
+
+def in_process(  # noqa: PLR0917 -- the run's context, passed on
+    signal: Signal,
+    agent: str,
+    database_url: str | None,
+    state: ClaudeState,
+    cli: AgentCli,
+    stdout: IO[str],
+    stderr: Lines,
+    warning: str | None,
+) -> int:
+    """Record the signal in-process and hand its notices over; `warning`, when given, is
+    told the user too: with the notices' output, else on its own."""
+    printed = False
+
+    def show(notices: list[str]) -> bool:
+        nonlocal printed
+        printed = bool(notices) and deliver(stdout, notices, cli, warning)
+        return printed
+
     try:
-        quiet_logs(verbose=verbose)
-        _record(
-            signal,
-            agent=agent,
-            database_url=database_url,
-            state=state,
-            deliver=lambda notices: deliver(stdout, notices, cli),
-        )
+        _record(signal, agent=agent, database_url=database_url, state=state, deliver=show)
     except Unacknowledged as error:
         stderr.write(
             "session-awareness hook: notices shown, not acknowledged (shown again): "
@@ -536,7 +566,7 @@ def run(
         return tell(f"{why}; {keep(signal, state)[1]}", stdout, stderr)
     except Exception as error:  # noqa: BLE001 -- kept for the next run, never raised
         return outage(signal, state, error, stdout, stderr)
-    return 0
+    return 0 if warning is None or printed else tell(warning, stdout, stderr)
 
 
 def outage(
@@ -615,13 +645,14 @@ def tell(why: str, stdout: IO[str], stderr: Lines) -> int:
     return 0
 
 
-def deliver(stdout: IO[str], notices: list[str], cli: AgentCli) -> bool:
-    """Print the notices as the prompt's context, flushed: True once they are out (or there
-    are none), False when stdout refused them (they are then not acknowledged, R-N8)."""
+def deliver(stdout: IO[str], notices: list[str], cli: AgentCli, warning: str | None = None) -> bool:
+    """Print the notices as the prompt's context (and `warning` for the user), flushed: True
+    once they are out (or there are none), False when stdout refused them (they are then not
+    acknowledged, R-N8)."""
     if not notices:
         return True
     try:
-        stdout.write(prompt_context(notices, cli) + "\n")
+        stdout.write(prompt_context(notices, cli, warning) + "\n")
         stdout.flush()
     except (OSError, ValueError):
         return False

@@ -123,12 +123,22 @@ def relay_request(signal: dict[str, Any], *, agent: str, database_url: str | Non
 
 class Relayed:
     """The notices the server handed over, still pending there, and the connection it
-    waits on for their confirmation (None: an older server, which drained them already)."""
+    waits on for their confirmation (None: an older server, which drained them already).
+    `other_store`: the server serves another store than the hook names, and recorded
+    nothing."""
 
-    __slots__ = ("_conn", "_token", "notices")
+    __slots__ = ("_conn", "_token", "notices", "other_store")
 
-    def __init__(self, notices: list[str], conn: Any = None, token: str | None = None) -> None:
+    def __init__(
+        self,
+        notices: list[str],
+        conn: Any = None,
+        token: str | None = None,
+        *,
+        other_store: bool = False,
+    ) -> None:
         self.notices, self._conn, self._token = notices, conn, token
+        self.other_store = other_store
 
     def confirm(self) -> None:
         """Tell the server the notices are out (printed), so it acknowledges them, and wait
@@ -163,6 +173,9 @@ def _ask(path: str, request: bytes) -> Relayed | None:
         conn.connect(path)
         conn.sendall(request + b"\n")
         answer = json.loads(_line(conn, MAX_ANSWER))
+        if isinstance(answer, dict) and answer.get("otherStore") is True:
+            conn.close()
+            return Relayed([], other_store=True)
         notices = answer.get("notices") if isinstance(answer, dict) else None
         if not isinstance(notices, list) or not all(isinstance(n, str) for n in notices):
             conn.close()

@@ -46,6 +46,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPError
 
 from session_awareness import __version__
+from session_awareness.configuration import store_identity
 from session_awareness.infrastructure.mcp_handshake import INSTRUCTIONS, SERVER_NAME
 from session_awareness.infrastructure.mcp_stdio import Deliveries, stdio_transport
 from session_awareness.infrastructure.mcp_tools import NOTICES_TOOL, McpSurface
@@ -374,6 +375,25 @@ async def serve_stdio(
 CONFIRM_TIMEOUT = 60.0
 
 
+class OtherStore(ValueError):
+    """A hook of this server's session names another store than the server's."""
+
+
+def same_store(hook: object, server: str | None) -> bool:
+    """Whether the hook's URL names the server's store: the same URL, or two spellings of
+    one store (`store_identity`: a SQLite file's real path; a server's user, host, port,
+    database and schema)."""
+    if hook == server:
+        return True
+    if not isinstance(hook, str) or server is None:
+        return False
+    try:
+        mine = store_identity(server)
+        return mine is not None and store_identity(hook) == mine
+    except ValueError:  # a URL that names no store the service can use
+        return False
+
+
 class HookRelay:
     """The server's side of the hook relay. A prompt's hook is answered with its session's
     pending notices, read, not acknowledged, and a token; they are acknowledged when the
@@ -392,6 +412,9 @@ class HookRelay:
             handed: tuple[str, Handover, str] | None = None
             try:
                 reply, handed = await self._answer(await received.receive_until(b"\n", 1 << 16))
+            except OtherStore as error:  # the hook records in-process, and tells its user
+                log.warning("hook_relay_other_store", error=str(error))
+                reply = {"error": str(error), "otherStore": True}
             except Exception as error:  # noqa: BLE001 -- the hook then records in-process
                 log.warning("hook_relay_failed", error=repr(error))
                 reply = {"error": str(error)}
@@ -411,8 +434,8 @@ class HookRelay:
         )
 
         request = json.loads(line)
-        if request.get("databaseUrl") != self.database_url:
-            raise ValueError("the hook names another database")
+        if not same_store(request.get("databaseUrl"), self.database_url):
+            raise OtherStore("the hook names another store than this server's")
         agent = request.get("agent")
         if not isinstance(agent, str) or not valid_agent(agent):
             raise ValueError("agent is not an agent id")

@@ -297,3 +297,55 @@ class TestTheConfirmation:
 
         run(scenario)
         assert pending(url) == expected
+
+
+class TestAHookThatNamesAnotherStore:
+    def test_it_records_there_and_tells_the_user_with_the_notices(
+        self, database_url: str, tmp_path: Path
+    ) -> None:
+        """R-L9: the session's hooks and its MCP server name two stores (one of the two
+        files `install` writes, edited by hand). The server refused the relay and logged it
+        on a stderr no one reads; the hook recorded into its own store, and the session's
+        tools read the other. The hook still records there, and tells the user, in the same
+        output as the notices it hands over."""
+        other, state, log = (
+            f"sqlite:///{tmp_path / 'other.db'}",
+            tmp_path / "state",
+            tmp_path / "server.log",
+        )
+        start_lead(other, state)
+        expected = seed_notices(other, lead_key(LEAD), watched_targets(2))
+
+        async def scenario(_: Path) -> None:
+            done = await anyio.to_thread.run_sync(
+                lambda: run_hook(PROMPT, url=other, state_dir=state)
+            )
+            output = json.loads(done.stdout)
+            assert output["hookSpecificOutput"]["additionalContext"].split("\n") == expected
+            assert "serves another store than the hooks' --database-url" in output["systemMessage"]
+            assert pending(other) == []  # handed over in-process, printed, acknowledged
+            none = await anyio.to_thread.run_sync(
+                lambda: run_hook(PROMPT, url=other, state_dir=state)
+            )
+            assert none.told is not None and "another store" in none.told  # told every run
+
+        run(lambda: serving(database_url, state, log, scenario))
+        assert "hook_relay_other_store" in log.read_text()
+
+    def test_the_same_store_spelled_another_way_is_relayed(self, tmp_path: Path) -> None:
+        """Two spellings of one SQLite file (`?mode=rwc`, the default, written out) name one
+        store: the server takes the hook's signal, and nothing is told."""
+        store = tmp_path / "sessions.db"
+        url, state, log = f"sqlite:///{store}", tmp_path / "state", tmp_path / "server.log"
+        start_lead(url, state)
+
+        async def scenario(_: Path) -> None:
+            done = await anyio.to_thread.run_sync(
+                lambda: run_hook(
+                    PROMPT, url=f"{url}?mode=rwc", state_dir=state, args=("--verbose",)
+                )
+            )
+            assert (done.returncode, done.stdout, done.stderr) == (0, "", "")  # relayed
+
+        run(lambda: serving(url, state, log, scenario))
+        assert "hook_relay" not in log.read_text()
