@@ -28,6 +28,7 @@ import importlib.util
 import json
 import os
 import shlex
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,15 +93,18 @@ def apply_all(changes: list[Change]) -> None:
             current = change.path
             if change.after is None:
                 continue
-            made += [p for p in reversed(change.path.parents) if not p.exists()]
-            change.path.parent.mkdir(parents=True, exist_ok=True)
-            scratch = change.path.with_name(f".{change.path.name}.{os.getpid()}.tmp")
+            target = written(change.path)
+            made += [p for p in reversed(target.parents) if not p.exists()]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            scratch = target.with_name(f".{target.name}.{os.getpid()}.tmp")
             scratches[change.path] = scratch
             scratch.write_text(_dump(change.after))
+            if target.exists():  # a private file (tokens in a server's env) stays private
+                scratch.chmod(stat.S_IMODE(target.stat().st_mode))
         for change in changed:
             current = change.path
             if change.path in scratches:
-                scratches[change.path].replace(change.path)
+                scratches[change.path].replace(written(change.path))
                 del scratches[change.path]
             else:
                 change.path.unlink(missing_ok=True)
@@ -108,6 +112,13 @@ def apply_all(changes: list[Change]) -> None:
     except OSError as error:
         kept = _put_back(done, originals, scratches, made)
         raise InstallError(f"cannot write {current}: {error.strerror or error}; {kept}") from None
+
+
+def written(path: Path) -> Path:
+    """The file a change to `path` writes: the file a symbolic link names (a settings file
+    kept in a dotfiles checkout stays linked, and the checkout gets the change), else
+    `path`."""
+    return path.resolve() if path.is_symlink() else path
 
 
 def _put_back(
@@ -246,7 +257,11 @@ def plan(
     after[mcp_config] = _with_server(
         after[mcp_config], mcp_config, None if remove else server_entry(url, agent, visibility, cli)
     )
-    return [Change(path, before[path], after[path] or None) for path in before]
+    # A file left empty goes, unless it is a link: the link stays, naming an empty object.
+    return [
+        Change(path, before[path], after[path] or ({} if path.is_symlink() else None))
+        for path in before
+    ]
 
 
 def _with_server(
