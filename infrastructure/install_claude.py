@@ -298,6 +298,57 @@ def _load(path: Path) -> dict[str, Any] | None:
     return data
 
 
+def switched_off(cli: AgentCli, *, project: Path | None, user: bool,
+                 home: Path | None = None) -> list[str]:  # fmt: skip
+    """What, in the settings the CLI reads for the installed scope, keeps our hooks or our
+    server from running: one line each (`install` warns with them). The entries are
+    installed all the same; these switches are the user's, to keep or to turn back."""
+    folder = ".claude" if cli is CLAUDE_CODE else ".gemini"
+    paths = [(home or Path.home()) / folder / "settings.json"]
+    if not user:
+        paths.append((project or Path.cwd()).resolve() / folder / "settings.json")
+        if cli is CLAUDE_CODE:
+            paths.append(paths[-1].with_name("settings.local.json"))
+    lines: list[str] = []
+    for path in dict.fromkeys(paths):
+        try:
+            settings = _load(path) or {}
+        except InstallError:  # install itself says so when it is the file it writes
+            continue
+        lines += [f"{path}: {why}" for why in _switches(cli, settings)]
+    return lines
+
+
+def _switches(cli: AgentCli, settings: dict[str, Any]) -> list[str]:
+    def listed(section: str, key: str) -> list[object] | None:
+        part = settings.get(section)
+        found = part.get(key) if isinstance(part, dict) else None
+        return found if isinstance(found, list) else None
+
+    if cli is CLAUDE_CODE:
+        found = []
+        if settings.get("disableAllHooks") is True:
+            found.append("disableAllHooks is true: Claude Code runs no hooks")
+        denied = settings.get("disabledMcpjsonServers")
+        if isinstance(denied, list) and SERVER_NAME in denied:
+            found.append(f"disabledMcpjsonServers names {SERVER_NAME}: its MCP server "
+                         "does not start")  # fmt: skip
+        return found
+    found = []
+    config = settings.get("hooksConfig")
+    if isinstance(config, dict) and config.get("enabled") is False:
+        found.append("hooksConfig.enabled is false: Gemini CLI runs no hooks")
+    if SERVER_NAME in (listed("hooksConfig", "disabled") or []):
+        found.append(f"hooksConfig.disabled names {SERVER_NAME}: its hooks do not run "
+                     f"(/hooks enable {SERVER_NAME})")  # fmt: skip
+    if SERVER_NAME in (listed("mcp", "excluded") or []):
+        found.append(f"mcp.excluded names {SERVER_NAME}: its MCP server does not start")
+    allowed = listed("mcp", "allowed")
+    if allowed is not None and SERVER_NAME not in allowed:
+        found.append(f"mcp.allowed does not name {SERVER_NAME}: its MCP server does not start")
+    return found
+
+
 def _is_ours(hook: object) -> bool:
     return isinstance(hook, dict) and HOOK_MODULE in str(hook.get("command", ""))
 

@@ -57,6 +57,7 @@ from session_awareness.infrastructure.install_claude import (
     mcp_extra_installed,
     plan,
     prepare_database,
+    switched_off,
 )
 from session_awareness.infrastructure.mcp_handshake import EarlyAnswer
 
@@ -350,6 +351,8 @@ def _unusable(url: str, why: str) -> click.UsageError:
 def _install(cli: AgentCli, project: Path | None, user: bool, dry_run: bool,
              **options: object) -> int:  # fmt: skip
     code = _run_plan(cli, project, user, dry_run, **options)
+    for line in switched_off(cli, project=project, user=user):  # installed, yet never run
+        click.echo(f"warning: {line}", err=True)
     if not mcp_extra_installed():  # the entry is written anyway: the hooks work without it
         click.echo(f"warning: the MCP server entry needs the mcp extra: {MCP_EXTRA}", err=True)
     return code
