@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from session_awareness.configuration import check_recordable, url_in_force
+from session_awareness.configuration import check_recordable, redact, url_in_force
 from session_awareness.infrastructure.claude_hooks import CLAUDE_CODE, AgentCli
 from session_awareness.infrastructure.claude_state import STATE_DIR_ENV, state_dir
 
@@ -317,6 +317,51 @@ def switched_off(cli: AgentCli, *, project: Path | None, user: bool,
             continue
         lines += [f"{path}: {why}" for why in _switches(cli, settings)]
     return lines
+
+
+def installed_elsewhere(cli: AgentCli, *, project: Path | None, user: bool, command: str,
+                        home: Path | None = None) -> list[str]:  # fmt: skip
+    """Our hooks in the other scope's settings (the user's, when installing a project; the
+    working directory's project, when installing for the user) with another command than
+    `command`: the CLI runs both on every event (it merges the scopes' hooks, dropping only
+    identical commands), so each is recorded twice, or into two stores. One line each."""
+    home = home or Path.home()
+    if user:
+        other, _ = config_paths(project=Path.cwd(), user=False, cli=cli)
+        if other == config_paths(project=None, user=True, home=home, cli=cli)[0]:
+            return []  # the working directory is the home: one file, no other scope
+    else:
+        other, _ = config_paths(project=None, user=True, home=home, cli=cli)
+    try:
+        settings = _load(other) or {}
+    except InstallError:
+        return []
+    hooks = settings.get("hooks")
+    groups = [g for gs in hooks.values() if isinstance(gs, list) for g in gs] if isinstance(
+        hooks, dict) else []  # fmt: skip
+    theirs = {str(h["command"]) for g in groups if isinstance(g, dict)
+              and isinstance(g.get("hooks"), list) for h in g["hooks"] if _is_ours(h)}  # fmt: skip
+    return [f"{other}: holds the session-awareness hooks too, {_unlike(found, command, cli)}: "
+            "both run on every event (uninstall one of them)"
+            for found in sorted(theirs - {command})]  # fmt: skip
+
+
+def _unlike(found: str, command: str, cli: AgentCli) -> str:
+    """How an installed hook command differs from ours, in the words of its options."""
+
+    def option(text: str, name: str) -> str | None:
+        try:
+            words = shlex.split(text)
+        except ValueError:
+            return None
+        return words[words.index(name) + 1] if name in words[:-1] else None
+
+    there = option(found, "--database-url")
+    if there != option(command, "--database-url"):
+        return f"recording into {redact(there) if there else 'another store'}"
+    if option(found, "--agent") != option(command, "--agent"):
+        return f"as agent {option(found, '--agent') or cli.default_agent}"
+    return "run by another command"
 
 
 def _switches(cli: AgentCli, settings: dict[str, Any]) -> list[str]:

@@ -54,6 +54,8 @@ from session_awareness.infrastructure.install_claude import (
     apply_all,
     check_database_url,
     config_paths,
+    hook_command,
+    installed_elsewhere,
     mcp_extra_installed,
     plan,
     prepare_database,
@@ -351,7 +353,10 @@ def _unusable(url: str, why: str) -> click.UsageError:
 def _install(cli: AgentCli, project: Path | None, user: bool, dry_run: bool,
              **options: object) -> int:  # fmt: skip
     code = _run_plan(cli, project, user, dry_run, **options)
-    for line in switched_off(cli, project=project, user=user):  # installed, yet never run
+    command = hook_command(absolute_url(options["database_url"]), options["agent"], cli)  # type: ignore[arg-type]
+    found = switched_off(cli, project=project, user=user)  # installed, yet never run
+    found += installed_elsewhere(cli, project=project, user=user, command=command)
+    for line in found:
         click.echo(f"warning: {line}", err=True)
     if not mcp_extra_installed():  # the entry is written anyway: the hooks work without it
         click.echo(f"warning: the MCP server entry needs the mcp extra: {MCP_EXTRA}", err=True)

@@ -1,6 +1,7 @@
-"""`install` into settings that switch our hooks or our server off: the entries are written
-(the switch is the user's to keep), and install says, one line each, what will keep them
-from running, instead of a silent `updated` for hooks that never run (R-L9, R-A1)."""
+"""`install` says, one line each, what will keep its entries from working as one: a
+setting that switches our hooks or our server off (the entries are written, the switch is
+the user's to keep), and our hooks in the CLI's other scope with another command (both run
+on every event), instead of a silent `updated` (R-L9, R-A1)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,51 @@ def test_install_into_settings_that_switch_nothing_off_says_nothing(tmp_path: Pa
     done = cli("install", "gemini-cli", "--project", str(project), home=home,
                state=tmp_path / "state")  # fmt: skip
     assert (done.returncode, done.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("agent_cli", ["gemini-cli", "claude-code"])
+class TestInstalledInTheOtherScope:
+    def test_a_project_install_names_the_users_hooks_that_record_elsewhere(
+        self, agent_cli: str, tmp_path: Path
+    ) -> None:
+        """R-L9: installed for the user into one store, then for a project into another:
+        the CLI runs both scopes' hooks (only identical commands are merged), so every
+        event would be recorded in both stores; the project's install names the user's
+        file and its store (its password hidden) in one line, and installs all the same."""
+        home, project, state = tmp_path / "home", tmp_path / "shop", tmp_path / "state"
+        project.mkdir()
+        theirs = "postgresql://me:pw@db.example/sessions"
+        done = cli("install", agent_cli, "--user", "--database-url", theirs, home=home,
+                   state=state)  # fmt: skip
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        url = f"sqlite:///{tmp_path / 'x.db'}"
+        done = cli("install", agent_cli, "--project", str(project), "--database-url", url,
+                   home=home, state=state)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        user = home / (GEMINI if agent_cli == "gemini-cli" else CLAUDE)
+        assert done.stderr.splitlines() == [
+            f"warning: {user}: holds the session-awareness hooks too, recording into "
+            "postgresql://me:***@db.example/sessions: both run on every event (uninstall "
+            "one of them)"
+        ]
+        ours = project / (GEMINI if agent_cli == "gemini-cli" else CLAUDE)
+        assert url in json.dumps(read(ours)["hooks"])
+
+    def test_the_same_hooks_in_both_scopes_or_another_agent(
+        self, agent_cli: str, tmp_path: Path
+    ) -> None:
+        """R-L9: the same command in both scopes is merged into one by the CLI: no
+        warning; another `--agent` records each event as another session: named."""
+        home, project, state = tmp_path / "home", tmp_path / "shop", tmp_path / "state"
+        project.mkdir()
+        url = f"sqlite:///{tmp_path / 'x.db'}"
+        for scope in (("--user",), ("--project", str(project))):
+            done = cli("install", agent_cli, *scope, "--database-url", url, home=home,
+                       state=state)  # fmt: skip
+            assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        done = cli("install", agent_cli, "--project", str(project), "--database-url", url,
+                   "--agent", "team", home=home, state=state)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        [line] = done.stderr.splitlines()
+        default = "gemini" if agent_cli == "gemini-cli" else "claude"
+        assert f"holds the session-awareness hooks too, as agent {default}: " in line
