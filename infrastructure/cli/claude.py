@@ -194,7 +194,7 @@ def _serve_mcp(  # noqa: PLR0917 -- the command's options, passed on
         stopped = anyio.run(
             partial(
                 serve_stdio,
-                McpSurface(svc, resolve),
+                McpSurface(svc, resolve, named=caller is not None),
                 relay,
                 poll_seconds=poll_seconds,
                 hook_socket=hook_socket,
