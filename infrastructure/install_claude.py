@@ -14,8 +14,8 @@ Gemini CLI's hook `timeout` is in milliseconds, Claude Code's in seconds; a Gemi
 also carries a `name` (what `/hooks disable` takes) and its server entry has no `type` (a
 `command` is a stdio server).
 
-Our entries are recognised by what they run (the hook module, the server named
-`session-awareness`), so installing again replaces them, and uninstalling removes them and
+Our entries are recognised by what they run (the hook module or `session-awareness hook`,
+the server named `session-awareness`), so installing again replaces them, and uninstalling removes them and
 nothing else; a file or event list left empty by that goes too. Both point at this
 installation's Python and at one database URL (a relative SQLite path is made absolute, since
 Claude Code starts sessions in many directories).
@@ -395,7 +395,23 @@ def _switches(cli: AgentCli, settings: dict[str, Any]) -> list[str]:
 
 
 def _is_ours(hook: object) -> bool:
-    return isinstance(hook, dict) and HOOK_MODULE in str(hook.get("command", ""))
+    """A hook that runs ours: the hook module (every command `install` has written), or the
+    operator CLI's `hook` command (`session-awareness hook …`, as the docs name it, and as a
+    user may have written it by hand), which would otherwise run beside the installed one."""
+    if not isinstance(hook, dict):
+        return False
+    command = str(hook.get("command", ""))
+    if HOOK_MODULE in command:
+        return True
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    return any(
+        (Path(word).name == SERVER_NAME or word == CLI_MODULE)
+        and words[at + 1 : at + 2] == ["hook"]
+        for at, word in enumerate(words)
+    )
 
 
 def _without_our_hooks(settings: dict[str, Any] | None, path: Path) -> dict[str, Any]:

@@ -74,6 +74,38 @@ class TestProjectInstall:
         assert read(settings) == THEIRS
 
     @pytest.mark.parametrize(
+        "written",
+        [
+            "session-awareness hook gemini-cli --database-url sqlite:////tmp/s.db",
+            "/opt/venv/bin/session-awareness hook gemini-cli --agent team",
+            "python -m session_awareness.infrastructure.cli hook gemini-cli",
+        ],
+    )
+    def test_a_hook_written_by_hand_with_the_cli_is_replaced_not_doubled(
+        self, written: str, tmp_path: Path
+    ) -> None:
+        """R-A1: a hook the user wrote as the docs name it (`session-awareness hook
+        gemini-cli …`) is ours: install replaces it (it ran beside the installed one, so
+        every event was recorded twice) and uninstall removes it; their own hooks stay."""
+        project = tmp_path / "shop"
+        settings = project / ".gemini" / "settings.json"
+        theirs = {"type": "command", "command": "./remind.sh"}
+        write(settings, {"hooks": {"BeforeAgent": [
+            {"hooks": [{"type": "command", "command": written}]}, {"hooks": [theirs]},
+        ]}})  # fmt: skip
+        done = cli("install", "gemini-cli", "--project", str(project), home=tmp_path,
+                   state=tmp_path / "state")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        commands = [h["command"] for g in read(settings)["hooks"]["BeforeAgent"]
+                    for h in g["hooks"]]  # fmt: skip
+        assert len(commands) == 2 and commands[0] == "./remind.sh", commands
+        assert "claude_hooks import main" in commands[1]
+        done = cli("uninstall", "gemini-cli", "--project", str(project), home=tmp_path,
+                   state=tmp_path / "state")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert read(settings) == {"hooks": {"BeforeAgent": [{"hooks": [theirs]}]}}
+
+    @pytest.mark.parametrize(
         ("text", "why"),
         [
             ("{ // a comment\n}", "not valid JSON"),
