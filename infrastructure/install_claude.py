@@ -15,10 +15,11 @@ also carries a `name` (what `/hooks disable` takes) and its server entry has no 
 `command` is a stdio server).
 
 Our entries are recognised by what they run (the hook module or `session-awareness hook`,
-the server named `session-awareness`), so installing again replaces them, and uninstalling removes them and
-nothing else; a file or event list left empty by that goes too. Both point at this
-installation's Python and at one database URL (a relative SQLite path is made absolute, since
-Claude Code starts sessions in many directories).
+the server named `session-awareness`), so installing again replaces them (keeping what the
+user added to the server's entry), and uninstalling removes them and nothing else; a file or
+event list left empty by that goes too. Both point at this installation's Python and at one
+database URL (a relative SQLite path is made absolute, since Claude Code starts sessions in
+many directories).
 """
 
 from __future__ import annotations
@@ -273,13 +274,32 @@ def _with_server(
     if servers is not None and not isinstance(servers, dict):
         raise InstallError(f"{path}: mcpServers is not a JSON object; nothing was changed")
     servers = dict(servers or {})
-    servers.pop(SERVER_NAME, None)
+    before = servers.pop(SERVER_NAME, None)
     if entry is not None:
-        servers[SERVER_NAME] = entry
+        servers[SERVER_NAME] = _keeping_theirs(entry, before)
     after["mcpServers"] = servers
     if not servers:
         del after["mcpServers"]
     return after
+
+
+#: The keys of a server entry `install` writes; any other the user added is kept.
+SERVER_KEYS = ("type", "command", "args", "env")
+
+
+def _keeping_theirs(entry: dict[str, Any], before: object) -> dict[str, Any]:
+    """Our new server entry, with what the user added to the one it replaces: keys we never
+    write (Gemini CLI's `trust`, `timeout`, `includeTools`, …) and variables of its `env`
+    other than ours, so installing again (another store, another agent) loses none of it."""
+    if not isinstance(before, dict):
+        return entry
+    theirs = {k: v for k, v in before.items() if k not in SERVER_KEYS}
+    env = before.get("env")
+    if isinstance(env, dict):
+        env = {k: v for k, v in env.items() if k != STATE_DIR_ENV} | entry.get("env", {})
+    else:
+        env = entry.get("env")
+    return {**entry, **theirs} | ({"env": env} if env else {})
 
 
 def _load(path: Path) -> dict[str, Any] | None:
