@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from session_awareness.configuration import check_recordable, redact, url_in_force
+from session_awareness.configuration import check_recordable, url_in_force
 from session_awareness.infrastructure.claude_hooks import CLAUDE_CODE, AgentCli
 from session_awareness.infrastructure.claude_state import STATE_DIR_ENV, state_dir
 
@@ -249,7 +249,7 @@ def plan(
     file, when the CLI keeps hooks and servers together)."""
     agent = agent or cli.default_agent
     url = absolute_url(database_url)
-    before = {path: _load(path) for path in (settings, mcp_config)}
+    before = {path: load_settings(path) for path in (settings, mcp_config)}
     after = dict(before)
     hooks = _without_our_hooks(before[settings], settings)
     if not remove:
@@ -302,7 +302,9 @@ def _keeping_theirs(entry: dict[str, Any], before: object) -> dict[str, Any]:
     return {**entry, **theirs} | ({"env": env} if env else {})
 
 
-def _load(path: Path) -> dict[str, Any] | None:
+def load_settings(path: Path) -> dict[str, Any] | None:
+    """A configuration file's JSON object (None: no file); `InstallError` when it cannot
+    be read or is not a JSON object."""
     if not path.exists():
         return None
     try:
@@ -318,103 +320,7 @@ def _load(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def switched_off(cli: AgentCli, *, project: Path | None, user: bool,
-                 home: Path | None = None) -> list[str]:  # fmt: skip
-    """What, in the settings the CLI reads for the installed scope, keeps our hooks or our
-    server from running: one line each (`install` warns with them). The entries are
-    installed all the same; these switches are the user's, to keep or to turn back."""
-    folder = ".claude" if cli is CLAUDE_CODE else ".gemini"
-    paths = [(home or Path.home()) / folder / "settings.json"]
-    if not user:
-        paths.append((project or Path.cwd()).resolve() / folder / "settings.json")
-        if cli is CLAUDE_CODE:
-            paths.append(paths[-1].with_name("settings.local.json"))
-    lines: list[str] = []
-    for path in dict.fromkeys(paths):
-        try:
-            settings = _load(path) or {}
-        except InstallError:  # install itself says so when it is the file it writes
-            continue
-        lines += [f"{path}: {why}" for why in _switches(cli, settings)]
-    return lines
-
-
-def installed_elsewhere(cli: AgentCli, *, project: Path | None, user: bool, command: str,
-                        home: Path | None = None) -> list[str]:  # fmt: skip
-    """Our hooks in the other scope's settings (the user's, when installing a project; the
-    working directory's project, when installing for the user) with another command than
-    `command`: the CLI runs both on every event (it merges the scopes' hooks, dropping only
-    identical commands), so each is recorded twice, or into two stores. One line each."""
-    home = home or Path.home()
-    if user:
-        other, _ = config_paths(project=Path.cwd(), user=False, cli=cli)
-        if other == config_paths(project=None, user=True, home=home, cli=cli)[0]:
-            return []  # the working directory is the home: one file, no other scope
-    else:
-        other, _ = config_paths(project=None, user=True, home=home, cli=cli)
-    try:
-        settings = _load(other) or {}
-    except InstallError:
-        return []
-    hooks = settings.get("hooks")
-    groups = [g for gs in hooks.values() if isinstance(gs, list) for g in gs] if isinstance(
-        hooks, dict) else []  # fmt: skip
-    theirs = {str(h["command"]) for g in groups if isinstance(g, dict)
-              and isinstance(g.get("hooks"), list) for h in g["hooks"] if _is_ours(h)}  # fmt: skip
-    return [f"{other}: holds the session-awareness hooks too, {_unlike(found, command, cli)}: "
-            "both run on every event (uninstall one of them)"
-            for found in sorted(theirs - {command})]  # fmt: skip
-
-
-def _unlike(found: str, command: str, cli: AgentCli) -> str:
-    """How an installed hook command differs from ours, in the words of its options."""
-
-    def option(text: str, name: str) -> str | None:
-        try:
-            words = shlex.split(text)
-        except ValueError:
-            return None
-        return words[words.index(name) + 1] if name in words[:-1] else None
-
-    there = option(found, "--database-url")
-    if there != option(command, "--database-url"):
-        return f"recording into {redact(there) if there else 'another store'}"
-    if option(found, "--agent") != option(command, "--agent"):
-        return f"as agent {option(found, '--agent') or cli.default_agent}"
-    return "run by another command"
-
-
-def _switches(cli: AgentCli, settings: dict[str, Any]) -> list[str]:
-    def listed(section: str, key: str) -> list[object] | None:
-        part = settings.get(section)
-        found = part.get(key) if isinstance(part, dict) else None
-        return found if isinstance(found, list) else None
-
-    if cli is CLAUDE_CODE:
-        found = []
-        if settings.get("disableAllHooks") is True:
-            found.append("disableAllHooks is true: Claude Code runs no hooks")
-        denied = settings.get("disabledMcpjsonServers")
-        if isinstance(denied, list) and SERVER_NAME in denied:
-            found.append(f"disabledMcpjsonServers names {SERVER_NAME}: its MCP server "
-                         "does not start")  # fmt: skip
-        return found
-    found = []
-    config = settings.get("hooksConfig")
-    if isinstance(config, dict) and config.get("enabled") is False:
-        found.append("hooksConfig.enabled is false: Gemini CLI runs no hooks")
-    if SERVER_NAME in (listed("hooksConfig", "disabled") or []):
-        found.append(f"hooksConfig.disabled names {SERVER_NAME}: its hooks do not run "
-                     f"(/hooks enable {SERVER_NAME})")  # fmt: skip
-    if SERVER_NAME in (listed("mcp", "excluded") or []):
-        found.append(f"mcp.excluded names {SERVER_NAME}: its MCP server does not start")
-    allowed = listed("mcp", "allowed")
-    if allowed is not None and SERVER_NAME not in allowed:
-        found.append(f"mcp.allowed does not name {SERVER_NAME}: its MCP server does not start")
-    return found
-
-
-def _is_ours(hook: object) -> bool:
+def is_ours(hook: object) -> bool:
     """A hook that runs ours: the hook module (every command `install` has written), or the
     operator CLI's `hook` command (`session-awareness hook …`, as the docs name it, and as a
     user may have written it by hand), which would otherwise run beside the installed one."""
@@ -448,7 +354,7 @@ def _without_our_hooks(settings: dict[str, Any] | None, path: Path) -> dict[str,
         kept = []
         for group in groups:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                group["hooks"] = [h for h in group["hooks"] if not _is_ours(h)]
+                group["hooks"] = [h for h in group["hooks"] if not is_ours(h)]
                 if not group["hooks"]:
                     continue
             kept.append(group)

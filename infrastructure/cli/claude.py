@@ -55,12 +55,11 @@ from session_awareness.infrastructure.install_claude import (
     check_database_url,
     config_paths,
     hook_command,
-    installed_elsewhere,
     mcp_extra_installed,
     plan,
     prepare_database,
-    switched_off,
 )
+from session_awareness.infrastructure.install_warnings import installed_elsewhere, switched_off
 from session_awareness.infrastructure.mcp_handshake import EarlyAnswer
 
 F = TypeVar("F", bound=Callable[..., Any])
