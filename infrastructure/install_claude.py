@@ -99,7 +99,7 @@ def apply_all(changes: list[Change]) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             scratch = target.with_name(f".{target.name}.{os.getpid()}.tmp")
             scratches[change.path] = scratch
-            scratch.write_text(_dump(change.after))
+            scratch.write_text(_dump(change.after), encoding="utf-8")
             if target.exists():  # a private file (tokens in a server's env) stays private
                 scratch.chmod(stat.S_IMODE(target.stat().st_mode))
         for change in changed:
@@ -308,7 +308,7 @@ def load_settings(path: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text() or "{}")
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")  # JSON is UTF-8
     except OSError as error:  # a folder, or a file this user may not read
         raise InstallError(
             f"cannot read {path}: {error.strerror or error}; nothing was changed"

@@ -1,16 +1,18 @@
 """`install` / `uninstall` change a CLI's configuration where it lives and as it was kept: a
-private file stays private, and a file kept elsewhere behind a symbolic link (a dotfiles
-checkout) is changed there, the link kept (R-A1)."""
+private file stays private, a file kept elsewhere behind a symbolic link (a dotfiles
+checkout) is changed there, the link kept, and its text is UTF-8 whatever the locale (R-A1)."""
 
 from __future__ import annotations
 
 import json
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.hooks.test_install import cli, read
+from tests.hooks.helpers import TIMEOUT, hook_env
+from tests.hooks.test_install import CLI, cli, read
 
 #: Each CLI's user-scope files: the hooks' settings, and the MCP servers'.
 USER_FILES = {
@@ -80,3 +82,22 @@ class TestUserFiles:
         for link, (target, before) in kept.items():
             assert link.is_symlink() and link.resolve() == target
             assert read(target) == before
+
+
+def test_a_settings_file_is_read_and_written_as_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    """R-A1: under an ASCII locale (`LC_ALL=C`, no UTF-8 mode), a settings file holding
+    UTF-8 text (a theme named `Café`) is merged, not refused as 'not valid JSON': JSON files
+    are UTF-8, and both CLIs read them so; the text comes back as it was."""
+    project, state = tmp_path / "shop", tmp_path / "state"
+    settings = project / ".gemini" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    theirs = {"ui": {"theme": "Café ☕"}}
+    settings.write_text(json.dumps(theirs, ensure_ascii=False), encoding="utf-8")
+    ascii_locale = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    done = subprocess.run(
+        [*CLI, "install", "gemini-cli", "--project", str(project)],
+        capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        env={**hook_env(state), "HOME": str(tmp_path), **ascii_locale},
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert json.loads(settings.read_text(encoding="utf-8"))["ui"] == theirs["ui"]
