@@ -14,11 +14,12 @@ Gemini CLI's hook `timeout` is in milliseconds, Claude Code's in seconds; a Gemi
 also carries a `name` (what `/hooks disable` takes) and its server entry has no `type` (a
 `command` is a stdio server).
 
-Our entries are recognised by what they run (the hook module, the server named
-`session-awareness`), so installing again replaces them, and uninstalling removes them and
-nothing else; a file or event list left empty by that goes too. Both point at this
-installation's Python and at one database URL (a relative SQLite path is made absolute, since
-Claude Code starts sessions in many directories).
+Our entries are recognised by what they run (the hook module or `session-awareness hook`,
+the server named `session-awareness`), so installing again replaces them (keeping what the
+user added to the server's entry), and uninstalling removes them and nothing else; a file or
+event list left empty by that goes too. Both point at this installation's Python and at one
+database URL (a relative SQLite path is made absolute, since Claude Code starts sessions in
+many directories).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import importlib.util
 import json
 import os
 import shlex
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,15 +94,18 @@ def apply_all(changes: list[Change]) -> None:
             current = change.path
             if change.after is None:
                 continue
-            made += [p for p in reversed(change.path.parents) if not p.exists()]
-            change.path.parent.mkdir(parents=True, exist_ok=True)
-            scratch = change.path.with_name(f".{change.path.name}.{os.getpid()}.tmp")
+            target = written(change.path)
+            made += [p for p in reversed(target.parents) if not p.exists()]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            scratch = target.with_name(f".{target.name}.{os.getpid()}.tmp")
             scratches[change.path] = scratch
-            scratch.write_text(_dump(change.after))
+            scratch.write_text(_dump(change.after), encoding="utf-8")
+            if target.exists():  # a private file (tokens in a server's env) stays private
+                scratch.chmod(stat.S_IMODE(target.stat().st_mode))
         for change in changed:
             current = change.path
             if change.path in scratches:
-                scratches[change.path].replace(change.path)
+                scratches[change.path].replace(written(change.path))
                 del scratches[change.path]
             else:
                 change.path.unlink(missing_ok=True)
@@ -108,6 +113,13 @@ def apply_all(changes: list[Change]) -> None:
     except OSError as error:
         kept = _put_back(done, originals, scratches, made)
         raise InstallError(f"cannot write {current}: {error.strerror or error}; {kept}") from None
+
+
+def written(path: Path) -> Path:
+    """The file a change to `path` writes: the file a symbolic link names (a settings file
+    kept in a dotfiles checkout stays linked, and the checkout gets the change), else
+    `path`."""
+    return path.resolve() if path.is_symlink() else path
 
 
 def _put_back(
@@ -237,7 +249,7 @@ def plan(
     file, when the CLI keeps hooks and servers together)."""
     agent = agent or cli.default_agent
     url = absolute_url(database_url)
-    before = {path: _load(path) for path in (settings, mcp_config)}
+    before = {path: load_settings(path) for path in (settings, mcp_config)}
     after = dict(before)
     hooks = _without_our_hooks(before[settings], settings)
     if not remove:
@@ -246,7 +258,11 @@ def plan(
     after[mcp_config] = _with_server(
         after[mcp_config], mcp_config, None if remove else server_entry(url, agent, visibility, cli)
     )
-    return [Change(path, before[path], after[path] or None) for path in before]
+    # A file left empty goes, unless it is a link: the link stays, naming an empty object.
+    return [
+        Change(path, before[path], after[path] or ({} if path.is_symlink() else None))
+        for path in before
+    ]
 
 
 def _with_server(
@@ -258,20 +274,41 @@ def _with_server(
     if servers is not None and not isinstance(servers, dict):
         raise InstallError(f"{path}: mcpServers is not a JSON object; nothing was changed")
     servers = dict(servers or {})
-    servers.pop(SERVER_NAME, None)
+    before = servers.pop(SERVER_NAME, None)
     if entry is not None:
-        servers[SERVER_NAME] = entry
+        servers[SERVER_NAME] = _keeping_theirs(entry, before)
     after["mcpServers"] = servers
     if not servers:
         del after["mcpServers"]
     return after
 
 
-def _load(path: Path) -> dict[str, Any] | None:
+#: The keys of a server entry `install` writes; any other the user added is kept.
+SERVER_KEYS = ("type", "command", "args", "env")
+
+
+def _keeping_theirs(entry: dict[str, Any], before: object) -> dict[str, Any]:
+    """Our new server entry, with what the user added to the one it replaces: keys we never
+    write (Gemini CLI's `trust`, `timeout`, `includeTools`, …) and variables of its `env`
+    other than ours, so installing again (another store, another agent) loses none of it."""
+    if not isinstance(before, dict):
+        return entry
+    theirs = {k: v for k, v in before.items() if k not in SERVER_KEYS}
+    env = before.get("env")
+    if isinstance(env, dict):
+        env = {k: v for k, v in env.items() if k != STATE_DIR_ENV} | entry.get("env", {})
+    else:
+        env = entry.get("env")
+    return {**entry, **theirs} | ({"env": env} if env else {})
+
+
+def load_settings(path: Path) -> dict[str, Any] | None:
+    """A configuration file's JSON object (None: no file); `InstallError` when it cannot
+    be read or is not a JSON object."""
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text() or "{}")
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")  # JSON is UTF-8
     except OSError as error:  # a folder, or a file this user may not read
         raise InstallError(
             f"cannot read {path}: {error.strerror or error}; nothing was changed"
@@ -283,8 +320,24 @@ def _load(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def _is_ours(hook: object) -> bool:
-    return isinstance(hook, dict) and HOOK_MODULE in str(hook.get("command", ""))
+def is_ours(hook: object) -> bool:
+    """A hook that runs ours: the hook module (every command `install` has written), or the
+    operator CLI's `hook` command (`session-awareness hook …`, as the docs name it, and as a
+    user may have written it by hand), which would otherwise run beside the installed one."""
+    if not isinstance(hook, dict):
+        return False
+    command = str(hook.get("command", ""))
+    if HOOK_MODULE in command:
+        return True
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    return any(
+        (Path(word).name == SERVER_NAME or word == CLI_MODULE)
+        and words[at + 1 : at + 2] == ["hook"]
+        for at, word in enumerate(words)
+    )
 
 
 def _without_our_hooks(settings: dict[str, Any] | None, path: Path) -> dict[str, Any]:
@@ -301,7 +354,7 @@ def _without_our_hooks(settings: dict[str, Any] | None, path: Path) -> dict[str,
         kept = []
         for group in groups:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                group["hooks"] = [h for h in group["hooks"] if not _is_ours(h)]
+                group["hooks"] = [h for h in group["hooks"] if not is_ours(h)]
                 if not group["hooks"]:
                     continue
             kept.append(group)

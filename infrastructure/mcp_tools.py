@@ -42,6 +42,8 @@ EXTRA_TOOLS = NOTICE_TOOLS
 available_tools = offered_tools
 #: The tool whose drain is handed over, then acknowledged once its answer is out (R-N8).
 NOTICES_TOOL = "session_notices"
+#: The tool that makes the caller a watcher, which it can be only as an open session.
+WATCH_TOOL = "session_watch"
 
 #: Notices an answer hands over: the watcher, and what it read for `svc.acknowledge_handed`.
 Handed = tuple[str, "Handover"]
@@ -55,9 +57,15 @@ def mcp_tool_schemas(tools: dict[str, Tool]) -> list[dict[str, Any]]:
 class McpSurface:
     """The tools and the notices of one MCP server process, for the caller it serves."""
 
-    def __init__(self, svc: SessionAwareness, caller: Callable[[], str | None]) -> None:
+    def __init__(
+        self, svc: SessionAwareness, caller: Callable[[], str | None], *, named: bool = False
+    ) -> None:
         self.svc = svc
         self._caller = caller
+        #: The caller is named (`--caller`), not a CLI session a hook opened: it is opened
+        #: at its first watch, since a watcher that names no session is refused (R-W2).
+        self._named = named
+        self._opened: set[str] = set()
         self.tools = available_tools(svc)
         self._answer = SessionTools(svc, self.tools)
         #: The caller last resolved: wakes for other watchers are ignored.
@@ -91,7 +99,23 @@ class McpSurface:
         except ToolError as error:
             log.info("tool_failed", tool=shown(name), code=error.code, field=error.field)
             return error.to_json()
+        if name == WATCH_TOOL:
+            self._open_named(caller)
         return self._answer.call(name, {} if arguments is None else arguments, caller=caller)
+
+    def _open_named(self, caller: str) -> None:
+        """Open a named caller's session before its first watch, as the `SessionStart` hook
+        opens a CLI session: no hook runs for a client such as Codex. Here rather than at
+        the start, which would wait on a store another process holds (R-M2, R-M4). A store
+        that fails leaves it for the next watch, which the watch's own answer then says."""
+        if not self._named or caller in self._opened:
+            return
+        try:
+            self.svc.open_session(caller)
+        except Exception as error:  # noqa: BLE001 -- the watch answers for the store
+            log.warning("caller_open_failed", caller=caller, error=str(error)[:300])
+            return
+        self._opened.add(caller)
 
     def answer(
         self, name: str, arguments: dict[str, Any] | None

@@ -54,10 +54,12 @@ from session_awareness.infrastructure.install_claude import (
     apply_all,
     check_database_url,
     config_paths,
+    hook_command,
     mcp_extra_installed,
     plan,
     prepare_database,
 )
+from session_awareness.infrastructure.install_warnings import installed_elsewhere, switched_off
 from session_awareness.infrastructure.mcp_handshake import EarlyAnswer
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -191,7 +193,7 @@ def _serve_mcp(  # noqa: PLR0917 -- the command's options, passed on
         stopped = anyio.run(
             partial(
                 serve_stdio,
-                McpSurface(svc, resolve),
+                McpSurface(svc, resolve, named=caller is not None),
                 relay,
                 poll_seconds=poll_seconds,
                 hook_socket=hook_socket,
@@ -350,6 +352,11 @@ def _unusable(url: str, why: str) -> click.UsageError:
 def _install(cli: AgentCli, project: Path | None, user: bool, dry_run: bool,
              **options: object) -> int:  # fmt: skip
     code = _run_plan(cli, project, user, dry_run, **options)
+    command = hook_command(absolute_url(options["database_url"]), options["agent"], cli)  # type: ignore[arg-type]
+    found = switched_off(cli, project=project, user=user)  # installed, yet never run
+    found += installed_elsewhere(cli, project=project, user=user, command=command)
+    for line in found:
+        click.echo(f"warning: {line}", err=True)
     if not mcp_extra_installed():  # the entry is written anyway: the hooks work without it
         click.echo(f"warning: the MCP server entry needs the mcp extra: {MCP_EXTRA}", err=True)
     return code

@@ -74,6 +74,38 @@ class TestProjectInstall:
         assert read(settings) == THEIRS
 
     @pytest.mark.parametrize(
+        "written",
+        [
+            "session-awareness hook gemini-cli --database-url sqlite:////tmp/s.db",
+            "/opt/venv/bin/session-awareness hook gemini-cli --agent team",
+            "python -m session_awareness.infrastructure.cli hook gemini-cli",
+        ],
+    )
+    def test_a_hook_written_by_hand_with_the_cli_is_replaced_not_doubled(
+        self, written: str, tmp_path: Path
+    ) -> None:
+        """R-A1: a hook the user wrote as the docs name it (`session-awareness hook
+        gemini-cli …`) is ours: install replaces it (it ran beside the installed one, so
+        every event was recorded twice) and uninstall removes it; their own hooks stay."""
+        project = tmp_path / "shop"
+        settings = project / ".gemini" / "settings.json"
+        theirs = {"type": "command", "command": "./remind.sh"}
+        write(settings, {"hooks": {"BeforeAgent": [
+            {"hooks": [{"type": "command", "command": written}]}, {"hooks": [theirs]},
+        ]}})  # fmt: skip
+        done = cli("install", "gemini-cli", "--project", str(project), home=tmp_path,
+                   state=tmp_path / "state")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        commands = [h["command"] for g in read(settings)["hooks"]["BeforeAgent"]
+                    for h in g["hooks"]]  # fmt: skip
+        assert len(commands) == 2 and commands[0] == "./remind.sh", commands
+        assert "claude_hooks import main" in commands[1]
+        done = cli("uninstall", "gemini-cli", "--project", str(project), home=tmp_path,
+                   state=tmp_path / "state")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert read(settings) == {"hooks": {"BeforeAgent": [{"hooks": [theirs]}]}}
+
+    @pytest.mark.parametrize(
         ("text", "why"),
         [
             ("{ // a comment\n}", "not valid JSON"),
@@ -162,3 +194,36 @@ class TestUserInstall:
                    state=state).returncode == 0  # fmt: skip
         assert not (project / ".gemini" / "settings.json").exists()
         assert (read(project / ".claude" / "settings.json"), read(project / ".mcp.json")) == claude
+
+
+class TestInstallAgain:
+    def test_what_the_user_added_to_the_server_entry_survives_another_install(
+        self, tmp_path: Path
+    ) -> None:
+        """R-A1: the user trusted our server (`trust`, so Gemini CLI stops asking before each
+        call), bounded it (`timeout`) and gave it a variable; installing again into another
+        store replaces our command and arguments and keeps those; uninstalling removes the
+        entry whole."""
+        project, state = tmp_path / "shop", tmp_path / "state"
+        project.mkdir()
+        settings = project / ".gemini" / "settings.json"
+        first, second = (f"sqlite:///{tmp_path / name}" for name in ("a.db", "b.db"))
+        assert cli("install", "gemini-cli", "--project", str(project), "--database-url", first,
+                   home=tmp_path, state=state).returncode == 0  # fmt: skip
+        edited = read(settings)
+        entry = edited["mcpServers"]["session-awareness"]
+        entry.update(trust=True, timeout=30_000)
+        entry["env"]["HTTPS_PROXY"] = "http://proxy:3128"
+        write(settings, edited)
+        done = cli("install", "gemini-cli", "--project", str(project), "--database-url", second,
+                   home=tmp_path, state=state)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        entry = read(settings)["mcpServers"]["session-awareness"]
+        assert second in entry["args"] and first not in entry["args"]
+        assert (entry["trust"], entry["timeout"]) == (True, 30_000)
+        assert entry["env"] == {"SESSION_AWARENESS_STATE_DIR": str(state),
+                                "HTTPS_PROXY": "http://proxy:3128"}  # fmt: skip
+        done = cli("uninstall", "gemini-cli", "--project", str(project), home=tmp_path,
+                   state=state)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert not settings.exists()
