@@ -366,6 +366,7 @@ def _parsed(
             previous=previous if source == "clear" else None,
         )
     if event == "UserPromptSubmit":
+        state.follow_session(session_id, cli.name)
         prompt = data.get("prompt")
         told = isinstance(prompt, str) and prompt.startswith(f"<{TASK_NOTIFICATION}>")
         return Signal(

@@ -32,7 +32,7 @@ import re
 #: mypy treats the name as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
     from pathlib import Path
     from typing import Any
 
@@ -142,21 +142,23 @@ class ClaudeState:
         session of that CLI the nearest of them ran before, if it was another (what `/clear`
         replaced)."""
         previous: str | None = None
-        pid: int | None = os.getpid()
-        record = {"sessionId": session_id}
-        if cli != DEFAULT_CLI:
-            record["cli"] = cli  # old readers, which know only Claude Code, ignore the field
-        for _ in range(2):
-            pid = parent_of(pid) if pid is not None else None
-            host = process_identity(pid) if pid is not None and pid > 1 else None
-            if host is None:
-                break
+        for host in _hook_hosts():
             before = self.session_of_host(host)
             if previous is None and before is not None and before != (cli, session_id):
                 previous = before[1] if before[0] == cli else None
-            self._write(self._file("hosts", f"{host}.json"), record)
+            self._write(self._file("hosts", f"{host}.json"), _host_record(session_id, cli))
         self._forget_ended_hosts()
         return previous
+
+    def follow_session(self, session_id: str, cli: str = DEFAULT_CLI) -> None:
+        """A prompt of `session_id`: where this hook's parent or grandparent is recorded as
+        running another session of `cli`, record this one. Gemini CLI's `/resume` switches
+        its session without a `SessionStart`; its MCP server, which reads the record, would
+        go on serving the session the user left."""
+        for host in _hook_hosts():
+            before = self.session_of_host(host)
+            if before is not None and before[0] == cli and before[1] != session_id:
+                self._write(self._file("hosts", f"{host}.json"), _host_record(session_id, cli))
 
     def _forget_ended_hosts(self) -> None:
         """Remove the records of host processes that have ended: every session start writes
@@ -289,6 +291,25 @@ class ClaudeState:
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
+
+
+def _hook_hosts() -> Iterator[str]:
+    """The identities of this hook's parent and grandparent (a hook runs under a shell, or
+    directly under its CLI), as far as they are known."""
+    pid: int | None = os.getpid()
+    for _ in range(2):
+        pid = parent_of(pid) if pid is not None else None
+        host = process_identity(pid) if pid is not None and pid > 1 else None
+        if host is None:
+            return
+        yield host
+
+
+def _host_record(session_id: str, cli: str) -> dict[str, str]:
+    record = {"sessionId": session_id}
+    if cli != DEFAULT_CLI:
+        record["cli"] = cli  # old readers, which know only Claude Code, ignore the field
+    return record
 
 
 def host_session(

@@ -265,6 +265,24 @@ class TestTheMcpServer:
 
         run(scenario)
 
+    def test_a_session_resumed_without_a_session_start_is_followed_by_its_first_prompt(
+        self, database_url: str, tmp_path: Path
+    ) -> None:
+        """Gemini CLI's in-app `/resume` switches the process to another session and fires
+        no `SessionStart`: the server went on serving the session the user left, so the
+        model's watches were the old session's, and their notices never reached the user's.
+        The resumed session's first prompt moves the record, and the server follows (R-A1)."""
+        state = tmp_path / "state"
+
+        async def scenario() -> None:
+            async with connected(database_url, state, "--agent", "gemini") as client:
+                start("first-id", database_url, state)
+                assert prompt("resumed-id", database_url, state) is None
+                status, _, _ = await call(client, "session_status", {"sessionKey": "current"})
+                assert status["sessionKey"] == gemini_key("resumed-id")
+
+        run(scenario)
+
     def test_gemini_hooks_under_the_servers_process_record_through_the_server(
         self, database_url: str, tmp_path: Path
     ) -> None:
