@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
-from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fake_model_api import ScriptedApi, body_json
 
 #: A content block of the model's answer: `{"type": "text", …}` or `{"type": "tool_use", …}`.
 Block = dict[str, Any]
@@ -36,70 +35,18 @@ def tool_reply(name: str, arguments: dict[str, Any]) -> Block:
     return {"type": "tool_use", "name": name, "input": arguments}
 
 
-class FakeAnthropicApi:
+class FakeAnthropicApi(ScriptedApi):
     """Serve in a thread while used as a context manager; `url` is the base URL."""
 
+    methods = ("POST", "GET", "CONNECT")
+
     def __init__(self, model: str = "claude-sonnet-4-5") -> None:
+        super().__init__()
         self.model = model
-        self.requests: list[dict[str, Any]] = []
-        self.script: deque[Reply] = deque()
-        self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                self._answer(api.answer("POST", self.path, body))
-
-            def do_GET(self) -> None:
-                self._answer(api.answer("GET", self.path, b""))
-
-            def do_CONNECT(self) -> None:
-                # A request for another host, sent here as its proxy: kept, and refused.
-                with api._lock:
-                    api.requests.append({"method": "CONNECT", "path": self.path, "body": {}})
-                self.send_response(403)
-                self.send_header("content-length", "0")
-                self.end_headers()
-                self.close_connection = True
-
-            def _answer(self, reply: tuple[str, bytes]) -> None:
-                kind, data = reply
-                self.send_response(200)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> FakeAnthropicApi:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
 
     def answer(self, method: str, path: str, body: bytes) -> tuple[str, bytes]:
-        try:
-            request = json.loads(body or b"{}")
-        except ValueError:
-            request = {}
+        request = body_json(body)
         route = path.split("?", 1)[0]
         with self._lock:
             self.requests.append({"method": method, "path": path, "body": request})

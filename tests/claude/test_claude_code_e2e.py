@@ -19,7 +19,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,12 +31,11 @@ from session_awareness.application import open_service
 from session_awareness.domain.watch import notice_text
 from tests.claude.fake_api import FakeAnthropicApi, text_reply, tool_reply
 from tests.gemini.npm import npm_cli, unavailable
-from tests.hooks.helpers import TIMEOUT, hook_env, lead_key
+from tests.hooks.helpers import TIMEOUT, UserMachine, lead_key
 
 pytestmark = pytest.mark.slow
 
 VERSION = "2.1.332"
-CLI = [sys.executable, "-m", "session_awareness.infrastructure.cli"]
 RUN_TIMEOUT = 180
 SERVER = "session-awareness"
 #: How Claude Code names an MCP server's tool to the model: `mcp__<server>__<tool>`.
@@ -95,41 +93,23 @@ class Turn:
 
 
 @dataclass
-class World:
-    """A user's machine: a home, a project, the state directory, one store."""
+class World(UserMachine):
+    """A user's machine, for Claude Code."""
 
     claude: list[str]
     api: FakeAnthropicApi
-    root: Path
-    url: str
     turns: list[Turn] = field(default_factory=list)
 
-    @property
-    def home(self) -> Path:
-        return self.root / "home"
-
-    @property
-    def project(self) -> Path:
-        return self.root / "shop"
-
-    @property
-    def state(self) -> Path:
-        return self.root / "state"
-
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in hook_env(self.state).items()
-               if not k.startswith(("ANTHROPIC", "CI")) and "proxy" not in k.lower()}  # fmt: skip
-        env.update(QUIET, HOME=str(self.home), NO_COLOR="1", ANTHROPIC_API_KEY="fake",
-                   ANTHROPIC_BASE_URL=self.api.url, HTTPS_PROXY=self.api.url,
-                   HTTP_PROXY=self.api.url, NO_PROXY="127.0.0.1")  # fmt: skip
+        env = {k: v for k, v in self.cli_env(("ANTHROPIC",), **QUIET).items()
+               if "proxy" not in k.lower()}  # fmt: skip
+        env.update(ANTHROPIC_API_KEY="fake", ANTHROPIC_BASE_URL=self.api.url,
+                   HTTPS_PROXY=self.api.url, HTTP_PROXY=self.api.url,
+                   NO_PROXY="127.0.0.1")  # fmt: skip
         return env
 
-    def install(self) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*CLI, "install", "claude-code", "--project", str(self.project),
-             "--database-url", self.url],
-            capture_output=True, text=True, timeout=TIMEOUT, check=False, env=self.env(),
-        )  # fmt: skip
+    def install(self, cli: str = "claude-code") -> subprocess.CompletedProcess[str]:
+        return super().install(cli)
 
     def turn(self, prompt: str, session: str, *, resume: bool, allow: tuple[str, ...] = ()) -> Turn:
         """One non-interactive Claude Code turn in the project, in session `session` (a new
@@ -154,7 +134,7 @@ class World:
 @pytest.fixture
 def world(claude: list[str], database_url: str, tmp_path: Path) -> Iterator[World]:
     with FakeAnthropicApi() as api:
-        world = World(claude, api, tmp_path, database_url)
+        world = World(tmp_path, database_url, claude, api)
         world.project.mkdir()
         # The user's own choice, which no installer makes: the project's MCP servers approved
         # (Claude Code asks once before it starts a server from a project's `.mcp.json`).

@@ -11,11 +11,10 @@ the calls' outputs).
 from __future__ import annotations
 
 import json
-import threading
-from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fake_model_api import ScriptedApi, body_json
 
 #: A scripted output item, or a function of the request body that gives it.
 Item = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
@@ -46,52 +45,13 @@ def outputs(request: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-class FakeResponsesApi:
+class FakeResponsesApi(ScriptedApi):
     """Serve in a thread while used as a context manager; `url` is the base URL (`…/v1`)."""
 
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.script: deque[Item] = deque()
-        self._lock = threading.Lock()
-        api = self
+    base_path = "/v1"
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                data = api.answer(body)
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def __enter__(self) -> FakeResponsesApi:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
-
-    def answer(self, body: bytes) -> bytes:
-        try:
-            request = json.loads(body or b"{}")
-        except ValueError:
-            request = {}
+    def answer(self, method: str, path: str, body: bytes) -> tuple[str, bytes]:
+        request = body_json(body)
         with self._lock:
             self.requests.append(request)
             scripted = self.script.popleft() if self.script else message("ok.")
@@ -102,4 +62,5 @@ class FakeResponsesApi:
             {"type": "response.output_item.done", "item": item},
             {"type": "response.completed", "response": {"id": "resp-fake", "usage": usage}},
         ]
-        return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+        stream = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+        return "text/event-stream", stream.encode()

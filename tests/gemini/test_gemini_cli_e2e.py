@@ -13,7 +13,6 @@ import json
 import re
 import shlex
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,13 +23,12 @@ import pytest
 from session_awareness.application import open_service
 from tests.gemini.fake_api import FakeGeminiApi, call_reply, text_reply
 from tests.gemini.npm import npm_cli
-from tests.hooks.helpers import TIMEOUT, fixture, hook_env, lead_key
+from tests.hooks.helpers import TIMEOUT, UserMachine, fixture, lead_key
 
 pytestmark = pytest.mark.slow
 
 VERSION = "0.61.0"
 MODEL = "gemini-2.5-flash"  # named, so no routing request reaches the fake before the turn
-CLI = [sys.executable, "-m", "session_awareness.infrastructure.cli"]
 RUN_TIMEOUT = 180
 NOTICE = re.compile(r'Session "([^"]+)" changed \(other actor\)')
 
@@ -43,39 +41,16 @@ def gemini() -> list[str]:
 
 
 @dataclass
-class World:
-    """A user's machine: a home, a trusted project, the state directory, one store."""
+class World(UserMachine):
+    """A user's machine with a trusted project, for Gemini CLI."""
 
     gemini: list[str]
     api: FakeGeminiApi
-    root: Path
-    url: str
     runs: list[subprocess.CompletedProcess[str]] = field(default_factory=list)
 
-    @property
-    def home(self) -> Path:
-        return self.root / "home"
-
-    @property
-    def project(self) -> Path:
-        return self.root / "shop"
-
-    @property
-    def state(self) -> Path:
-        return self.root / "state"
-
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in hook_env(self.state).items()
-               if not k.startswith(("GEMINI", "GOOGLE", "CI"))}  # fmt: skip
-        env.update(HOME=str(self.home), GEMINI_API_KEY="fake", NO_COLOR="1",
-                   GOOGLE_GEMINI_BASE_URL=self.api.url)  # fmt: skip
-        return env
-
-    def install(self, cli: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*CLI, "install", cli, "--project", str(self.project), "--database-url", self.url],
-            capture_output=True, text=True, timeout=TIMEOUT, check=False, env=self.env(),
-        )  # fmt: skip
+        return self.cli_env(("GEMINI", "GOOGLE"), GEMINI_API_KEY="fake",
+                            GOOGLE_GEMINI_BASE_URL=self.api.url)  # fmt: skip
 
     def turn(self, prompt: str, *, resume: str | None = None, yolo: bool = False) -> str:
         """One non-interactive Gemini CLI turn in the project; its session's id (a new
@@ -110,7 +85,7 @@ class World:
 @pytest.fixture
 def world(gemini: list[str], database_url: str, tmp_path: Path) -> Iterator[World]:
     with FakeGeminiApi() as api:
-        world = World(gemini, api, tmp_path, database_url)
+        world = World(tmp_path, database_url, gemini, api)
         world.project.mkdir()
         # The user's own choices, which no installer makes: the API key as the way to sign
         # in, and trust in the project folder (Gemini CLI ignores an untrusted project's

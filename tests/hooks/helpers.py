@@ -12,6 +12,7 @@ from typing import Any
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HOOK = [sys.executable, "-m", "session_awareness.infrastructure.claude_hooks", "claude-code"]
+CLI = [sys.executable, "-m", "session_awareness.infrastructure.cli"]
 TIMEOUT = 60
 
 
@@ -27,6 +28,45 @@ def hook_env(state_dir: Path, **extra: str) -> dict[str, str]:
     env["SESSION_AWARENESS_STATE_DIR"] = str(state_dir)
     env.update(extra)
     return env
+
+
+@dataclass
+class UserMachine:
+    """A user's machine in a scratch folder, for an agent CLI run for real: a home, a
+    project (`shop`), the state directory, one store."""
+
+    root: Path
+    url: str
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def project(self) -> Path:
+        return self.root / "shop"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    def env(self) -> dict[str, str]:
+        """The CLI's environment (a subclass adds its own)."""
+        return self.cli_env(())
+
+    def cli_env(self, drop: tuple[str, ...], **extra: str) -> dict[str, str]:
+        """The hooks' environment without the variables whose names start with one of
+        `drop` (the CLI's own) or `CI`, in this home, colours off, `extra` added."""
+        env = {k: v for k, v in hook_env(self.state).items() if not k.startswith((*drop, "CI"))}
+        env.update(HOME=str(self.home), NO_COLOR="1", **extra)
+        return env
+
+    def install(self, cli: str) -> subprocess.CompletedProcess[str]:
+        """`session-awareness install CLI --project` into the project, on the store."""
+        return subprocess.run(
+            [*CLI, "install", cli, "--project", str(self.project), "--database-url", self.url],
+            capture_output=True, text=True, timeout=TIMEOUT, check=False, env=self.env(),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
