@@ -300,7 +300,7 @@ class TestTheHostRecords:
 class TestTheSpoolKnowsWhoseSignalsItKeeps:
     def test_a_session_is_told_from_one_whose_id_ends_like_it(self, tmp_path: Path) -> None:
         """ADR 050: whether a session's outage was told is read from the spool's file names;
-        `abc` is not `x-abc`, and a file kept by an older version (no session in its name)
+        `abc` is not `x-abc`, and a file kept by an older version (`<at>-<random>.json`)
         is still taken, in order."""
         state = ClaudeState(tmp_path)
         state.spool({"event": "SessionStart", "session_id": "x-abc", "at": 2})
