@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from session_awareness.application import SessionAwareness, open_service
 from session_awareness.application.ports import CursorRow
-from session_awareness.configuration import environment_for, redact
+from session_awareness.configuration import redact, sqlite_file
 from session_awareness.testing import FakeClock, RecordingWaker
 
 MANAGER = "agent:main:main"
@@ -90,11 +90,9 @@ SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 def _new_sqlite_file(database_url: str) -> Path | None:
     """The SQLite file the demo is about to create, or None (another database, an
     in-memory one, or a file that is already there): an interrupted demo removes it."""
-    name = environment_for(database_url).get("SQLITE_DBNAME", "")
-    if not name or name.startswith("file:"):  # not SQLite, in memory, or `?mode=` (exists)
-        return None
-    path = Path(name)
-    return None if path.exists() else path.absolute()
+    name = sqlite_file(database_url)
+    path = None if name is None else Path(name)
+    return None if path is None or path.exists() else path.absolute()
 
 
 class _Story:

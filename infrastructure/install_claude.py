@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from session_awareness.configuration import check_recordable, url_in_force
+from session_awareness.configuration import check_recordable, sqlite_file, url_in_force
 from session_awareness.infrastructure.claude_hooks import CLAUDE_CODE, AgentCli
 from session_awareness.infrastructure.claude_state import STATE_DIR_ENV, state_dir
 
@@ -198,9 +198,9 @@ def check_database_url(url: str) -> None:
 
 def prepare_database(url: str) -> None:
     """Create the folder of a SQLite database, so the first hook run can create the file."""
-    parts = urlsplit(url)
-    if parts.scheme == "sqlite" and parts.path not in ("", "/", "/:memory:"):
-        Path(unquote(parts.path[1:])).parent.mkdir(parents=True, exist_ok=True)
+    path = sqlite_file(url)
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
 
 
 def mcp_extra_installed() -> bool:

@@ -17,7 +17,7 @@ from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import click
 import structlog
@@ -42,6 +42,7 @@ from session_awareness.configuration import (
     environment_for,
     read_only,
     redact,
+    sqlite_file,
     url_in_force,
 )
 
@@ -223,15 +224,6 @@ def require_sqlite_store_if_there(url: str) -> None:
     path = sqlite_file(url)
     if path is not None and Path(path).exists():
         require_sqlite_store(url, startup=True)
-
-
-def sqlite_file(url: str) -> str | None:
-    """The file a SQLite URL names; None for another database or an in-memory one.
-    `ConfigurationError` for a URL the service cannot use."""
-    name = environment_for(url).get("SQLITE_DBNAME")
-    if name is None or "mode=memory" in name:
-        return None
-    return unquote(name[len("file:") :].partition("?")[0]) if name.startswith("file:") else name
 
 
 def require_postgres_store(url: str) -> None:

@@ -127,6 +127,16 @@ def sqlite_file_and_mode(url: str) -> tuple[str, str]:
     return (path, "rwc") if path is not None else parsed_sqlite_url(url)
 
 
+def sqlite_file(url: str) -> str | None:
+    """The file a SQLite URL names, as written; None for another database or an in-memory
+    one. `ConfigurationError` for a URL the service cannot use."""
+    environment_for(url)
+    if not url.startswith("sqlite://"):
+        return None
+    path = sqlite_file_and_mode(url)[0]
+    return None if path == ":memory:" else path
+
+
 def read_only(url: str) -> bool:
     """Whether the URL opens its store read-only (`sqlite:///…?mode=ro`)."""
     return url.startswith("sqlite://") and sqlite_file_and_mode(url)[1] == "ro"
@@ -196,14 +206,12 @@ def store_identity(url: str) -> str | None:
     file's real path; a PostgreSQL server's user, host, port, database and `schema`, as the
     URL writes them (the password and the options that do not change the store aside). None
     for an in-memory SQLite store."""
-    from urllib.parse import parse_qsl, unquote  # noqa: PLC0415 -- the hook's relay path never parses a URL
+    from urllib.parse import parse_qsl  # noqa: PLC0415 -- the hook's relay path never parses a URL
 
-    name = environment_for(url).get("SQLITE_DBNAME")
-    if name is not None:
-        if name.startswith("file:session-awareness-"):
-            return None  # in memory: nothing outlives the process
-        path = unquote(name[5:].partition("?")[0]) if name.startswith("file:") else name
-        return "sqlite:" + os.path.realpath(path)
+    if url.startswith("sqlite://"):
+        path = sqlite_file(url)
+        return None if path is None else "sqlite:" + os.path.realpath(path)  # None: in memory
+    environment_for(url)
     start = url.find("://") + 3
     at = credentials_end(url)
     user = "" if at is None else url[start:at].partition(":")[0]
@@ -271,6 +279,7 @@ __all__ = [
     "redact",
     "secret_of",
     "sqlite_environment",
+    "sqlite_file",
     "store_identity",
     "url_in_force",
 ]
