@@ -104,28 +104,28 @@ def log_options(command: F) -> F:
     return command
 
 
-def given_url(_: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Refuse an empty `--database-url` (a script's `--database-url "$URL"` with `URL`
-    unset): left to the fallbacks, it would open `$SESSION_AWARENESS_DATABASE_URL` or the
-    default store, not the one the caller meant (R-L9)."""
-    if value is not None and not value.strip():
-        raise click.BadParameter(
-            "an empty URL names no store: give sqlite:///… or postgresql://…, or leave the "
-            "option out for its default",
-            param=param,
-        )
-    return value
+def not_empty(why: str) -> Callable[[click.Context, click.Parameter, str | None], str | None]:
+    """An option's callback that refuses an empty value (a script's `--option "$VAR"` with
+    `VAR` unset) with `why`: read as absent or as given, it would silently mean something
+    the caller did not (R-L9)."""
+
+    def given(_: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise click.BadParameter(why, param=param)
+        return value
+
+    return given
 
 
-def given_agent(_: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Refuse an empty `--agent-id` (a script's `--agent-id "$AGENT"` with `AGENT` unset):
-    read as given, it names no agent, so `list` shows nothing and `status` finds nothing;
-    read as absent, it silently means the key's own agent (R-L9)."""
-    if value is not None and not value.strip():
-        raise click.BadParameter(
-            "an empty agent id names no agent: give one, or leave the option out", param=param
-        )
-    return value
+#: `--database-url ""` left to the fallbacks would open `$SESSION_AWARENESS_DATABASE_URL` or
+#: the default store, not the one the caller meant.
+given_url = not_empty(
+    "an empty URL names no store: give sqlite:///… or postgresql://…, or leave the option "
+    "out for its default"
+)
+#: `--agent-id ""` as given names no agent (`list` shows nothing, `status` finds nothing);
+#: as absent, it would silently mean the key's own agent.
+given_agent = not_empty("an empty agent id names no agent: give one, or leave the option out")
 
 
 def store_options(command: F) -> F:
