@@ -157,10 +157,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0911 -- one exit per
         return EXIT_BAD_INPUT
     except click.UsageError as error:
         where = error.ctx.command_path if error.ctx is not None else PROG
-        # An agent CLI takes a hook's exit 2 as "block the turn": a hook's mistakes exit 1,
-        # which it shows the user and goes on (ADR 049).
-        code = EXIT_FAILURE if where.startswith(f"{PROG} hook ") else EXIT_BAD_INPUT
-        return fail(f"{error.format_message()} (see {where} --help)", code)
+        # click's 2 (EXIT_BAD_INPUT), unless the command says otherwise (a hook's: ADR 049)
+        return fail(f"{error.format_message()} (see {where} --help)", error.exit_code)
     except click.ClickException as error:
         return fail(error.format_message(), error.exit_code)
     except (click.Abort, KeyboardInterrupt):  # Ctrl-C (click reports it as Abort)

@@ -23,6 +23,7 @@ from session_awareness.infrastructure.claude_hooks import (
     CLAUDE_CODE,
     CLIS,
     GEMINI_CLI,
+    UNREAD,
     AgentCli,
     run_for,
     session_key,
@@ -235,7 +236,25 @@ def _hook_options(agent_help: str, default_agent: str) -> Callable[[F], F]:
     return decorate
 
 
-@hook.command(name="claude-code")
+class HookCommand(click.Command):
+    """A hook's command: a usage error exits `UNREAD` (1), which the agent CLI reports and
+    goes on; click's 2 would block the turn (ADR 049)."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as error:
+            error.exit_code = UNREAD
+            raise
+
+
+@hook.command(name="claude-code", cls=HookCommand)
 @_hook_options(AGENT_HELP, CLAUDE_CODE.default_agent)
 def hook_claude_code(agent: str, database_url: str | None, verbose: bool) -> int:
     """Map one Claude Code hook event onto the service; exits 0, with a warning Claude Code
@@ -243,7 +262,7 @@ def hook_claude_code(agent: str, database_url: str | None, verbose: bool) -> int
     return run_for(CLAUDE_CODE, agent=agent, database_url=database_url, verbose=verbose)
 
 
-@hook.command(name="gemini-cli")
+@hook.command(name="gemini-cli", cls=HookCommand)
 @_hook_options(GEMINI_AGENT_HELP, GEMINI_CLI.default_agent)
 def hook_gemini_cli(agent: str, database_url: str | None, verbose: bool) -> int:
     """Map one Gemini CLI hook event onto the service; exits 0 and writes nothing but the
