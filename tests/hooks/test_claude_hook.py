@@ -281,7 +281,7 @@ class TestTheHostRecords:
         (under Claude Code, a short-lived shell is one); nothing removed them, so the state
         directory grew by about two files per session start. A start now forgets the records
         of processes that have ended, and keeps those of live ones (the MCP server reads
-        its parent's, `host_session`)."""
+        its parent's, `host_session`; R-A1)."""
         state = tmp_path / "state"
         ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                                capture_output=True, text=True, check=True)  # fmt: skip
@@ -299,7 +299,7 @@ class TestTheHostRecords:
 
 class TestTheSpoolKnowsWhoseSignalsItKeeps:
     def test_a_session_is_told_from_one_whose_id_ends_like_it(self, tmp_path: Path) -> None:
-        """ADR 050: whether a session's outage was told is read from the spool's file names;
+        """R-L10, ADR 050: whether a session's outage was told is read from the spool's names;
         `abc` is not `x-abc`, and a file kept by an older version (`<at>-<random>.json`)
         is still taken, in order."""
         state = ClaudeState(tmp_path)

@@ -333,8 +333,9 @@ class TestAHookThatNamesAnotherStore:
         assert "hook_relay_other_store" in log.read_text()
 
     def test_the_same_store_spelled_another_way_is_relayed(self, tmp_path: Path) -> None:
-        """Two spellings of one SQLite file (`?mode=rwc`, the default, written out) name one
-        store: the server takes the hook's signal, and nothing is told."""
+        """R-L9 without a false alarm: two spellings of one SQLite file (`?mode=rwc`, the
+        default, written out) name one store: the server takes the hook's signal, and
+        nothing is told."""
         store = tmp_path / "sessions.db"
         url, state, log = f"sqlite:///{store}", tmp_path / "state", tmp_path / "server.log"
         start_lead(url, state)
