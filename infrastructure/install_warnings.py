@@ -24,10 +24,9 @@ def switched_off(cli: AgentCli, *, project: Path | None, user: bool,
     """What, in the settings the CLI reads for the installed scope, keeps our hooks or our
     server from running: one line each (`install` warns with them). The entries are
     installed all the same; these switches are the user's, to keep or to turn back."""
-    folder = ".claude" if cli is CLAUDE_CODE else ".gemini"
-    paths = [(home or Path.home()) / folder / "settings.json"]
+    paths = [config_paths(project=None, user=True, home=home, cli=cli)[0]]
     if not user:
-        paths.append((project or Path.cwd()).resolve() / folder / "settings.json")
+        paths.append(config_paths(project=project, user=False, cli=cli)[0])
         if cli is CLAUDE_CODE:
             paths.append(paths[-1].with_name("settings.local.json"))
     lines: list[str] = []
